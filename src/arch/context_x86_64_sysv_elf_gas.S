@@ -1,0 +1,209 @@
+/*
+ * context_x86_64_sysv_elf_gas.S: weft's context switch for x86-64 System V,
+ * ELF, GNU as. Only switching lives here; context_x86_64_sysv.cpp lays out
+ * the first frame.
+ *
+ * Frame at a suspended context's stack pointer (context_x86_64_sysv.hpp):
+ *
+ *   +0x00 MXCSR  +0x04 x87 CW  +0x06 zero    (the "FP quad")
+ *   +0x08 r12    +0x10 r13     +0x18 r14     +0x20 r15
+ *   +0x28 rbx    +0x30 rbp     +0x38 return address
+ *
+ * Saved: the callee-saved registers of the System V ABI (rbx rbp r12-r15,
+ * rsp implicitly as the context handle), the x87 control word and MXCSR.
+ * Not saved, deliberately: caller-saved registers (the call to jump already
+ * makes the compiler spill what it needs), x87/MXCSR status flags, the
+ * direction flag (clear at every call by ABI rule), vector registers (all
+ * caller-saved on System V).
+ *
+ * The FP control state is restored only when the target's saved value
+ * differs from the current one (ldmxcsr/fldcw serialise and roughly double
+ * the cost of a switch); reading it (stmxcsr/fnstcw) is cheap. Building with
+ * WEFT_SHARE_FP_ENV=1 drops the FP state altogether: all contexts share it.
+ *
+ * Stack discipline: rsp is lowered before anything is stored and raised only
+ * after everything is loaded, so a signal arriving mid-switch never finds
+ * live data below rsp (the red zone is not used).
+ *
+ * The return path is pop + indirect jump rather than ret, so the branch
+ * predictor learns the ping-pong between contexts instead of mispredicting
+ * every return-stack entry (Boost.Context does the same). The jump carries
+ * notrack, so it is legal under CET indirect-branch tracking; landing pads
+ * (endbr64) start every symbol that is reached indirectly. The object is
+ * marked IBT-compatible only: shadow stacks are not switched.
+ */
+
+#include "context_x86_64_sysv.hpp"
+
+#if WEFT_SHARE_FP_ENV_ASM
+#define WEFT_SAVE_FP 0
+#else
+#define WEFT_SAVE_FP 1
+#endif
+
+    .text
+
+/* transfer weft_context_jump(void* to = rdi, void* data = rsi)
+   returns {from = rax, data = rdx}; also leaves rdi = from, rsi = data for a
+   first entry into a fresh context's trampoline. */
+    .globl  weft_context_jump
+    .hidden weft_context_jump
+    .type   weft_context_jump, @function
+    .p2align 4
+weft_context_jump:
+    .cfi_startproc
+    endbr64
+    leaq    -WEFT_X64_SAVE_SIZE(%rsp), %rsp        /* make room first: nothing below rsp */
+    .cfi_adjust_cfa_offset WEFT_X64_SAVE_SIZE
+#if WEFT_SAVE_FP
+    stmxcsr WEFT_X64_MXCSR(%rsp)                    /* FP quad: MXCSR ... */
+    fnstcw  WEFT_X64_FCW(%rsp)                      /* ... x87 control word ... */
+    movw    $0, WEFT_X64_FP_PAD(%rsp)               /* ... and a zero pad, to compare as one quad */
+#endif
+    movq    %r12, WEFT_X64_R12(%rsp)                /* callee-saved integer registers */
+    movq    %r13, WEFT_X64_R13(%rsp)
+    movq    %r14, WEFT_X64_R14(%rsp)
+    movq    %r15, WEFT_X64_R15(%rsp)
+    movq    %rbx, WEFT_X64_RBX(%rsp)
+    movq    %rbp, WEFT_X64_RBP(%rsp)
+    .cfi_rel_offset r12, WEFT_X64_R12
+    .cfi_rel_offset r13, WEFT_X64_R13
+    .cfi_rel_offset r14, WEFT_X64_R14
+    .cfi_rel_offset r15, WEFT_X64_R15
+    .cfi_rel_offset rbx, WEFT_X64_RBX
+    .cfi_rel_offset rbp, WEFT_X64_RBP
+
+    movq    %rsp, %rax                              /* rax = our context, the transfer's `from` */
+    movq    %rdi, %rsp                              /* the switch: rsp = target context */
+                                                    /* (the target's frame has the same layout, so the CFI above still holds) */
+#if WEFT_SAVE_FP
+    movq    WEFT_X64_FP(%rsp), %r8                  /* target FP quad ... */
+    xorq    WEFT_X64_FP(%rax), %r8                  /* ... differs from ours where bits are set */
+    movabsq $WEFT_X64_FP_CONTROL_MASK, %r9
+    testq   %r9, %r8                                /* any control bit different? */
+    jnz     .Ljump_restore_fp
+.Ljump_fp_done:
+#endif
+    movq    WEFT_X64_R12(%rsp), %r12                /* target's callee-saved registers */
+    movq    WEFT_X64_R13(%rsp), %r13
+    movq    WEFT_X64_R14(%rsp), %r14
+    movq    WEFT_X64_R15(%rsp), %r15
+    movq    WEFT_X64_RBX(%rsp), %rbx
+    movq    WEFT_X64_RBP(%rsp), %rbp
+    leaq    WEFT_X64_SAVE_SIZE(%rsp), %rsp          /* drop the save area: rsp -> return address */
+    .cfi_adjust_cfa_offset -WEFT_X64_SAVE_SIZE
+
+    movq    %rsi, %rdx                              /* transfer.data (return pair rax:rdx) */
+    movq    %rax, %rdi                              /* first entry: trampoline arguments rdi, rsi */
+    popq    %r8                                     /* resume address of the target */
+    .cfi_adjust_cfa_offset -8
+    notrack jmp *%r8                                /* predicted like an indirect jump, not a return */
+#if WEFT_SAVE_FP
+.Ljump_restore_fp:
+    .cfi_adjust_cfa_offset WEFT_X64_SAVE_SIZE+8
+    ldmxcsr WEFT_X64_MXCSR(%rsp)                    /* rare path: control state differs */
+    fldcw   WEFT_X64_FCW(%rsp)
+    jmp     .Ljump_fp_done
+#endif
+    .cfi_endproc
+    .size   weft_context_jump, .-weft_context_jump
+
+/* transfer weft_context_ontop(void* to = rdi, void* data = rsi, ontop_fn fn = rdx)
+   switches like jump, then tail-calls fn({from, data}) on the target stack;
+   the target's resume address is fn's return address, so fn's result (or
+   exception) is what the target's suspended jump produces. */
+    .globl  weft_context_ontop
+    .hidden weft_context_ontop
+    .type   weft_context_ontop, @function
+    .p2align 4
+weft_context_ontop:
+    .cfi_startproc
+    endbr64
+    leaq    -WEFT_X64_SAVE_SIZE(%rsp), %rsp        /* make room first: nothing below rsp */
+    .cfi_adjust_cfa_offset WEFT_X64_SAVE_SIZE
+#if WEFT_SAVE_FP
+    stmxcsr WEFT_X64_MXCSR(%rsp)                    /* FP quad, as in jump */
+    fnstcw  WEFT_X64_FCW(%rsp)
+    movw    $0, WEFT_X64_FP_PAD(%rsp)
+#endif
+    movq    %r12, WEFT_X64_R12(%rsp)                /* callee-saved integer registers */
+    movq    %r13, WEFT_X64_R13(%rsp)
+    movq    %r14, WEFT_X64_R14(%rsp)
+    movq    %r15, WEFT_X64_R15(%rsp)
+    movq    %rbx, WEFT_X64_RBX(%rsp)
+    movq    %rbp, WEFT_X64_RBP(%rsp)
+    .cfi_rel_offset r12, WEFT_X64_R12
+    .cfi_rel_offset r13, WEFT_X64_R13
+    .cfi_rel_offset r14, WEFT_X64_R14
+    .cfi_rel_offset r15, WEFT_X64_R15
+    .cfi_rel_offset rbx, WEFT_X64_RBX
+    .cfi_rel_offset rbp, WEFT_X64_RBP
+
+    movq    %rdx, %r10                              /* keep fn: rdx becomes transfer.data */
+    movq    %rsp, %rax                              /* rax = our context */
+    movq    %rdi, %rsp                              /* the switch */
+#if WEFT_SAVE_FP
+    movq    WEFT_X64_FP(%rsp), %r8                  /* restore FP control only if it differs */
+    xorq    WEFT_X64_FP(%rax), %r8
+    movabsq $WEFT_X64_FP_CONTROL_MASK, %r9
+    testq   %r9, %r8
+    jnz     .Lontop_restore_fp
+.Lontop_fp_done:
+#endif
+    movq    WEFT_X64_R12(%rsp), %r12                /* target's callee-saved registers */
+    movq    WEFT_X64_R13(%rsp), %r13
+    movq    WEFT_X64_R14(%rsp), %r14
+    movq    WEFT_X64_R15(%rsp), %r15
+    movq    WEFT_X64_RBX(%rsp), %rbx
+    movq    WEFT_X64_RBP(%rsp), %rbp
+    leaq    WEFT_X64_SAVE_SIZE(%rsp), %rsp          /* rsp -> target's resume address, */
+    .cfi_adjust_cfa_offset -WEFT_X64_SAVE_SIZE      /* which stays as fn's return address */
+
+    movq    %rsi, %rdx                              /* transfer {rax, rdx} for a fresh trampoline */
+    movq    %rax, %rdi                              /* fn's argument: transfer {rdi = from, */
+                                                    /*                          rsi = data} */
+    notrack jmp *%r10                               /* tail-call fn; it returns to the target */
+#if WEFT_SAVE_FP
+.Lontop_restore_fp:
+    .cfi_adjust_cfa_offset WEFT_X64_SAVE_SIZE
+    ldmxcsr WEFT_X64_MXCSR(%rsp)
+    fldcw   WEFT_X64_FCW(%rsp)
+    jmp     .Lontop_fp_done
+#endif
+    .cfi_endproc
+    .size   weft_context_ontop, .-weft_context_ontop
+
+/* weft_context_trampoline: the resume address of a fresh context. Entered by
+   jump's indirect jump (rdi = from, rsi = data, rax:rdx the same) or by the
+   return of an ontop fn (rax:rdx = its result), so the transfer is taken
+   from rax:rdx. r12 holds the entry function (put there by make). It is the
+   outermost frame: the return address is undefined and rbp is zero. */
+    .globl  weft_context_trampoline
+    .hidden weft_context_trampoline
+    .type   weft_context_trampoline, @function
+    .p2align 4
+weft_context_trampoline:
+    .cfi_startproc
+    .cfi_undefined rip                              /* unwinders and debuggers stop here */
+    endbr64
+    movq    %rax, %rdi                              /* entry(transfer{from, data}) */
+    movq    %rdx, %rsi
+    callq   *%r12                                   /* rsp is 16-aligned here, as at any call */
+    ud2                                             /* an entry function must never return */
+    .cfi_endproc
+    .size   weft_context_trampoline, .-weft_context_trampoline
+
+    .section .note.GNU-stack,"",%progbits          /* no executable stack */
+
+/* GNU property note: this object is compatible with CET indirect-branch
+   tracking (IBT). Shadow stacks (SHSTK) are not claimed. */
+    .section .note.gnu.property,"a"
+    .p2align 3
+    .long   4                                       /* name size ("GNU\0") */
+    .long   16                                      /* descriptor size */
+    .long   5                                       /* NT_GNU_PROPERTY_TYPE_0 */
+    .asciz  "GNU"
+    .long   0xc0000002                              /* GNU_PROPERTY_X86_FEATURE_1_AND */
+    .long   4                                       /* data size */
+    .long   1                                       /* GNU_PROPERTY_X86_FEATURE_1_IBT */
+    .p2align 3
