@@ -35,6 +35,15 @@
 
 #include "context_x86_64_sysv.hpp"
 
+/* Symbol visibility: hidden in a static library; in a shared libweft the
+   switch is part of the public L0 API, so it is exported but protected
+   (not interposable). */
+#if defined(WEFT_SHARED_BUILD)
+#define WEFT_VISIBILITY .protected
+#else
+#define WEFT_VISIBILITY .hidden
+#endif
+
 #if WEFT_SHARE_FP_ENV_ASM
 #define WEFT_SAVE_FP 0
 #else
@@ -47,7 +56,7 @@
    returns {from = rax, data = rdx}; also leaves rdi = from, rsi = data for a
    first entry into a fresh context's trampoline. */
     .globl  weft_context_jump
-    .hidden weft_context_jump
+    WEFT_VISIBILITY weft_context_jump
     .type   weft_context_jump, @function
     .p2align 4
 weft_context_jump:
@@ -113,7 +122,7 @@ weft_context_jump:
    the target's resume address is fn's return address, so fn's result (or
    exception) is what the target's suspended jump produces. */
     .globl  weft_context_ontop
-    .hidden weft_context_ontop
+    WEFT_VISIBILITY weft_context_ontop
     .type   weft_context_ontop, @function
     .p2align 4
 weft_context_ontop:

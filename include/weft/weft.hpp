@@ -1,0 +1,8 @@
+// weft/weft.hpp: the umbrella header.
+#pragma once
+
+#include "weft/config.hpp"
+#include "weft/context.hpp"
+#include "weft/coroutine.hpp"
+#include "weft/generator.hpp"
+#include "weft/stack.hpp"

@@ -1,0 +1,44 @@
+// leak_check.cpp: the leak-checking fixture and a counting operator new.
+
+#include "support/leak_check.hpp"
+
+#include <cstdlib>
+#include <new>
+
+#include "weft/coroutine.hpp"
+#include "weft/stack.hpp"
+
+namespace {
+thread_local std::uint64_t g_new_calls = 0;
+}
+
+void* operator new(std::size_t n) {
+    ++g_new_calls;
+    if (void* p = std::malloc(n ? n : 1)) return p;
+    throw std::bad_alloc();
+}
+void* operator new[](std::size_t n) {
+    ++g_new_calls;
+    if (void* p = std::malloc(n ? n : 1)) return p;
+    throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+
+namespace weft::test {
+
+std::uint64_t new_calls() noexcept { return g_new_calls; }
+
+void leak_checked::SetUp() {
+    coroutines_ = stats::live_coroutines();
+    stacks_ = stats::live_stacks();
+}
+
+void leak_checked::TearDown() {
+    EXPECT_EQ(stats::live_coroutines(), coroutines_) << "coroutines leaked by this test";
+    EXPECT_EQ(stats::live_stacks(), stacks_) << "stacks leaked by this test";
+}
+
+}  // namespace weft::test
