@@ -1,0 +1,183 @@
+// context_test.cpp: layer L0 on its own: make, jump, ontop, alignment, FP
+// control state inheritance and preservation.
+
+#include <gtest/gtest.h>
+
+#include <cfenv>
+#include <cstdint>
+#include <stdexcept>
+
+#include "support/leak_check.hpp"
+#include "weft/context.hpp"
+#include "weft/stack.hpp"
+
+namespace {
+
+using weft::context::transfer;
+
+class context_test : public weft::test::leak_checked {
+protected:
+    void SetUp() override {
+        leak_checked::SetUp();
+        stack_ = alloc_.allocate(64 * 1024);
+    }
+    void TearDown() override {
+        alloc_.deallocate(stack_);
+        leak_checked::TearDown();
+    }
+    void* make(weft::context::entry_fn fn) { return weft::context::make(stack_.top(), stack_.size, fn); }
+
+    weft::mmap_stack alloc_;
+    weft::stack_view stack_;
+};
+
+// Ping-pong: the context adds one to each value and jumps back.
+void adder(transfer t) noexcept {
+    for (;;) {
+        auto v = reinterpret_cast<std::uintptr_t>(t.data);
+        t = weft::context::jump(t.from, reinterpret_cast<void*>(v + 1));
+    }
+}
+
+TEST_F(context_test, jump_passes_data_both_ways) {
+    void* ctx = make(&adder);
+    std::uintptr_t v = 0;
+    for (int i = 0; i < 100000; ++i) {
+        transfer t = weft::context::jump(ctx, reinterpret_cast<void*>(v));
+        ctx = t.from;
+        ASSERT_EQ(reinterpret_cast<std::uintptr_t>(t.data), v + 1);
+        v += 2;
+    }
+}
+
+TEST_F(context_test, make_places_the_context_near_the_top_of_the_stack) {
+    void* ctx = make(&adder);
+    EXPECT_TRUE(stack_.contains(ctx));
+    EXPECT_LT(static_cast<std::byte*>(stack_.top()) - static_cast<std::byte*>(ctx), 256);
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(ctx) % 16, 0u);
+}
+
+// The entry reports its frame address; with frame pointers, a 16-byte
+// aligned stack at the call gives a 16-byte aligned frame address.
+void report_frame(transfer t) noexcept {
+    auto* fa = __builtin_frame_address(0);
+    weft::context::jump(t.from, fa);
+    __builtin_trap();
+}
+
+TEST_F(context_test, entry_runs_on_a_16_byte_aligned_stack) {
+    // Try several stack tops, aligned and not, to exercise make's rounding.
+    for (std::size_t off = 0; off < 64; off += 8) {
+        void* ctx = weft::context::make(static_cast<std::byte*>(stack_.top()) - off, stack_.size - off, &report_frame);
+        transfer t = weft::context::jump(ctx, nullptr);
+        auto fa = reinterpret_cast<std::uintptr_t>(t.data);
+        EXPECT_TRUE(stack_.contains(t.data)) << "offset " << off;
+        EXPECT_EQ(fa % 16, 0u) << "offset " << off;
+    }
+}
+
+// ontop runs a function on the target's stack; its result is what the
+// target's suspended jump returns.
+void echo(transfer t) noexcept {
+    for (;;) t = weft::context::jump(t.from, t.data);
+}
+
+transfer add_hundred(transfer t) {
+    auto v = reinterpret_cast<std::uintptr_t>(t.data);
+    return {t.from, reinterpret_cast<void*>(v + 100)};
+}
+
+TEST_F(context_test, ontop_result_becomes_the_targets_jump_result) {
+    void* ctx = make(&echo);
+    transfer t = weft::context::jump(ctx, reinterpret_cast<void*>(1));  // echo is now suspended in its jump
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(t.data), 1u);
+    t = weft::context::ontop(t.from, reinterpret_cast<void*>(5), &add_hundred);
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(t.data), 105u);
+}
+
+std::uintptr_t g_ontop_stack_probe = 0;
+transfer record_stack(transfer t) {
+    g_ontop_stack_probe = reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0));
+    return t;
+}
+
+TEST_F(context_test, ontop_function_runs_on_the_target_stack) {
+    void* ctx = make(&echo);
+    transfer t = weft::context::jump(ctx, nullptr);
+    t = weft::context::ontop(t.from, nullptr, &record_stack);
+    EXPECT_TRUE(stack_.contains(reinterpret_cast<void*>(g_ontop_stack_probe)));
+}
+
+// An exception thrown by an ontop function leaves the target's suspended jump.
+struct injected : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+void* g_resumer = nullptr;
+
+void catcher(transfer t) noexcept {
+    for (;;) {
+        try {
+            t = weft::context::jump(t.from, nullptr);
+        } catch (const injected& e) {
+            // t.from is stale here: the ontop function recorded the resumer.
+            t = weft::context::jump(g_resumer, const_cast<char*>(e.what()));
+        }
+    }
+}
+transfer throw_after_recording(transfer t) {
+    g_resumer = t.from;
+    throw injected("thrown on top");
+}
+
+TEST_F(context_test, ontop_exception_propagates_out_of_the_targets_jump) {
+    void* ctx = make(&catcher);
+    transfer t = weft::context::jump(ctx, nullptr);
+    t = weft::context::ontop(t.from, nullptr, &throw_after_recording);
+    ASSERT_NE(t.data, nullptr);
+    EXPECT_STREQ(static_cast<const char*>(t.data), "thrown on top");
+    // The context is still usable after catching.
+    t = weft::context::jump(t.from, nullptr);
+    EXPECT_EQ(t.data, nullptr);
+}
+
+// ontop into a context that never ran: the function's result is the
+// transfer the entry receives.
+void first_entry_reports(transfer t) noexcept {
+    weft::context::jump(t.from, t.data);
+    __builtin_trap();
+}
+
+TEST_F(context_test, ontop_into_a_fresh_context_feeds_its_entry) {
+    void* ctx = make(&first_entry_reports);
+    transfer t = weft::context::ontop(ctx, reinterpret_cast<void*>(7), &add_hundred);
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(t.data), 107u);
+}
+
+// FP control state: inherited by a fresh context from its creator, then kept
+// per context (or shared with WEFT_SHARE_FP_ENV).
+void rounding_worker(transfer t) noexcept {
+    auto inherited = static_cast<std::uintptr_t>(std::fegetround());
+    std::fesetround(FE_TOWARDZERO);
+    t = weft::context::jump(t.from, reinterpret_cast<void*>(inherited));
+    auto after = static_cast<std::uintptr_t>(std::fegetround());
+    weft::context::jump(t.from, reinterpret_cast<void*>(after));
+    __builtin_trap();
+}
+
+TEST_F(context_test, rounding_mode_is_inherited_and_preserved_per_context) {
+    const int saved = std::fegetround();
+    ASSERT_EQ(std::fesetround(FE_DOWNWARD), 0);
+    void* ctx = make(&rounding_worker);
+    transfer t = weft::context::jump(ctx, nullptr);
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(t.data), static_cast<std::uintptr_t>(FE_DOWNWARD));
+    EXPECT_EQ(std::fegetround(), WEFT_SHARE_FP_ENV ? FE_TOWARDZERO : FE_DOWNWARD);
+    std::fesetround(FE_UPWARD);
+    t = weft::context::jump(t.from, nullptr);
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(t.data),
+              static_cast<std::uintptr_t>(WEFT_SHARE_FP_ENV ? FE_UPWARD : FE_TOWARDZERO));
+    EXPECT_EQ(std::fegetround(), FE_UPWARD);  // the worker changed nothing since
+    std::fesetround(saved);
+}
+
+}  // namespace
