@@ -43,9 +43,9 @@ using ontop_fn = transfer (*)(transfer);
 
 extern "C" {
 // Implemented per target in src/arch; see weft::context for the contracts.
-void* weft_context_make(void* stack_top, std::size_t size, weft::context::entry_fn fn) noexcept;
-weft::context::transfer weft_context_jump(void* to, void* data);
-weft::context::transfer weft_context_ontop(void* to, void* data, weft::context::ontop_fn fn);
+WEFT_API void* weft_context_make(void* stack_top, std::size_t size, weft::context::entry_fn fn) noexcept;
+WEFT_API weft::context::transfer weft_context_jump(void* to, void* data);
+WEFT_API weft::context::transfer weft_context_ontop(void* to, void* data, weft::context::ontop_fn fn);
 }
 
 namespace weft::context {

@@ -18,8 +18,8 @@
 //                +0xa8  zero, so the frame stays a multiple of 16 bytes
 //                +0xb0  caller's frame
 //
-// Every pair sits at a multiple of 16 from the saved sp, which is itself
-// 16-aligned, so stp/ldp never straddle a pair boundary.
+// The saved sp is 16-aligned and every stp/ldp pair starts at a multiple of
+// 16 from it, so no pair access is split across cache lines.
 #pragma once
 
 #define WEFT_A64_FP    0x00

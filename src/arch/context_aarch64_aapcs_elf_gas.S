@@ -17,14 +17,16 @@
  * the link register x30 (the address the suspended jump returns to), sp
  * (implicitly, as the context handle), the low 64 bits of v8-v15 (d8-d15)
  * and FPCR (rounding mode, flush-to-zero, default NaN, trap enables).
- * Not saved, deliberately: x0-x18 and v0-v7/v16-v31 (caller-saved; the call
- * to jump already makes the compiler spill what it needs; x18 is the platform
- * register and is per thread, not per context, where a platform reserves
- * it), the upper 64 bits of v8-v15 (caller-saved by AAPCS64), NZCV, FPSR (its
- * cumulative exception flags are not preserved across calls), SVE/SME state
- * (a call is a public interface: the caller has already given it up), and
- * TPIDR_EL0 (the thread pointer belongs to the thread, and a context may be
- * resumed on another thread).
+ * Not saved, deliberately: x0-x17 and v0-v7/v16-v31 (caller-saved; the call
+ * to jump already makes the compiler spill what it needs), x18 (the platform
+ * register: a temporary on Linux; platforms that reserve it, e.g. for a
+ * shadow call stack, are not supported), the upper 64 bits of v8-v15
+ * (caller-saved by AAPCS64), NZCV, FPSR (its cumulative exception flags are
+ * not preserved across calls), SVE and SME state (jump is an ordinary
+ * base-PCS function: its callers already treat every z/p register bit beyond
+ * d8-d15 as clobbered, and call it with streaming mode off and ZA not live),
+ * and TPIDR_EL0 (the thread pointer belongs to the thread, and a context may
+ * be resumed on another thread).
  *
  * FPCR is restored only when the target's saved value differs from the
  * current one: msr fpcr may synchronise the FP pipeline, while mrs fpcr is
@@ -38,12 +40,15 @@
  * on an sp-based access through a misaligned sp).
  *
  * Return and branch protection (BTI). jump returns to the target with a
- * register-form ret: RET leaves PSTATE.BTYPE at 0, so resume addresses (the
- * instruction after a bl/blr to jump, or the trampoline) need no landing
- * pad. ontop tail-calls fn with `br x17`: a BR through x16/x17 has BTYPE 01,
- * which a `bti c` pad accepts, so fn may be any function compiled with
- * -mbranch-protection=bti (exactly how PLT stubs and veneers branch).
- * jump and ontop are reached by bl/blr (BTYPE 10) and start with `bti c`.
+ * register-form `ret` (ret x30, x30 = the target's saved lr): RET leaves
+ * PSTATE.BTYPE at 0, so resume addresses (the instruction after a bl/blr to
+ * jump, or the trampoline) need no landing pad; a `br` would need a `bti j`
+ * at every call site of jump. ontop tail-calls fn with `br x17`: a BR
+ * through x16/x17 has BTYPE 01, which a `bti c` pad accepts, so fn may be any
+ * function compiled with -mbranch-protection=bti (this is how PLT stubs and
+ * veneers branch). jump and ontop themselves may be reached by blr (BTYPE
+ * 10) or through a PLT stub or veneer (BTYPE 01), so each starts with
+ * `bti c`.
  * The trampoline is reached only by RET (jump's return into a fresh context,
  * or an ontop fn returning into one), never by br/blr, so it deliberately has
  * no landing pad: a pad would only make it a valid target for a stray
@@ -52,6 +57,15 @@
  */
 
 #include "context_aarch64_aapcs.hpp"
+
+/* Symbol visibility, as for x86-64: hidden in a static library; in a shared
+   libweft the switch is part of the public L0 API, so it is exported but
+   protected (not interposable). The trampoline is always hidden. */
+#if defined(WEFT_SHARED_BUILD)
+#define WEFT_VISIBILITY .protected
+#else
+#define WEFT_VISIBILITY .hidden
+#endif
 
 #if WEFT_SHARE_FP_ENV_ASM
 #define WEFT_SAVE_FP 0
@@ -137,7 +151,7 @@
    returns {from = x0, data = x1}: the same registers a fresh context's
    trampoline passes on to its entry function. */
     .globl  weft_context_jump
-    .hidden weft_context_jump
+    WEFT_VISIBILITY weft_context_jump
     .type   weft_context_jump, %function
     .p2align 4
 weft_context_jump:
@@ -173,7 +187,7 @@ weft_context_jump:
    x30 = the target's resume address is fn's return address, so fn's result
    (or exception) is what the target's suspended jump produces. */
     .globl  weft_context_ontop
-    .hidden weft_context_ontop
+    WEFT_VISIBILITY weft_context_ontop
     .type   weft_context_ontop, %function
     .p2align 4
 weft_context_ontop:

@@ -22,7 +22,7 @@ struct frame {
 };
 static_assert(offsetof(frame, mxcsr) == WEFT_X64_MXCSR);
 static_assert(offsetof(frame, fcw) == WEFT_X64_FCW);
-static_assert(offsetof(frame, pad) == WEFT_X64_FP_PAD);
+static_assert(offsetof(frame, pad) == WEFT_X64_FP_UNUSED);
 static_assert(offsetof(frame, r12) == WEFT_X64_R12);
 static_assert(offsetof(frame, r13) == WEFT_X64_R13);
 static_assert(offsetof(frame, r14) == WEFT_X64_R14);

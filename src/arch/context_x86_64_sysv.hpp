@@ -5,7 +5,7 @@
 //
 //   saved sp ->  +0x00  MXCSR (4 bytes)
 //                +0x04  x87 control word (2 bytes)
-//                +0x06  zero (2 bytes), so the FP word compares as one quad
+//                +0x06  unused (2 bytes)
 //                +0x08  r12
 //                +0x10  r13
 //                +0x18  r14
@@ -16,10 +16,9 @@
 //                +0x40  caller's frame
 #pragma once
 
-#define WEFT_X64_FP        0x00
 #define WEFT_X64_MXCSR     0x00
 #define WEFT_X64_FCW       0x04
-#define WEFT_X64_FP_PAD    0x06
+#define WEFT_X64_FP_UNUSED 0x06
 #define WEFT_X64_R12       0x08
 #define WEFT_X64_R13       0x10
 #define WEFT_X64_R14       0x18
@@ -30,7 +29,7 @@
 #define WEFT_X64_SAVE_SIZE 0x38  /* bytes below the return address */
 #define WEFT_X64_FRAME     0x40  /* whole frame, return address included */
 
-/* Bits of the FP quad that are preserved state: MXCSR control bits 6-15
-   (DAZ, exception masks, rounding, FTZ) and the whole x87 control word.
-   MXCSR bits 0-5 are sticky status flags, which the ABI does not preserve. */
-#define WEFT_X64_FP_CONTROL_MASK 0x0000FFFF0000FFC0
+/* MXCSR bits that are preserved state: control bits 6-15 (DAZ, exception
+   masks, rounding, FTZ). Bits 0-5 are sticky status flags, which the ABI
+   does not preserve. The x87 control word is compared whole. */
+#define WEFT_X64_MXCSR_CONTROL_MASK 0xFFC0

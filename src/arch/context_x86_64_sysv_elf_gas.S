@@ -5,7 +5,7 @@
  *
  * Frame at a suspended context's stack pointer (context_x86_64_sysv.hpp):
  *
- *   +0x00 MXCSR  +0x04 x87 CW  +0x06 zero    (the "FP quad")
+ *   +0x00 MXCSR  +0x04 x87 CW  +0x06 unused
  *   +0x08 r12    +0x10 r13     +0x18 r14     +0x20 r15
  *   +0x28 rbx    +0x30 rbp     +0x38 return address
  *
@@ -18,14 +18,16 @@
  *
  * The FP control state is restored only when the target's saved value
  * differs from the current one (ldmxcsr/fldcw serialise and roughly double
- * the cost of a switch); reading it (stmxcsr/fnstcw) is cheap. Building with
+ * the cost of a switch); reading it (stmxcsr/fnstcw) is cheap. The two
+ * fields are compared with loads of the same width as the stores that wrote
+ * them, so the comparison never stalls on store forwarding. Building with
  * WEFT_SHARE_FP_ENV=1 drops the FP state altogether: all contexts share it.
  *
  * Stack discipline: rsp is lowered before anything is stored and raised only
  * after everything is loaded, so a signal arriving mid-switch never finds
  * live data below rsp (the red zone is not used).
  *
- * The return path is pop + indirect jump rather than ret, so the branch
+ * The return path is an indirect jump rather than ret, so the branch
  * predictor learns the ping-pong between contexts instead of mispredicting
  * every return-stack entry (Boost.Context does the same). The jump carries
  * notrack, so it is legal under CET indirect-branch tracking; landing pads
@@ -65,9 +67,8 @@ weft_context_jump:
     leaq    -WEFT_X64_SAVE_SIZE(%rsp), %rsp        /* make room first: nothing below rsp */
     .cfi_adjust_cfa_offset WEFT_X64_SAVE_SIZE
 #if WEFT_SAVE_FP
-    stmxcsr WEFT_X64_MXCSR(%rsp)                    /* FP quad: MXCSR ... */
-    fnstcw  WEFT_X64_FCW(%rsp)                      /* ... x87 control word ... */
-    movw    $0, WEFT_X64_FP_PAD(%rsp)               /* ... and a zero pad, to compare as one quad */
+    stmxcsr WEFT_X64_MXCSR(%rsp)                    /* FP control state: MXCSR ... */
+    fnstcw  WEFT_X64_FCW(%rsp)                      /* ... and the x87 control word */
 #endif
     movq    %r12, WEFT_X64_R12(%rsp)                /* callee-saved integer registers */
     movq    %r13, WEFT_X64_R13(%rsp)
@@ -85,11 +86,14 @@ weft_context_jump:
     movq    %rsp, %rax                              /* rax = our context, the transfer's `from` */
     movq    %rdi, %rsp                              /* the switch: rsp = target context */
                                                     /* (the target's frame has the same layout, so the CFI above still holds) */
+    movq    WEFT_X64_RET(%rsp), %rcx                /* fetch the resume address early for the predictor */
 #if WEFT_SAVE_FP
-    movq    WEFT_X64_FP(%rsp), %r8                  /* target FP quad ... */
-    xorq    WEFT_X64_FP(%rax), %r8                  /* ... differs from ours where bits are set */
-    movabsq $WEFT_X64_FP_CONTROL_MASK, %r9
-    testq   %r9, %r8                                /* any control bit different? */
+    movl    WEFT_X64_MXCSR(%rsp), %r8d              /* target MXCSR ... */
+    xorl    WEFT_X64_MXCSR(%rax), %r8d              /* ... xor ours: set bits differ */
+    andl    $WEFT_X64_MXCSR_CONTROL_MASK, %r8d      /* status flags are not preserved state */
+    movzwl  WEFT_X64_FCW(%rsp), %r9d                /* target x87 CW ... */
+    xorw    WEFT_X64_FCW(%rax), %r9w                /* ... xor ours */
+    orl     %r9d, %r8d                              /* any control bit different? */
     jnz     .Ljump_restore_fp
 .Ljump_fp_done:
 #endif
@@ -99,14 +103,12 @@ weft_context_jump:
     movq    WEFT_X64_R15(%rsp), %r15
     movq    WEFT_X64_RBX(%rsp), %rbx
     movq    WEFT_X64_RBP(%rsp), %rbp
-    leaq    WEFT_X64_SAVE_SIZE(%rsp), %rsp          /* drop the save area: rsp -> return address */
-    .cfi_adjust_cfa_offset -WEFT_X64_SAVE_SIZE
+    leaq    WEFT_X64_FRAME(%rsp), %rsp              /* drop the whole frame, return address included */
+    .cfi_adjust_cfa_offset -WEFT_X64_FRAME
 
     movq    %rsi, %rdx                              /* transfer.data (return pair rax:rdx) */
     movq    %rax, %rdi                              /* first entry: trampoline arguments rdi, rsi */
-    popq    %r8                                     /* resume address of the target */
-    .cfi_adjust_cfa_offset -8
-    notrack jmp *%r8                                /* predicted like an indirect jump, not a return */
+    notrack jmp *%rcx                               /* predicted like an indirect jump, not a return */
 #if WEFT_SAVE_FP
 .Ljump_restore_fp:
     .cfi_adjust_cfa_offset WEFT_X64_SAVE_SIZE+8
@@ -131,9 +133,8 @@ weft_context_ontop:
     leaq    -WEFT_X64_SAVE_SIZE(%rsp), %rsp        /* make room first: nothing below rsp */
     .cfi_adjust_cfa_offset WEFT_X64_SAVE_SIZE
 #if WEFT_SAVE_FP
-    stmxcsr WEFT_X64_MXCSR(%rsp)                    /* FP quad, as in jump */
+    stmxcsr WEFT_X64_MXCSR(%rsp)                    /* FP control state, as in jump */
     fnstcw  WEFT_X64_FCW(%rsp)
-    movw    $0, WEFT_X64_FP_PAD(%rsp)
 #endif
     movq    %r12, WEFT_X64_R12(%rsp)                /* callee-saved integer registers */
     movq    %r13, WEFT_X64_R13(%rsp)
@@ -152,10 +153,12 @@ weft_context_ontop:
     movq    %rsp, %rax                              /* rax = our context */
     movq    %rdi, %rsp                              /* the switch */
 #if WEFT_SAVE_FP
-    movq    WEFT_X64_FP(%rsp), %r8                  /* restore FP control only if it differs */
-    xorq    WEFT_X64_FP(%rax), %r8
-    movabsq $WEFT_X64_FP_CONTROL_MASK, %r9
-    testq   %r9, %r8
+    movl    WEFT_X64_MXCSR(%rsp), %r8d              /* target MXCSR ... */
+    xorl    WEFT_X64_MXCSR(%rax), %r8d              /* ... xor ours: set bits differ */
+    andl    $WEFT_X64_MXCSR_CONTROL_MASK, %r8d      /* status flags are not preserved state */
+    movzwl  WEFT_X64_FCW(%rsp), %r9d                /* target x87 CW ... */
+    xorw    WEFT_X64_FCW(%rax), %r9w                /* ... xor ours */
+    orl     %r9d, %r8d                              /* any control bit different? */
     jnz     .Lontop_restore_fp
 .Lontop_fp_done:
 #endif
@@ -191,9 +194,12 @@ weft_context_ontop:
     .hidden weft_context_trampoline
     .type   weft_context_trampoline, @function
     .p2align 4
-weft_context_trampoline:
     .cfi_startproc
     .cfi_undefined rip                              /* unwinders and debuggers stop here */
+    nop                                             /* an ontop fn run on a fresh context returns to the */
+                                                    /* trampoline; unwinders look up return address - 1, */
+                                                    /* which must fall inside this FDE */
+weft_context_trampoline:
     endbr64
     movq    %rax, %rdi                              /* entry(transfer{from, data}) */
     movq    %rdx, %rsi
