@@ -1,7 +1,8 @@
 # layering.cmake: fails when a source or header includes a weft header from
 # a layer that is not below its own (DESIGN.md section 2). Run by CTest.
-# Layer of each public header; context and stack are independent of each
-# other; the layer-0 headers (config, version) may include each other.
+# Layer of each public header. A header may include headers of lower layers
+# and of its own layer, except in layer 1: context and stack are independent
+# of each other.
 set(layer_config 0)
 set(layer_version 0)
 set(layer_context 1)
@@ -33,7 +34,7 @@ foreach(f IN LISTS files)
     set(dep "${CMAKE_MATCH_1}")
     if(NOT DEFINED layer_${dep})
       list(APPEND errors "${f}: includes unknown weft header '${dep}'")
-    elseif(NOT dep STREQUAL stem AND NOT layer_${dep} LESS own AND NOT (own EQUAL 0 AND layer_${dep} EQUAL 0))
+    elseif(NOT dep STREQUAL stem AND NOT layer_${dep} LESS own AND NOT (layer_${dep} EQUAL own AND NOT own EQUAL 1))
       list(APPEND errors "${f} (layer ${own}) includes weft/${dep} (layer ${layer_${dep}})")
     endif()
   endforeach()

@@ -12,6 +12,15 @@
 // yield returns. The body's return value is kept until the coroutine is
 // destroyed. Nothing is allocated on the heap: the control block, the body
 // and the private data area live at the top of the coroutine's own stack.
+//
+// A suspended coroutine may be resumed on another thread. Code inside it
+// must then not rely on thread-local addresses or thread ids computed before
+// a yield: compilers cache them across calls (glibc declares
+// __errno_location() and pthread_self() `const`; gcc -O2 and clang, even at
+// -O0 or with -fPIC, reuse a thread_local's address). Read them after the
+// yield through a function the optimiser cannot see through, as
+// tests/unit/coroutine/tls_migration_test.cpp does. this_coroutine::get() is
+// always right: weft reads its own thread-local that way.
 #pragma once
 
 #include <atomic>

@@ -71,7 +71,8 @@ inline constexpr std::size_t default_stack_size = 128 * 1024;
 // throws stack_error(ENOMEM) and leaks nothing.
 class WEFT_API mmap_stack {
 public:
-    // mmap_stack() uses one guard page. Requires: guard_pages >= 1.
+    // mmap_stack() puts guard_pages inaccessible pages below each stack.
+    // Throws: std::invalid_argument if guard_pages is 0 or its size overflows.
     explicit mmap_stack(std::size_t guard_pages = 1);
 
     // allocate() returns at least `size` usable bytes (page-rounded) above

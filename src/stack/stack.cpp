@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -48,6 +49,8 @@ std::size_t page_size() noexcept {
 
 mmap_stack::mmap_stack(std::size_t guard_pages) : guard_pages_(guard_pages) {
     if (guard_pages == 0) throw std::invalid_argument("weft::mmap_stack: guard_pages must be at least 1");
+    if (guard_pages > std::numeric_limits<std::size_t>::max() / page_size())
+        throw std::invalid_argument("weft::mmap_stack: guard_pages * page size overflows");
 }
 
 stack_view mmap_stack::allocate(std::size_t size) {

@@ -1,0 +1,87 @@
+# shellcheck shell=bash
+# scripts/deps.sh: Debian package checks shared by scripts/test and
+# scripts/bench. Source it; it defines functions and package lists only.
+#
+#   weft_need_packages PKG...
+#       Installs the named Debian packages that are not installed yet.
+#       As root: `apt-get update` (at most once per shell) and a
+#       non-interactive `apt-get install`. Not root: prints the exact
+#       install command to run and exits 1. Returns 0 when nothing is missing.
+#
+# The package names are Debian 12 (bookworm) names.
+
+# What every native build needs: the toolchain, the generator, GoogleTest
+# (the test targets are on in every preset but `bench`), and pkg-config for
+# the install check.
+# shellcheck disable=SC2034  # used by the scripts that source this file
+WEFT_PKGS_BASE=(cmake ninja-build g++ libgtest-dev googletest pkgconf)
+# clang-* presets: the compiler and its runtime libraries (sanitizers).
+# shellcheck disable=SC2034  # used by the scripts that source this file
+WEFT_PKGS_CLANG=(clang-14 libclang-rt-14-dev)
+# aarch64-* presets: the cross compiler and libc (pulled in by the cross
+# g++), the emulator CTest runs the tests under, and GoogleTest's sources
+# (/usr/src/googletest), which the cross build compiles for the target.
+# shellcheck disable=SC2034  # used by the scripts that source this file
+WEFT_PKGS_AARCH64=(g++-aarch64-linux-gnu qemu-user googletest)
+# scripts/bench: Boost.Context, the peer of the preliminary switch comparison.
+# shellcheck disable=SC2034  # used by the scripts that source this file
+WEFT_PKGS_BENCH=(libboost-context-dev)
+
+# weft_missing_packages PKG... prints, one a line, the packages dpkg does not
+# report as installed.
+weft_missing_packages() {
+    local pkg status
+    for pkg in "$@"; do
+        status=$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null || true)
+        if [[ "$status" != installed ]]; then
+            printf '%s\n' "$pkg"
+        fi
+    done
+}
+
+weft_need_packages() {
+    if [[ $# -eq 0 ]]; then
+        return 0
+    fi
+    if ! command -v dpkg-query >/dev/null 2>&1; then
+        echo "weft: not a Debian system (no dpkg-query); make sure the equivalents of these are installed:" >&2
+        echo "  $*" >&2
+        return 0
+    fi
+
+    # De-duplicate, keeping the order of first appearance.
+    local -a wanted=() missing=()
+    local pkg seen=" "
+    for pkg in "$@"; do
+        if [[ "$seen" != *" $pkg "* ]]; then
+            wanted+=("$pkg")
+            seen+="$pkg "
+        fi
+    done
+    mapfile -t missing < <(weft_missing_packages "${wanted[@]}")
+    if [[ ${#missing[@]} -eq 0 ]]; then
+        return 0
+    fi
+
+    if [[ $(id -u) -ne 0 ]]; then
+        echo "weft: missing Debian packages: ${missing[*]}" >&2
+        echo "weft: install them with:" >&2
+        echo "  sudo apt-get install -y --no-install-recommends ${missing[*]}" >&2
+        exit 1
+    fi
+
+    echo "weft: installing missing Debian packages: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    if [[ -z "${WEFT_APT_UPDATED:-}" ]]; then
+        apt-get update </dev/null || { echo "weft: apt-get update failed" >&2; exit 1; }
+        WEFT_APT_UPDATED=1
+    fi
+    apt-get install -y --no-install-recommends "${missing[@]}" </dev/null ||
+        { echo "weft: apt-get install ${missing[*]} failed" >&2; exit 1; }
+
+    mapfile -t missing < <(weft_missing_packages "${missing[@]}")
+    if [[ ${#missing[@]} -ne 0 ]]; then
+        echo "weft: still missing after apt-get install: ${missing[*]}" >&2
+        exit 1
+    fi
+}

@@ -1,0 +1,95 @@
+// death_test.cpp: misuse that weft cannot report with an exception aborts
+// the process with a message naming the coroutine. Each coroutine is created
+// inside the death statement, so only the child process ever owns it.
+//
+// The default ("fast", fork-only) death test style is used on purpose: the
+// "threadsafe" style re-executes the test binary, which does not work when
+// the binary runs under a user-mode emulator without binfmt registration.
+
+#include <gtest/gtest.h>
+
+#include "support/leak_check.hpp"
+#include "weft/coroutine.hpp"
+
+namespace {
+
+class coroutine_death : public weft::test::leak_checked {};
+
+// swallow_and_return() destroys a suspended coroutine whose body catches
+// forced_unwind with catch (...) and returns normally.
+void swallow_and_return(const char* name) {
+    weft::coroutine<> co(
+        [](weft::yielder<>& y) {
+            try {
+                y.yield();
+            } catch (...) {
+                // swallowed: no rethrow
+            }
+        },
+        {.name = name});
+    (void)co.resume();
+}  // ~coroutine aborts here
+
+TEST_F(coroutine_death, swallowing_forced_unwind_aborts_naming_the_coroutine) {
+    EXPECT_DEATH(swallow_and_return("swallower"), "coroutine 'swallower' swallowed weft::forced_unwind");
+}
+
+TEST_F(coroutine_death, swallowing_forced_unwind_in_an_anonymous_coroutine_aborts) {
+    EXPECT_DEATH(swallow_and_return(""), "coroutine <anonymous 0x[0-9a-f]+> swallowed weft::forced_unwind");
+}
+
+TEST_F(coroutine_death, swallowing_forced_unwind_then_yielding_again_aborts) {
+    auto statement = [] {
+        weft::coroutine<int> co(
+            [](weft::yielder<int>& y) {
+                for (;;) {
+                    try {
+                        y.yield(1);
+                    } catch (...) {
+                        // swallowed; the loop yields again
+                    }
+                }
+            },
+            {.name = "stubborn"});
+        (void)co.resume();
+    };
+    EXPECT_DEATH(statement(), "coroutine 'stubborn' tried to yield while being destroyed");
+}
+
+TEST_F(coroutine_death, swallowing_then_this_coroutine_yield_aborts) {
+    auto statement = [] {
+        weft::coroutine<> co(
+            [](weft::yielder<>&) {
+                try {
+                    weft::this_coroutine::yield();
+                } catch (...) {
+                }
+                weft::this_coroutine::yield();
+            },
+            {.name = "plain"});
+        (void)co.resume();
+    };
+    EXPECT_DEATH(statement(), "coroutine 'plain' tried to yield while being destroyed");
+}
+
+TEST_F(coroutine_death, destroying_a_running_coroutine_from_inside_aborts) {
+    auto statement = [] {
+        weft::coroutine<>* self = nullptr;
+        weft::coroutine<> co([&self](weft::yielder<>&) { self->reset(); }, {.name = "suicidal"});
+        self = &co;
+        (void)co.resume();
+    };
+    EXPECT_DEATH(statement(), "coroutine 'suicidal' was destroyed while running");
+}
+
+TEST_F(coroutine_death, move_assigning_over_a_running_coroutine_from_inside_aborts) {
+    auto statement = [] {
+        weft::coroutine<>* self = nullptr;
+        weft::coroutine<> co([&self](weft::yielder<>&) { *self = weft::coroutine<>(); }, {.name = "replaced"});
+        self = &co;
+        (void)co.resume();
+    };
+    EXPECT_DEATH(statement(), "coroutine 'replaced' was destroyed while running");
+}
+
+}  // namespace
