@@ -29,7 +29,3 @@
 #define WEFT_X64_SAVE_SIZE 0x38  /* bytes below the return address */
 #define WEFT_X64_FRAME     0x40  /* whole frame, return address included */
 
-/* MXCSR bits that are preserved state: control bits 6-15 (DAZ, exception
-   masks, rounding, FTZ). Bits 0-5 are sticky status flags, which the ABI
-   does not preserve. The x87 control word is compared whole. */
-#define WEFT_X64_MXCSR_CONTROL_MASK 0xFFC0

@@ -16,12 +16,14 @@
  * direction flag (clear at every call by ABI rule), vector registers (all
  * caller-saved on System V).
  *
- * The FP control state is restored only when the target's saved value
- * differs from the current one (ldmxcsr/fldcw serialise and roughly double
- * the cost of a switch); reading it (stmxcsr/fnstcw) is cheap. The two
- * fields are compared with loads of the same width as the stores that wrote
- * them, so the comparison never stalls on store forwarding. Building with
- * WEFT_SHARE_FP_ENV=1 drops the FP state altogether: all contexts share it.
+ * The FP control state is saved and restored on every switch, as
+ * Boost.Context does. Restoring it only when it differs was measured slower
+ * on this machine (AMD Zen 4): comparing needs the value stmxcsr/fnstcw just
+ * stored, and that load waits for the store instead of being forwarded,
+ * which costs more than ldmxcsr/fldcw (21.1 vs 16.9 ns per round trip of
+ * two switches; 10.5 ns without FP state; bench/compare/switch_compare.cpp).
+ * Building with WEFT_SHARE_FP_ENV=1 drops the FP state altogether: all
+ * contexts share it.
  *
  * Stack discipline: rsp is lowered before anything is stored and raised only
  * after everything is loaded, so a signal arriving mid-switch never finds
@@ -88,14 +90,8 @@ weft_context_jump:
                                                     /* (the target's frame has the same layout, so the CFI above still holds) */
     movq    WEFT_X64_RET(%rsp), %rcx                /* fetch the resume address early for the predictor */
 #if WEFT_SAVE_FP
-    movl    WEFT_X64_MXCSR(%rsp), %r8d              /* target MXCSR ... */
-    xorl    WEFT_X64_MXCSR(%rax), %r8d              /* ... xor ours: set bits differ */
-    andl    $WEFT_X64_MXCSR_CONTROL_MASK, %r8d      /* status flags are not preserved state */
-    movzwl  WEFT_X64_FCW(%rsp), %r9d                /* target x87 CW ... */
-    xorw    WEFT_X64_FCW(%rax), %r9w                /* ... xor ours */
-    orl     %r9d, %r8d                              /* any control bit different? */
-    jnz     .Ljump_restore_fp
-.Ljump_fp_done:
+    ldmxcsr WEFT_X64_MXCSR(%rsp)                    /* target's MXCSR ... */
+    fldcw   WEFT_X64_FCW(%rsp)                      /* ... and x87 control word */
 #endif
     movq    WEFT_X64_R12(%rsp), %r12                /* target's callee-saved registers */
     movq    WEFT_X64_R13(%rsp), %r13
@@ -109,13 +105,6 @@ weft_context_jump:
     movq    %rsi, %rdx                              /* transfer.data (return pair rax:rdx) */
     movq    %rax, %rdi                              /* first entry: trampoline arguments rdi, rsi */
     notrack jmp *%rcx                               /* predicted like an indirect jump, not a return */
-#if WEFT_SAVE_FP
-.Ljump_restore_fp:
-    .cfi_adjust_cfa_offset WEFT_X64_SAVE_SIZE+8
-    ldmxcsr WEFT_X64_MXCSR(%rsp)                    /* rare path: control state differs */
-    fldcw   WEFT_X64_FCW(%rsp)
-    jmp     .Ljump_fp_done
-#endif
     .cfi_endproc
     .size   weft_context_jump, .-weft_context_jump
 
@@ -153,14 +142,8 @@ weft_context_ontop:
     movq    %rsp, %rax                              /* rax = our context */
     movq    %rdi, %rsp                              /* the switch */
 #if WEFT_SAVE_FP
-    movl    WEFT_X64_MXCSR(%rsp), %r8d              /* target MXCSR ... */
-    xorl    WEFT_X64_MXCSR(%rax), %r8d              /* ... xor ours: set bits differ */
-    andl    $WEFT_X64_MXCSR_CONTROL_MASK, %r8d      /* status flags are not preserved state */
-    movzwl  WEFT_X64_FCW(%rsp), %r9d                /* target x87 CW ... */
-    xorw    WEFT_X64_FCW(%rax), %r9w                /* ... xor ours */
-    orl     %r9d, %r8d                              /* any control bit different? */
-    jnz     .Lontop_restore_fp
-.Lontop_fp_done:
+    ldmxcsr WEFT_X64_MXCSR(%rsp)                    /* target's MXCSR ... */
+    fldcw   WEFT_X64_FCW(%rsp)                      /* ... and x87 control word */
 #endif
     movq    WEFT_X64_R12(%rsp), %r12                /* target's callee-saved registers */
     movq    WEFT_X64_R13(%rsp), %r13
@@ -175,13 +158,6 @@ weft_context_ontop:
     movq    %rax, %rdi                              /* fn's argument: transfer {rdi = from, */
                                                     /*                          rsi = data} */
     notrack jmp *%r10                               /* tail-call fn; it returns to the target */
-#if WEFT_SAVE_FP
-.Lontop_restore_fp:
-    .cfi_adjust_cfa_offset WEFT_X64_SAVE_SIZE
-    ldmxcsr WEFT_X64_MXCSR(%rsp)
-    fldcw   WEFT_X64_FCW(%rsp)
-    jmp     .Lontop_fp_done
-#endif
     .cfi_endproc
     .size   weft_context_ontop, .-weft_context_ontop
 
