@@ -91,6 +91,10 @@ struct coroutine_options {
     // private_data_size bytes, 16-byte aligned and zero-filled, are reserved
     // on the coroutine's stack for the user (see private_data()).
     std::size_t private_data_size = 0;
+    // paint_stack fills the free stack with a pattern at creation, so that
+    // stack_high_water() can report the deepest use (for sizing stacks). It
+    // touches, and so commits, the whole stack.
+    bool paint_stack = false;
 };
 
 // forced_unwind is thrown inside a suspended coroutine that is being
@@ -120,6 +124,7 @@ struct control_block {
     std::size_t private_size = 0;
     stack_view stack;
     std::exception_ptr exception;
+    bool painted = false;    // the free stack was painted at creation
     void (*run)(control_block*) = nullptr;              // calls the body, keeps its result
     void (*release)(control_block*) noexcept = nullptr;  // destroys the block, frees the stack
 };
@@ -146,6 +151,15 @@ WEFT_API void entry(context::transfer t) noexcept;
 [[noreturn]] WEFT_API void rethrow(control_block* cb);
 // destroy() unwinds cb if it is suspended and releases it.
 WEFT_API void destroy(control_block* cb) noexcept;
+// paint() fills [stack.base, limit) with the high-water pattern.
+WEFT_API void paint(control_block* cb, std::byte* limit) noexcept;
+// high_water() is the number of bytes of cb's stack ever used (measured
+// from the stack's top), or 0 if the stack was not painted.
+[[nodiscard]] WEFT_API std::size_t high_water(const control_block* cb) noexcept;
+// prepare_thread() readies the calling thread for running coroutines (an
+// alternate signal stack and the overflow handler) the first time it is
+// called on that thread.
+WEFT_API void prepare_thread() noexcept;
 // describe() is "'name'" or "<anonymous 0x...>" for messages.
 [[nodiscard]] WEFT_API std::string describe(const control_block* cb);
 // stack_too_small() throws coroutine_error (stack_too_small) for a
@@ -230,6 +244,7 @@ Block* create(Alloc alloc, F&& fn, const coroutine_options& opts) {
     b->private_data = pd;
     b->private_size = opts.private_data_size;
     b->stack = s;
+    if (opts.paint_stack) paint(b, pd);
     b->ctx = context::make(pd, static_cast<std::size_t>(pd - base), &entry);
     live_coroutines.fetch_add(1, std::memory_order_relaxed);
     return b;
@@ -442,6 +457,13 @@ public:
     [[nodiscard]] std::span<std::byte> private_data() const {
         check();
         return {cb_->private_data, cb_->private_size};
+    }
+    // stack_high_water() is how many bytes of its stack the coroutine has
+    // used at most so far, counted from the top (control block included);
+    // 0 unless created with paint_stack.
+    [[nodiscard]] std::size_t stack_high_water() const {
+        check();
+        return detail::high_water(cb_);
     }
     // ref() is a non-owning view of this coroutine.
     [[nodiscard]] coroutine_ref ref() const noexcept { return coroutine_ref(cb_); }

@@ -21,6 +21,9 @@ namespace weft {
 struct stack_view {
     void* base = nullptr;
     std::size_t size = 0;
+    // guard is the size of the inaccessible region just below base (0 when
+    // the allocator has none). Overflow diagnosis uses it.
+    std::size_t guard = 0;
 
     // top() is one past the highest usable byte.
     [[nodiscard]] void* top() const noexcept { return static_cast<std::byte*>(base) + size; }

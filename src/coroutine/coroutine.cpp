@@ -16,6 +16,7 @@ std::atomic<std::int64_t> live_coroutines{0};
 
 namespace {
 thread_local control_block* current = nullptr;
+thread_local bool thread_ready = false;
 
 // fatal() writes one line to stderr without allocating and aborts: used
 // where no exception can be thrown (destructors, the outermost frame).
@@ -43,6 +44,12 @@ context::transfer throw_unwind(context::transfer t) {
 }  // namespace
 
 control_block** current_slot() noexcept {
+    // Every path into a coroutine comes through here first, so this is where
+    // a thread gets its overflow diagnosis set up, once.
+    if (!thread_ready) [[unlikely]] {
+        thread_ready = true;
+        prepare_thread();
+    }
     control_block** slot = &current;
     // Hide the address from the optimiser so each call recomputes it on the
     // thread that runs it.

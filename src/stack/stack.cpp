@@ -72,7 +72,7 @@ stack_view mmap_stack::allocate(std::size_t size) {
         throw stack_error(err, size, "mprotect");
     }
     detail::live_stacks.fetch_add(1, std::memory_order_relaxed);
-    return {base, usable};
+    return {base, usable, guard_size()};
 }
 
 void mmap_stack::deallocate(stack_view stack) noexcept {
