@@ -43,6 +43,7 @@
 
 #include "weft/config.hpp"
 #include "weft/context.hpp"
+#include "weft/detail/sanitizer.hpp"
 #include "weft/stack.hpp"
 
 namespace weft {
@@ -125,6 +126,8 @@ struct control_block {
     stack_view stack;
     std::exception_ptr exception;
     bool painted = false;    // the free stack was painted at creation
+    std::size_t requested_stack = 0;  // coroutine_options::stack_size, for the overflow report
+    sanitizer::fiber_state fiber;
     void (*run)(control_block*) = nullptr;              // calls the body, keeps its result
     void (*release)(control_block*) noexcept = nullptr;  // destroys the block, frees the stack
 };
@@ -177,7 +180,10 @@ inline void resume(control_block* cb) {
     control_block* prev = *slot;
     *slot = cb;
     cb->state.store(coroutine_state::running, std::memory_order_relaxed);
+    void* resumer_fake = nullptr;
+    sanitizer::enter(cb->fiber, &resumer_fake, cb->stack.base, cb->stack.size);
     context::transfer t = context::jump(cb->ctx, cb);
+    sanitizer::returned(resumer_fake);
     *slot = prev;
     cb->ctx = t.from;
     if (cb->exception) [[unlikely]]
@@ -190,7 +196,9 @@ inline void suspend(control_block* cb) {
         !cb->stack.contains(__builtin_frame_address(0)) || cb->unwinding) [[unlikely]]
         suspend_misuse(cb);
     cb->state.store(coroutine_state::suspended, std::memory_order_relaxed);
+    sanitizer::leave(cb->fiber, false);
     context::transfer t = context::jump(cb->caller, nullptr);
+    sanitizer::arrived(cb->fiber, false);
     cb->caller = t.from;
 }
 
@@ -244,7 +252,9 @@ Block* create(Alloc alloc, F&& fn, const coroutine_options& opts) {
     b->private_data = pd;
     b->private_size = opts.private_data_size;
     b->stack = s;
+    b->requested_stack = opts.stack_size;
     if (opts.paint_stack) paint(b, pd);
+    sanitizer::on_create(b->fiber, s.base, s.size);
     b->ctx = context::make(pd, static_cast<std::size_t>(pd - base), &entry);
     live_coroutines.fetch_add(1, std::memory_order_relaxed);
     return b;

@@ -5,6 +5,8 @@
 
 #include <unistd.h>
 
+#include "internal.hpp"
+
 #include <cstdio>
 #include <cstdlib>
 
@@ -38,7 +40,9 @@ thread_local bool thread_ready = false;
 // throw_unwind() runs on top of a suspended coroutine's stack (through
 // context::ontop) and makes its pending yield throw forced_unwind.
 context::transfer throw_unwind(context::transfer t) {
-    static_cast<control_block*>(t.data)->caller = t.from;
+    auto* cb = static_cast<control_block*>(t.data);
+    sanitizer::arrived(cb->fiber, false);
+    cb->caller = t.from;
     throw forced_unwind{};
 }
 }  // namespace
@@ -57,8 +61,15 @@ control_block** current_slot() noexcept {
     return slot;
 }
 
+control_block* current_for_signal() noexcept {
+    // Called from the fault handler on the interrupted thread: a plain read,
+    // no preparation (current_slot() may mmap and install handlers).
+    return current;
+}
+
 void entry(context::transfer t) noexcept {
     auto* cb = static_cast<control_block*>(t.data);
+    sanitizer::arrived(cb->fiber, true);
     cb->caller = t.from;
     bool unwound = false;
     try {
@@ -71,6 +82,7 @@ void entry(context::transfer t) noexcept {
     if (cb->unwinding && !unwound)
         fatal(cb, "swallowed weft::forced_unwind while being destroyed (a catch (...) must rethrow it)");
     cb->state.store(coroutine_state::done, std::memory_order_relaxed);
+    sanitizer::leave(cb->fiber, true);
     context::jump(cb->caller, nullptr);
     fatal(cb, "was resumed after it finished");
 }
@@ -139,13 +151,17 @@ void destroy(control_block* cb) noexcept {
         control_block* prev = *slot;
         *slot = cb;
         cb->state.store(coroutine_state::running, std::memory_order_relaxed);
+        void* resumer_fake = nullptr;
+        sanitizer::enter(cb->fiber, &resumer_fake, cb->stack.base, cb->stack.size);
         context::ontop(cb->ctx, cb, &throw_unwind);
+        sanitizer::returned(resumer_fake);
         *slot = prev;
         break;
     }
     case coroutine_state::created:
     case coroutine_state::done: break;
     }
+    sanitizer::on_destroy(cb->fiber, cb->stack.base, cb->stack.size);
     cb->release(cb);
     live_coroutines.fetch_sub(1, std::memory_order_relaxed);
 }

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "weft/detail/sanitizer.hpp"
 #include "weft/stack.hpp"
 
 namespace weft {
@@ -77,6 +78,7 @@ stack_view mmap_stack::allocate(std::size_t size) {
 
 void mmap_stack::deallocate(stack_view stack) noexcept {
     if (!stack.base) return;
+    detail::sanitizer::release_stack(stack.base, stack.size);
     ::munmap(static_cast<std::byte*>(stack.base) - guard_size(), stack.size + guard_size());
     detail::live_stacks.fetch_sub(1, std::memory_order_relaxed);
 }
@@ -93,6 +95,7 @@ stack_view malloc_stack::allocate(std::size_t size) {
 
 void malloc_stack::deallocate(stack_view stack) noexcept {
     if (!stack.base) return;
+    detail::sanitizer::release_stack(stack.base, stack.size);
     std::free(stack.base);
     detail::live_stacks.fetch_sub(1, std::memory_order_relaxed);
 }

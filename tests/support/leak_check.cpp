@@ -5,6 +5,11 @@
 #include <cstdlib>
 #include <new>
 
+#include "weft/config.hpp"
+#if WEFT_TSAN
+#include <sanitizer/allocator_interface.h>
+#endif
+
 #include "weft/coroutine.hpp"
 #include "weft/stack.hpp"
 
@@ -12,6 +17,15 @@ namespace {
 thread_local std::uint64_t g_new_calls = 0;
 }
 
+#if WEFT_TSAN
+// ThreadSanitizer's runtime defines operator new itself; count every heap
+// allocation through its malloc hook instead (stricter: malloc counts too).
+namespace {
+void count_malloc(const volatile void*, std::size_t) { ++g_new_calls; }
+void ignore_free(const volatile void*) {}
+const int hooks_installed = __sanitizer_install_malloc_and_free_hooks(&count_malloc, &ignore_free);
+}  // namespace
+#else
 void* operator new(std::size_t n) {
     ++g_new_calls;
     if (void* p = std::malloc(n ? n : 1)) return p;
@@ -26,6 +40,7 @@ void operator delete(void* p) noexcept { std::free(p); }
 void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+#endif
 
 namespace weft::test {
 

@@ -1,0 +1,127 @@
+// weft/detail/sanitizer.hpp: the one place where stack switches are
+// announced to AddressSanitizer, ThreadSanitizer and valgrind. Which tools
+// are announced to is a property of the weft build (WEFT_ASAN, WEFT_TSAN,
+// WEFT_VALGRIND in weft/version.hpp, set by the CMake options WEFT_SANITIZE
+// and WEFT_VALGRIND), not of the including translation unit, so that the
+// inline switch code in headers and the compiled library always agree. With
+// all three off every function here is empty and inlines to nothing.
+#pragma once
+
+#include <cstddef>
+
+#include "weft/config.hpp"
+
+#if WEFT_ASAN
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#include <sanitizer/lsan_interface.h>
+#endif
+#if WEFT_TSAN
+#include <sanitizer/tsan_interface.h>
+#endif
+#if WEFT_VALGRIND
+#include <valgrind/valgrind.h>
+#endif
+
+namespace weft::detail::sanitizer {
+
+// fiber_state is what the tools need per coroutine. Its layout does not
+// depend on the build's options.
+struct fiber_state {
+    void* asan_fake_stack = nullptr;      // the coroutine's fake stack while it is switched out
+    const void* caller_bottom = nullptr;  // the resumer's stack, as ASan reported it
+    std::size_t caller_size = 0;
+    void* tsan_fiber = nullptr;           // the coroutine's TSan fiber
+    void* tsan_caller = nullptr;          // the resumer's TSan fiber
+    unsigned valgrind_id = 0;             // valgrind's stack id
+};
+
+// on_create() registers a new coroutine's stack [base, base + size).
+inline void on_create([[maybe_unused]] fiber_state& f, [[maybe_unused]] void* base,
+                      [[maybe_unused]] std::size_t size) noexcept {
+#if WEFT_ASAN
+    // A suspended coroutine may hold the only pointer to a heap block.
+    __lsan_register_root_region(base, size);
+#endif
+#if WEFT_TSAN
+    f.tsan_fiber = __tsan_create_fiber(0);
+#endif
+#if WEFT_VALGRIND
+    f.valgrind_id = VALGRIND_STACK_REGISTER(base, static_cast<char*>(base) + size);
+#endif
+}
+
+// on_destroy() undoes on_create(). Requires: the coroutine is not running.
+inline void on_destroy([[maybe_unused]] fiber_state& f, [[maybe_unused]] void* base,
+                       [[maybe_unused]] std::size_t size) noexcept {
+#if WEFT_ASAN
+    __lsan_unregister_root_region(base, size);
+#endif
+#if WEFT_TSAN
+    __tsan_destroy_fiber(f.tsan_fiber);
+    f.tsan_fiber = nullptr;
+#endif
+#if WEFT_VALGRIND
+    VALGRIND_STACK_DEREGISTER(f.valgrind_id);
+#endif
+}
+
+// enter() runs on the resumer just before it switches into the coroutine
+// whose stack is [base, base + size); *resumer_fake receives the resumer's
+// ASan fake stack, to be handed back to entered().
+inline void enter([[maybe_unused]] fiber_state& f, [[maybe_unused]] void** resumer_fake,
+                  [[maybe_unused]] const void* base, [[maybe_unused]] std::size_t size) noexcept {
+#if WEFT_ASAN
+    __sanitizer_start_switch_fiber(resumer_fake, base, size);
+#endif
+#if WEFT_TSAN
+    f.tsan_caller = __tsan_get_current_fiber();
+    __tsan_switch_to_fiber(f.tsan_fiber, 0);
+#endif
+}
+
+// returned() runs on the resumer once the coroutine has switched back.
+inline void returned([[maybe_unused]] void* resumer_fake) noexcept {
+#if WEFT_ASAN
+    __sanitizer_finish_switch_fiber(resumer_fake, nullptr, nullptr);
+#endif
+}
+
+// arrived() runs on the coroutine's stack right after it was switched to
+// (first entry: first = true), and learns the resumer's stack.
+inline void arrived([[maybe_unused]] fiber_state& f, [[maybe_unused]] bool first) noexcept {
+#if WEFT_ASAN
+    __sanitizer_finish_switch_fiber(first ? nullptr : f.asan_fake_stack, &f.caller_bottom, &f.caller_size);
+#endif
+}
+
+// leave() runs on the coroutine just before it switches back to its
+// resumer; last = true when it will never run again (its fake stack can go).
+inline void leave([[maybe_unused]] fiber_state& f, [[maybe_unused]] bool last) noexcept {
+#if WEFT_ASAN
+    __sanitizer_start_switch_fiber(last ? nullptr : &f.asan_fake_stack, f.caller_bottom, f.caller_size);
+#endif
+#if WEFT_TSAN
+    __tsan_switch_to_fiber(f.tsan_caller, 0);
+#endif
+}
+
+// release_stack() runs before stack memory goes back to the system or the
+// heap: a stack abandoned mid-frame keeps ASan's poisoning, which would
+// show up as false reports when the memory is reused.
+inline void release_stack([[maybe_unused]] void* base, [[maybe_unused]] std::size_t size) noexcept {
+#if WEFT_ASAN
+    __asan_unpoison_memory_region(base, size);
+#endif
+}
+
+// reading_dead_stack() runs before weft reads stack memory that lies
+// below a coroutine's stack pointer (the high-water scan): valgrind treats
+// it as unaddressable, which is right for the program but not for the scan.
+inline void reading_dead_stack([[maybe_unused]] const void* p, [[maybe_unused]] std::size_t n) noexcept {
+#if WEFT_VALGRIND
+    VALGRIND_MAKE_MEM_DEFINED(p, n);
+#endif
+}
+
+}  // namespace weft::detail::sanitizer
