@@ -5,4 +5,5 @@
 #include "weft/context.hpp"
 #include "weft/coroutine.hpp"
 #include "weft/generator.hpp"
+#include "weft/pooled_stack.hpp"
 #include "weft/stack.hpp"

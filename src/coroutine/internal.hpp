@@ -1,0 +1,16 @@
+// internal.hpp: what the coroutine layer's sources share with each other and
+// not with users (nothing here is installed or exported).
+#pragma once
+
+namespace weft::detail {
+
+struct control_block;
+
+// current_for_signal() is the coroutine running on the calling thread, or
+// nullptr. Unlike current_slot() it never prepares the thread and does
+// nothing but read a thread-local pointer, so a signal handler may call it.
+// The value is only meaningful on the thread that was interrupted: the
+// handler must not have switched stacks or threads since.
+[[nodiscard]] control_block* current_for_signal() noexcept;
+
+}  // namespace weft::detail
