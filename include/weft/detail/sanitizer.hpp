@@ -20,6 +20,7 @@
 #include <sanitizer/tsan_interface.h>
 #endif
 #if WEFT_VALGRIND
+#include <valgrind/memcheck.h>
 #include <valgrind/valgrind.h>
 #endif
 
@@ -109,9 +110,15 @@ inline void leave([[maybe_unused]] fiber_state& f, [[maybe_unused]] bool last) n
 // release_stack() runs before stack memory goes back to the system or the
 // heap: a stack abandoned mid-frame keeps ASan's poisoning, which would
 // show up as false reports when the memory is reused.
+// A pool also calls it before handing a cached stack out again: memcheck
+// still considers the old stack's memory below its last stack pointer
+// inaccessible, and the new coroutine must be free to write it.
 inline void release_stack([[maybe_unused]] void* base, [[maybe_unused]] std::size_t size) noexcept {
 #if WEFT_ASAN
     __asan_unpoison_memory_region(base, size);
+#endif
+#if WEFT_VALGRIND
+    VALGRIND_MAKE_MEM_UNDEFINED(base, size);
 #endif
 }
 
