@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "support/leak_check.hpp"
+#include "support/proc_maps.hpp"
 #include "weft/config.hpp"
 #include "weft/coroutine.hpp"
 #include "weft/pooled_stack.hpp"
@@ -50,30 +51,8 @@ namespace {
 
 // ---------------------------------------------------------------- helpers
 
-struct mapping {
-    std::uintptr_t start = 0;
-    std::uintptr_t end = 0;
-    std::string perms;
-};
-
-// read_maps() parses /proc/self/maps.
-std::vector<mapping> read_maps() {
-    std::ifstream in("/proc/self/maps");
-    std::vector<mapping> maps;
-    std::string line;
-    while (std::getline(in, line)) {
-        std::istringstream ls(line);
-        std::string range;
-        mapping m;
-        ls >> range >> m.perms;
-        const auto dash = range.find('-');
-        if (dash == std::string::npos) continue;
-        m.start = std::stoull(range.substr(0, dash), nullptr, 16);
-        m.end = std::stoull(range.substr(dash + 1), nullptr, 16);
-        maps.push_back(m);
-    }
-    return maps;
-}
+using weft::test::mapping;
+using weft::test::read_maps;
 
 std::uintptr_t addr(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
 

@@ -27,36 +27,15 @@
 #include <vector>
 
 #include "support/leak_check.hpp"
+#include "support/proc_maps.hpp"
 #include "weft/stack.hpp"
 
 namespace {
 
 // ---------------------------------------------------------------- helpers
 
-struct mapping {
-    std::uintptr_t start = 0;
-    std::uintptr_t end = 0;
-    std::string perms;
-};
-
-// read_maps() parses /proc/self/maps.
-std::vector<mapping> read_maps() {
-    std::ifstream in("/proc/self/maps");
-    std::vector<mapping> maps;
-    std::string line;
-    while (std::getline(in, line)) {
-        std::istringstream ls(line);
-        std::string range;
-        mapping m;
-        ls >> range >> m.perms;
-        const auto dash = range.find('-');
-        if (dash == std::string::npos) continue;
-        m.start = std::stoull(range.substr(0, dash), nullptr, 16);
-        m.end = std::stoull(range.substr(dash + 1), nullptr, 16);
-        maps.push_back(m);
-    }
-    return maps;
-}
+using weft::test::mapping;
+using weft::test::read_maps;
 
 // maps_summary is /proc/self/maps in brief: how many mappings there are and
 // how many bytes they cover. Comparing the bytes too catches a leaked range

@@ -1,0 +1,28 @@
+// proc_maps.cpp: the /proc/self/maps parser shared by the stack tests.
+
+#include "support/proc_maps.hpp"
+
+#include <fstream>
+#include <sstream>
+
+namespace weft::test {
+
+std::vector<mapping> read_maps() {
+    std::ifstream in("/proc/self/maps");
+    std::vector<mapping> maps;
+    std::string line;
+    while (std::getline(in, line)) {
+        std::istringstream ls(line);
+        std::string range;
+        mapping m;
+        ls >> range >> m.perms;
+        const auto dash = range.find('-');
+        if (dash == std::string::npos) continue;
+        m.start = std::stoull(range.substr(0, dash), nullptr, 16);
+        m.end = std::stoull(range.substr(dash + 1), nullptr, 16);
+        maps.push_back(m);
+    }
+    return maps;
+}
+
+}  // namespace weft::test
