@@ -25,4 +25,16 @@ std::vector<mapping> read_maps() {
     return maps;
 }
 
+const mapping* find_ending_at(const std::vector<mapping>& maps, std::uintptr_t end) {
+    for (const mapping& m : maps)
+        if (m.end == end) return &m;
+    return nullptr;
+}
+
+bool overlaps(const std::vector<mapping>& maps, std::uintptr_t lo, std::uintptr_t hi) {
+    for (const mapping& m : maps)
+        if (m.start < hi && lo < m.end) return true;
+    return false;
+}
+
 }  // namespace weft::test

@@ -18,4 +18,10 @@ struct mapping {
 // read_maps() parses /proc/self/maps.
 std::vector<mapping> read_maps();
 
+// find_ending_at() is the mapping whose end is exactly `end`, if any.
+const mapping* find_ending_at(const std::vector<mapping>& maps, std::uintptr_t end);
+
+// overlaps() says whether any mapping intersects [lo, hi).
+bool overlaps(const std::vector<mapping>& maps, std::uintptr_t lo, std::uintptr_t hi);
+
 }  // namespace weft::test

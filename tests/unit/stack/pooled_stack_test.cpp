@@ -53,21 +53,12 @@ namespace {
 // ---------------------------------------------------------------- helpers
 
 using weft::test::mapping;
+using weft::test::find_ending_at;
+using weft::test::overlaps;
 using weft::test::read_maps;
 
 std::uintptr_t addr(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
 
-const mapping* find_ending_at(const std::vector<mapping>& maps, std::uintptr_t end) {
-    for (const mapping& m : maps)
-        if (m.end == end) return &m;
-    return nullptr;
-}
-
-bool overlaps(const std::vector<mapping>& maps, std::uintptr_t lo, std::uintptr_t hi) {
-    for (const mapping& m : maps)
-        if (m.start < hi && lo < m.end) return true;
-    return false;
-}
 
 // is_mapped() says whether any part of a stack or its guard is mapped.
 bool is_mapped(const std::vector<mapping>& maps, const weft::stack_view& s) {

@@ -35,6 +35,8 @@ namespace {
 // ---------------------------------------------------------------- helpers
 
 using weft::test::mapping;
+using weft::test::find_ending_at;
+using weft::test::overlaps;
 using weft::test::read_maps;
 
 // maps_summary is /proc/self/maps in brief: how many mappings there are and
@@ -111,19 +113,6 @@ long read_max_map_count() {
 
 std::uintptr_t addr(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
 
-// find_ending_at() is the mapping whose end is exactly `end`, if any.
-const mapping* find_ending_at(const std::vector<mapping>& maps, std::uintptr_t end) {
-    for (const mapping& m : maps)
-        if (m.end == end) return &m;
-    return nullptr;
-}
-
-// overlaps() says whether any mapping intersects [lo, hi).
-bool overlaps(const std::vector<mapping>& maps, std::uintptr_t lo, std::uintptr_t hi) {
-    for (const mapping& m : maps)
-        if (m.start < hi && lo < m.end) return true;
-    return false;
-}
 
 class mmap_stack_test : public weft::test::leak_checked {};
 class malloc_stack_test : public weft::test::leak_checked {};
