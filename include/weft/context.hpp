@@ -69,8 +69,133 @@ inline transfer jump(void* to, void* data) { return weft_context_jump(to, data);
 // fn's exception. Requires: as for jump.
 inline transfer ontop(void* to, void* data, ontop_fn fn) { return weft_context_ontop(to, data, fn); }
 
+// fast_jump() is jump() compiled inline: the hot path of the coroutine
+// layer. It is the same switch, frame for frame (a context suspended in
+// fast_jump() may be resumed by jump(), fast_jump() or a non-throwing
+// ontop(), and the other way round), but instead of saving every
+// callee-saved register it tells the compiler they are all clobbered, so the
+// compiler keeps live values wherever is cheapest and usually saves the
+// callee-saved registers once in the enclosing function's prologue rather
+// than at every switch (the technique of corosensei and PhotonLibOS). It
+// saves only the frame pointer, the resume address and the FP control state,
+// and restores the whole frame, so a context suspended by the out-of-line
+// jump() gets every register back.
+//
+// One restriction: an ontop() fn that throws must not target a context
+// suspended in fast_jump(). The unwinder would meet the resume point inside
+// the caller's function with a stack pointer that the compiler's unwind
+// tables do not describe (x86-64: the switch skips the 128-byte red zone).
+// The coroutine layer never does it: it unwinds a coroutine by resuming it
+// with a flag, and the coroutine throws forced_unwind itself after the
+// switch returns.
+[[gnu::always_inline]] inline transfer fast_jump(void* to, void* data) noexcept;
+
 // min_frame_size is the smallest size make() accepts: the first frame plus
 // room for the entry function's own frame.
 inline constexpr std::size_t min_frame_size = 256;
+
+#if defined(__x86_64__)
+// x86-64 System V. Frame layout: src/arch/context_x86_64_sysv.hpp (MXCSR at
+// +0, x87 CW at +4, r12 r13 r14 r15 rbx rbp at +8..+0x30, resume address at
+// +0x38). The frame goes below the caller's red zone (System V lets leaf
+// code keep data in the 128 bytes below rsp, and a function containing this
+// asm may be a leaf), so the context is rsp - 0xc0 and the resume point
+// climbs back by 0x80. Both resume paths (this one and the .S) leave rsp =
+// context + 0x40 at the resume point with {from, data} in rax:rdx.
+inline transfer fast_jump(void* to, void* data) noexcept {
+    void* from;
+    void* d;
+    asm volatile(
+        "leaq -0xc0(%%rsp), %%rsp\n\t"  // below the red zone, room for the frame
+#if !WEFT_SHARE_FP_ENV
+        "stmxcsr (%%rsp)\n\t"  // our FP control state
+        "fnstcw 4(%%rsp)\n\t"
+#endif
+        "movq %%rbp, 0x30(%%rsp)\n\t"  // rbp may be the frame pointer: kept by hand
+        "leaq 1f(%%rip), %%rcx\n\t"    // our resume address
+        "movq %%rcx, 0x38(%%rsp)\n\t"
+        "movq %%rsp, %%rax\n\t"  // from = our context
+        "movq %%rdi, %%rsp\n\t"  // the switch
+        "movq 0x38(%%rsp), %%rcx\n\t"
+#if !WEFT_SHARE_FP_ENV
+        "ldmxcsr (%%rsp)\n\t"  // the target's FP control state
+        "fldcw 4(%%rsp)\n\t"
+#endif
+        "movq 0x08(%%rsp), %%r12\n\t"  // the target's callee-saved registers: real
+        "movq 0x10(%%rsp), %%r13\n\t"  // values if it was suspended by the .S jump,
+        "movq 0x18(%%rsp), %%r14\n\t"  // don't-cares if by fast_jump
+        "movq 0x20(%%rsp), %%r15\n\t"
+        "movq 0x28(%%rsp), %%rbx\n\t"
+        "movq 0x30(%%rsp), %%rbp\n\t"
+        "leaq 0x40(%%rsp), %%rsp\n\t"
+        "movq %%rsi, %%rdx\n\t"  // {rax = from, rdx = data}; rdi, rsi too, for a
+        "movq %%rax, %%rdi\n\t"  // fresh context's trampoline (as the .S does)
+        "notrack jmp *%%rcx\n"
+        "1:\n\t"
+        "leaq 0x80(%%rsp), %%rsp"  // resumed: back above the red zone
+        : "+D"(to), "+S"(data), "=a"(from), "=d"(d)
+        :
+        : "rbx", "rcx", "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15",  //
+          "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7",      //
+          "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15",
+#if defined(__AVX512F__)
+          "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", "xmm23",  //
+          "xmm24", "xmm25", "xmm26", "xmm27", "xmm28", "xmm29", "xmm30", "xmm31",  //
+          "k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7",
+#endif
+          "st", "st(1)", "st(2)", "st(3)", "st(4)", "st(5)", "st(6)", "st(7)",  //
+          "mm0", "mm1", "mm2", "mm3", "mm4", "mm5", "mm6", "mm7", "memory", "cc", "fpsr");
+    return {from, d};
+}
+#elif defined(__aarch64__)
+// AArch64 AAPCS64. Frame layout: src/arch/context_aarch64_aapcs.hpp (x29 x30
+// at +0, x19-x28 at +0x10, d8-d15 at +0x60, FPCR at +0xa0, 0xb0 in all).
+// AAPCS64 on Linux has no red zone. Both resume paths return to the resume
+// point with sp = context + 0xb0 and {from, data} in x0, x1. x18 is a
+// temporary on Linux (GCC allocates it), so it is clobbered like x0-x17.
+inline transfer fast_jump(void* to, void* data) noexcept {
+    register void* x0 asm("x0") = to;
+    register void* x1 asm("x1") = data;
+    asm volatile(
+        "sub sp, sp, #0xb0\n\t"
+        "adr x30, 1f\n\t"              // our resume address
+        "stp x29, x30, [sp]\n\t"       // x29 may be the frame pointer: kept by hand
+#if !WEFT_SHARE_FP_ENV
+        "mrs x9, fpcr\n\t"
+        "str x9, [sp, #0xa0]\n\t"
+#endif
+        "mov x2, sp\n\t"               // from = our context
+        "mov sp, x0\n\t"               // the switch
+#if !WEFT_SHARE_FP_ENV
+        "ldr x10, [sp, #0xa0]\n\t"     // the target's FPCR, written only if it differs
+        "cmp x9, x10\n\t"
+        "b.eq 2f\n\t"
+        "msr fpcr, x10\n"
+        "2:\n\t"
+#endif
+        "ldp x19, x20, [sp, #0x10]\n\t"  // the target's callee-saved registers: real
+        "ldp x21, x22, [sp, #0x20]\n\t"  // values if it was suspended by the .S jump,
+        "ldp x23, x24, [sp, #0x30]\n\t"  // don't-cares if by fast_jump
+        "ldp x25, x26, [sp, #0x40]\n\t"
+        "ldp x27, x28, [sp, #0x50]\n\t"
+        "ldp d8, d9, [sp, #0x60]\n\t"
+        "ldp d10, d11, [sp, #0x70]\n\t"
+        "ldp d12, d13, [sp, #0x80]\n\t"
+        "ldp d14, d15, [sp, #0x90]\n\t"
+        "ldp x29, x30, [sp]\n\t"
+        "add sp, sp, #0xb0\n\t"
+        "mov x0, x2\n\t"  // {x0 = from, x1 = data}
+        "ret\n"
+        "1:"
+        : "+r"(x0), "+r"(x1)
+        :
+        : "x2", "x3", "x4", "x5", "x6", "x7", "x8", "x9", "x10", "x11", "x12", "x13", "x14", "x15", "x16", "x17", "x18",
+          "x19", "x20", "x21", "x22", "x23", "x24", "x25", "x26", "x27", "x28", "x30",  //
+          "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v13", "v14", "v15",
+          "v16", "v17", "v18", "v19", "v20", "v21", "v22", "v23", "v24", "v25", "v26", "v27", "v28", "v29", "v30",
+          "v31", "memory", "cc");
+    return {x0, x1};
+}
+#endif
 
 }  // namespace weft::context

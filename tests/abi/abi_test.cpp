@@ -66,6 +66,8 @@ const std::uint64_t* expected_fp(const abi_regs& own, const abi_regs& other) {
 // Raw-context ping-pong: main and one context, each inside a probe.
 struct raw_state {
     void* other = nullptr;
+    bool fast_main = false;  // main switches with context::fast_jump (else the .S jump)
+    bool fast_co = false;    // the context does
     abi_regs main_in, main_out, co_in, co_out;
     int co_rounds = 0;
 };
@@ -74,8 +76,10 @@ struct raw_state {
 // (the state is reached through a global), so a switch that loses one is
 // reported by the probes instead of crashing this function.
 raw_state* g_raw = nullptr;
-void raw_switch(void*) {
-    transfer t = weft::context::jump(g_raw->other, nullptr);
+// main passes a non-null argument, the context a null one.
+void raw_switch(void* on_main) {
+    const bool fast = on_main ? g_raw->fast_main : g_raw->fast_co;
+    transfer t = fast ? weft::context::fast_jump(g_raw->other, nullptr) : weft::context::jump(g_raw->other, nullptr);
     g_raw->other = t.from;
 }
 
@@ -89,11 +93,15 @@ void raw_entry(transfer t) noexcept {
 
 class abi_test : public weft::test::leak_checked {};
 
-TEST_F(abi_test, raw_context_preserves_callee_saved_state_on_both_sides) {
+// run_raw() ping-pongs 100 rounds with the given switch on each side and
+// checks both sides' state after every round.
+void run_raw(bool fast_main, bool fast_co) {
     weft::mmap_stack alloc;
     weft::stack_view stack = alloc.allocate(64 * 1024);
     raw_state st;
     g_raw = &st;
+    st.fast_main = fast_main;
+    st.fast_co = fast_co;
     st.main_in = pattern(0xA5A5A5A55A5A5A5Aull, fpctl_a);
     st.co_in = pattern(0x0123456789ABCDEFull, fpctl_b);
     st.other = weft::context::make(stack.top(), stack.size, &raw_entry);
@@ -102,11 +110,20 @@ TEST_F(abi_test, raw_context_preserves_callee_saved_state_on_both_sides) {
         weft_abi_probe_call(&raw_switch, &st, &st.main_in, &st.main_out);
         expect_preserved("main", st.main_in, st.main_out, expected_fp(st.main_in, st.co_in));
         if (round > 0) expect_preserved("context", st.co_in, st.co_out, expected_fp(st.co_in, st.main_in));
-        if (HasFailure()) break;
+        if (::testing::Test::HasFailure()) break;
     }
     EXPECT_EQ(st.co_rounds, 99);
     alloc.deallocate(stack);  // the context is abandoned mid-loop: it owns nothing
 }
+
+TEST_F(abi_test, raw_context_preserves_callee_saved_state_on_both_sides) { run_raw(false, false); }
+
+// fast_jump() saves only what the compiler does not; the rest is the
+// enclosing function's business. Mixed with the .S jump on the other side,
+// every register must still come back on both sides.
+TEST_F(abi_test, fast_jump_preserves_callee_saved_state_on_both_sides) { run_raw(true, true); }
+TEST_F(abi_test, fast_jump_main_with_assembly_jump_context) { run_raw(true, false); }
+TEST_F(abi_test, assembly_jump_main_with_fast_jump_context) { run_raw(false, true); }
 
 TEST_F(abi_test, equal_fp_control_state_still_preserves_registers) {
     // Both sides use the same FP control state: the switch skips restoring it.

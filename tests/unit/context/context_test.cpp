@@ -181,3 +181,110 @@ TEST_F(context_test, rounding_mode_is_inherited_and_preserved_per_context) {
 }
 
 }  // namespace
+
+// fast_jump: the inline switch of the coroutine layer.
+namespace {
+
+void fast_adder(transfer t) noexcept {
+    for (;;) {
+        auto v = reinterpret_cast<std::uintptr_t>(t.data);
+        t = weft::context::fast_jump(t.from, reinterpret_cast<void*>(v + 1));
+    }
+}
+
+TEST_F(context_test, fast_jump_passes_data_both_ways_and_mixes_with_jump) {
+    // The context always answers with fast_jump; main alternates between the
+    // two switches, so each resumes contexts the other suspended.
+    void* ctx = make(&fast_adder);
+    std::uintptr_t v = 0;
+    for (int i = 0; i < 100000; ++i) {
+        transfer t = (i % 3 == 0) ? weft::context::jump(ctx, reinterpret_cast<void*>(v))
+                                  : weft::context::fast_jump(ctx, reinterpret_cast<void*>(v));
+        ctx = t.from;
+        ASSERT_EQ(reinterpret_cast<std::uintptr_t>(t.data), v + 1);
+        v += 2;
+    }
+}
+
+// Many values live across the switch, integer and floating point: the
+// compiler has to keep them somewhere fast_jump does not clobber.
+void scrambler(transfer t) noexcept {
+    for (;;) {
+        // Touch every register class on the context's side.
+        volatile double d = 1.0;
+        volatile std::uint64_t x = 0xdeadbeef;
+        d = d * 3.5 + static_cast<double>(x);
+        x = x * 7 + static_cast<std::uint64_t>(d);
+        t = weft::context::fast_jump(t.from, reinterpret_cast<void*>(static_cast<std::uintptr_t>(x)));
+    }
+}
+
+TEST_F(context_test, fast_jump_keeps_the_callers_live_values) {
+    void* ctx = make(&scrambler);
+    std::uint64_t a[12];
+    double f[12];
+    for (int i = 0; i < 12; ++i) {
+        a[i] = 0x1000 + static_cast<std::uint64_t>(i) * 0x1111;
+        f[i] = 0.5 + i;
+    }
+    std::uint64_t ia = 0;
+    double fa = 0;
+    for (int round = 0; round < 1000; ++round) {
+        std::uint64_t s0 = a[0] + a[1], s1 = a[2] ^ a[3], s2 = a[4] * 3, s3 = a[5] - a[6], s4 = a[7] + a[8],
+                      s5 = a[9] | a[10], s6 = a[11] + static_cast<std::uint64_t>(round);
+        double g0 = f[0] * f[1], g1 = f[2] + f[3], g2 = f[4] - f[5], g3 = f[6] * 2, g4 = f[7] + f[8], g5 = f[9] / 2,
+               g6 = f[10] + f[11] + round;
+        ctx = weft::context::fast_jump(ctx, nullptr).from;
+        ia += s0 + s1 + s2 + s3 + s4 + s5 + s6;
+        fa += g0 + g1 + g2 + g3 + g4 + g5 + g6;
+    }
+    std::uint64_t ea = 0;
+    double efa = 0;
+    for (int round = 0; round < 1000; ++round) {
+        ea += (a[0] + a[1]) + (a[2] ^ a[3]) + a[4] * 3 + (a[5] - a[6]) + (a[7] + a[8]) + (a[9] | a[10]) +
+              (a[11] + static_cast<std::uint64_t>(round));
+        efa += f[0] * f[1] + (f[2] + f[3]) + (f[4] - f[5]) + f[6] * 2 + (f[7] + f[8]) + f[9] / 2 + (f[10] + f[11] + round);
+    }
+    EXPECT_EQ(ia, ea);
+    EXPECT_EQ(fa, efa);
+}
+
+void fast_rounding_worker(transfer t) noexcept {
+    auto inherited = static_cast<std::uintptr_t>(std::fegetround());
+    std::fesetround(FE_TOWARDZERO);
+    t = weft::context::fast_jump(t.from, reinterpret_cast<void*>(inherited));
+    auto after = static_cast<std::uintptr_t>(std::fegetround());
+    weft::context::fast_jump(t.from, reinterpret_cast<void*>(after));
+    __builtin_trap();
+}
+
+TEST_F(context_test, fast_jump_preserves_the_rounding_mode_per_context) {
+    const int saved = std::fegetround();
+    ASSERT_EQ(std::fesetround(FE_DOWNWARD), 0);
+    void* ctx = make(&fast_rounding_worker);
+    transfer t = weft::context::fast_jump(ctx, nullptr);
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(t.data), static_cast<std::uintptr_t>(FE_DOWNWARD));
+    EXPECT_EQ(std::fegetround(), WEFT_SHARE_FP_ENV ? FE_TOWARDZERO : FE_DOWNWARD);
+    std::fesetround(FE_UPWARD);
+    t = weft::context::fast_jump(t.from, nullptr);
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(t.data),
+              static_cast<std::uintptr_t>(WEFT_SHARE_FP_ENV ? FE_UPWARD : FE_TOWARDZERO));
+    EXPECT_EQ(std::fegetround(), FE_UPWARD);
+    std::fesetround(saved);
+}
+
+// A non-throwing ontop fn may run on top of a context suspended in fast_jump.
+void fast_echo(transfer t) noexcept {
+    for (;;) t = weft::context::fast_jump(t.from, t.data);
+}
+
+TEST_F(context_test, ontop_onto_a_fast_jump_suspended_context) {
+    void* ctx = make(&fast_echo);
+    ctx = weft::context::jump(ctx, nullptr).from;  // now suspended inside fast_jump
+    transfer t = weft::context::ontop(ctx, reinterpret_cast<void*>(std::uintptr_t{5}), &add_hundred);
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(t.data), 105u);
+    t = weft::context::fast_jump(t.from, reinterpret_cast<void*>(std::uintptr_t{7}));
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(t.data), 7u);
+}
+
+}  // namespace
