@@ -1,0 +1,159 @@
+// candidates_weft.hpp: weft's candidates for the peer report, one per stack
+// mode, plus the raw L0 context switch (the level of Boost.Context's
+// jump_fcontext). Every candidate has the same shape (see report_main.cpp):
+//   explicit C(const bench::config&)   untimed setup (pools, handle arrays)
+//   create(i)   allocate stack and control block, construct; body not run
+//   enter(i)    the first resume: runs the body to its first yield
+//   resume(i)   one resume + yield round trip (two switches)
+//   destroy(i)  destroy the suspended coroutine (weft unwinds its stack)
+//   end_round() untimed cleanup after a round of destroy()s
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "harness.hpp"
+#include "weft/context.hpp"
+#include "weft/coroutine.hpp"
+#include "weft/pooled_stack.hpp"
+#include "weft/stack.hpp"
+
+#if __has_include("weft/shared_stack.hpp")
+#include "weft/shared_stack.hpp"
+#define WEFT_BENCH_HAVE_COPY_STACK 1
+#else
+#define WEFT_BENCH_HAVE_COPY_STACK 0
+#endif
+
+namespace bench::weft_side {
+
+// body is every weft coroutine's body: own state, Live bytes kept live
+// across each yield.
+template <std::size_t Live>
+struct body {
+    void operator()(weft::yielder<>& y) const {
+        state s{};
+        live<Live> pad;
+        pad.fill();
+        for (;;) {
+            step<Live>(s);
+            pad.keep();
+            y.yield();
+        }
+    }
+};
+
+// coroutines is the common part: a vector of weft::coroutine<> handles and
+// the operations that do not depend on the stack allocator.
+class coroutines {
+public:
+    explicit coroutines(const config& c) : stack_size_(c.stack_size) { cos_.reserve(c.count); }
+    void enter(std::size_t i) { (void)cos_[i].resume(); }
+    void resume(std::size_t i) { (void)cos_[i].resume(); }
+    void destroy(std::size_t i) { cos_[i].reset(); }
+    void end_round() { cos_.clear(); }
+
+protected:
+    std::size_t stack_size_;
+    std::vector<weft::coroutine<>> cos_;
+};
+
+// weft::coroutine on a fresh weft::mmap_stack each (the default allocator).
+template <std::size_t Live>
+class mmap : public coroutines {
+public:
+    using coroutines::coroutines;
+    void create(std::size_t) {
+        cos_.emplace_back(std::allocator_arg, weft::mmap_stack{}, body<Live>{},
+                          weft::coroutine_options{.stack_size = stack_size_});
+    }
+};
+
+// weft::coroutine on weft::pooled_stack: the first round maps new stacks,
+// later rounds reuse them from the calling thread's cache.
+template <std::size_t Live>
+class pooled : public coroutines {
+public:
+    explicit pooled(const config& c)
+        : coroutines(c),
+          pool_(std::make_unique<weft::stack_pool>(weft::stack_pool_options{
+              .stack_size = c.stack_size,
+              .max_cached_per_thread = std::min<std::size_t>(c.count, 65536)})) {}
+    ~pooled() { cos_.clear(); }  // before the pool goes
+    void create(std::size_t) {
+        cos_.emplace_back(std::allocator_arg, weft::pooled_stack(*pool_), body<Live>{},
+                          weft::coroutine_options{.stack_size = stack_size_});
+    }
+
+private:
+    std::unique_ptr<weft::stack_pool> pool_;
+};
+
+#if WEFT_BENCH_HAVE_COPY_STACK
+// copy-stack mode: coroutines share shared_stack_pool's stacks and save
+// their live bytes to a private buffer when another coroutine takes their
+// stack over.
+inline constexpr std::size_t copy_stacks = 4;
+
+template <std::size_t Live>
+class copy : public coroutines {
+public:
+    explicit copy(const config& c)
+        : coroutines(c), pool_({.stack_size = c.stack_size, .stacks = copy_stacks}) {}
+    ~copy() { cos_.clear(); }  // before the pool goes
+    void create(std::size_t) {
+        cos_.emplace_back(std::allocator_arg, weft::shared_stack(pool_), body<Live>{},
+                          weft::coroutine_options{.stack_size = stack_size_});
+    }
+    // max_saved() is the most bytes any coroutine saved at a switch.
+    std::size_t max_saved() const {
+        std::size_t m = 0;
+        for (auto& co : cos_)
+            if (co) m = std::max<std::size_t>(m, co.copy_stats().max_saved);
+        return m;
+    }
+
+private:
+    weft::shared_stack_pool pool_;
+};
+#endif
+
+// The raw L0 switch: weft::context::make/jump on a weft::mmap_stack, the
+// same level as jump_fcontext. destroy() frees the stack without unwinding.
+template <std::size_t Live>
+class context {
+public:
+    explicit context(const config& c) : stack_size_(c.stack_size) { slots_.reserve(c.count); }
+    void create(std::size_t) {
+        weft::stack_view s = alloc_.allocate(stack_size_);
+        slots_.push_back({weft::context::make(s.top(), s.size, &entry), s});
+    }
+    void enter(std::size_t i) { resume(i); }
+    void resume(std::size_t i) { slots_[i].ctx = weft::context::jump(slots_[i].ctx, nullptr).from; }
+    void destroy(std::size_t i) { alloc_.deallocate(slots_[i].stack); }
+    void end_round() { slots_.clear(); }
+    ~context() {
+        // Rounds end with destroy(); nothing is left unless a round failed.
+    }
+
+private:
+    static void entry(weft::context::transfer t) noexcept {
+        state s{};
+        live<Live> pad;
+        pad.fill();
+        for (;;) {
+            step<Live>(s);
+            pad.keep();
+            t = weft::context::jump(t.from, nullptr);
+        }
+    }
+    struct slot {
+        void* ctx;
+        weft::stack_view stack;
+    };
+    std::size_t stack_size_;
+    weft::mmap_stack alloc_;
+    std::vector<slot> slots_;
+};
+
+}  // namespace bench::weft_side

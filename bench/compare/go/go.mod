@@ -1,0 +1,3 @@
+module weft/bench/compare/go
+
+go 1.19

@@ -1,0 +1,810 @@
+#!/usr/bin/env python3
+"""bench/compare/report.py: the weft peer report (BENCHMARKING.md).
+
+scripts/bench builds the binaries and calls this. It runs every candidate in
+every scenario as a fresh child process, interleaved (repetition 1: A B C ...,
+repetition 2: A B C ..., ...), pinned to one CPU, and writes:
+
+  OUT/latest.md     the markdown report (also printed on stdout)
+  OUT/latest.json   every sample, the medians, and the run's metadata
+  OUT/latest.csv    every sample, one a line
+  OUT/*.svg         one chart per scenario (matplotlib)
+  --log FILE        the children's stderr (default OUT/log.txt)
+
+The binaries: weft_bench_report (C++: weft and the C++ peers; a second build
+with WEFT_SHARE_FP_ENV=ON gives the "FP env shared" rows) and weft_bench_go.
+Progress goes to stderr. Exits 1 if any child failed (crashed, non-zero exit,
+timed out, printed no sample); the report is still written.
+"""
+
+import argparse
+import csv
+import datetime
+import json
+import math
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+KiB = 1024
+MiB = 1024 * KiB
+GiB = 1024 * MiB
+
+# --- scenarios -----------------------------------------------------------------
+
+# count, stack, lifecycle rounds (the first is cold), switch target (ms):
+# (full, quick) pairs where they differ.
+SCENARIOS = {
+    "S1": dict(title="S1: {count} coroutine, 16 KB stack (hot switch)",
+               count=(1, 1), stack=16 * KiB, rounds=(201, 41), target_ms=(100, 10)),
+    "S2": dict(title="S2: {count} coroutines, 2 MB stacks",
+               count=(1000, 1000), stack=2 * MiB, rounds=(5, 3), target_ms=(100, 10)),
+    "S3": dict(title="S3: {count} coroutines, 64 KB stacks (cache-missing)",
+               count=(30000, 10000), stack=64 * KiB, rounds=(3, 2), target_ms=(200, 15)),
+}
+LIVE_SERIES = [8, 64, 256, 1024, 4096, 8192]
+LIVE_COUNT = 100
+LIVE_STACK = 64 * KiB
+M1_STACK = 16 * KiB
+M1_COUNTS = ([1_000_000, 10_000_000], [100_000])
+CALLGRIND_ITERS = 10000
+
+# --- candidates (rows) ------------------------------------------------------------
+
+# key: unique row id; label: what the table shows; world: which binary
+# ("cpp", "cpp-sharefp", "go"); cand: the binary's candidate name; live:
+# extra live bytes at each yield; group: "weft" or "peer".
+def rows_for(scenario):
+    rows = []
+
+    def add(key, label, world, cand, live=0, group="weft", lifecycle=True):
+        rows.append(dict(key=key, label=label, world=world, cand=cand, live=live,
+                         group=group, lifecycle=lifecycle))
+
+    add("weft-mmap", "weft coroutine, mmap_stack", "cpp", "weft-mmap")
+    add("weft-pooled", "weft coroutine, pooled_stack", "cpp", "weft-pooled")
+    for live, name in ((0, "~0 B"), (1024, "1 KB"), (4096, "4 KB")):
+        add(f"weft-copy-{live}", f"weft coroutine, copy-stack, {name} live", "cpp", "weft-copy", live)
+    add("weft-context", "weft context::jump (L0)", "cpp", "weft-context")
+    add("weft-mmap-fp", "weft coroutine, mmap_stack (FP env shared)", "cpp-sharefp", "weft-mmap")
+    add("weft-pooled-fp", "weft coroutine, pooled_stack (FP env shared)", "cpp-sharefp", "weft-pooled")
+    add("weft-copy-0-fp", "weft coroutine, copy-stack, ~0 B live (FP env shared)", "cpp-sharefp", "weft-copy", 0)
+    add("weft-context-fp", "weft context::jump (L0) (FP env shared)", "cpp-sharefp", "weft-context")
+    add("fcontext", "Boost.Context jump_fcontext", "cpp", "fcontext", group="peer")
+    add("fiber-protected", "boost::context::fiber, protected_fixedsize_stack", "cpp", "fiber-protected", group="peer")
+    add("fiber-pooled", "boost::context::fiber, pooled_fixedsize_stack", "cpp", "fiber-pooled", group="peer")
+    add("ucontext", "glibc ucontext (swapcontext)", "cpp", "ucontext", group="peer")
+    add("cpp20", "C++20 stackless generator", "cpp", "cpp20", group="peer")
+    add("go-chan", "Go goroutine, unbuffered channel handshake", "go", "go-chan", group="peer")
+    add("go-gosched", "Go goroutines, runtime.Gosched ring", "go", "go-gosched", group="peer", lifecycle=False)
+    return rows
+
+
+def live_rows():
+    rows = []
+    for cand, label in (("weft-pooled", "weft pooled_stack (standalone stacks)"),
+                        ("weft-copy", "weft copy-stack (4 shared stacks)")):
+        for live in LIVE_SERIES:
+            rows.append(dict(key=f"{cand}-live{live}", label=label, world="cpp", cand=cand, live=live,
+                             group="weft", lifecycle=False, series=cand))
+    return rows
+
+
+M1_ROWS = [
+    # key, label, world, cand, reason a 10M run cannot fit (None: decide by estimate)
+    ("weft-pooled", "weft coroutine, pooled_stack (16 KB mmap stacks)", "cpp", "weft-pooled",
+     "10M guarded mmap stacks are 20M mappings and at least 40 GB of touched pages: do not fit"),
+    ("weft-copy", "weft coroutine, copy-stack", "cpp", "weft-copy", None),
+    ("cpp20", "C++20 stackless generator", "cpp", "cpp20", None),
+    ("fiber-pooled", "boost::context::fiber, pooled_fixedsize_stack (16 KB)", "cpp", "fiber-pooled", None),
+    ("go", "Go goroutines (parked on a channel)", "go", "go", None),
+]
+
+CALLGRIND_ROWS = [
+    ("weft-mmap", "weft coroutine resume+yield", "cpp", "weft-mmap"),
+    ("weft-context", "weft context::jump x2", "cpp", "weft-context"),
+    ("weft-mmap-fp", "weft coroutine resume+yield (FP env shared)", "cpp-sharefp", "weft-mmap"),
+    ("weft-context-fp", "weft context::jump x2 (FP env shared)", "cpp-sharefp", "weft-context"),
+    ("fcontext", "Boost.Context jump_fcontext x2", "cpp", "fcontext"),
+    ("fiber-protected", "boost::context::fiber resume x2", "cpp", "fiber-protected"),
+    ("ucontext", "glibc swapcontext x2", "cpp", "ucontext"),
+    ("cpp20", "C++20 generator resume + co_yield", "cpp", "cpp20"),
+]
+
+# --- helpers -----------------------------------------------------------------------
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def fmt(v):
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "n/a"
+    a = abs(v)
+    if a >= 1000:
+        return f"{v:,.0f}"
+    if a >= 100:
+        return f"{v:.0f}"
+    if a >= 10:
+        return f"{v:.1f}"
+    return f"{v:.2f}"
+
+
+def cell(stat):
+    if not stat:
+        return "n/a"
+    return f"{fmt(stat['median'])} [{fmt(stat['min'])}, {fmt(stat['max'])}]"
+
+
+def ratio(a, b):
+    if not a or not b or not b["median"]:
+        return None
+    return a["median"] / b["median"]
+
+
+def fmt_ratio(r):
+    return "n/a" if r is None else f"{r:.2f}"
+
+
+def read_first(path, default=""):
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return default
+
+
+def meminfo_kib(key):
+    for line in read_first("/proc/meminfo").splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+class Runner:
+    def __init__(self, args):
+        self.args = args
+        self.quick = args.quick
+        self.q = 1 if args.quick else 0
+        self.samples = []  # dicts
+        self.failures = []
+        self.notes = []
+        self.logf = None
+        self.worlds = {}  # world -> dict(bin=..., info=..., missing=reason)
+        self.pin = []
+        if shutil.which("taskset") and (os.cpu_count() or 1) > 1:
+            self.pin = ["taskset", "-c", str(args.cpu)]
+
+    # -- worlds --
+    def probe(self):
+        a = self.args
+        for world, path in (("cpp", a.bin), ("cpp-sharefp", a.bin_sharefp)):
+            if not path or not os.access(path, os.X_OK):
+                self.worlds[world] = dict(missing="not built" if path else "no binary given")
+                continue
+            out = subprocess.run([path, "--list"], capture_output=True, text=True, check=True).stdout
+            info = json.loads(out)
+            self.worlds[world] = dict(bin=path, info=info, cands={c["name"] for c in info["candidates"]})
+        if a.go_bin and os.access(a.go_bin, os.X_OK):
+            out = subprocess.run([a.go_bin, "--list"], capture_output=True, text=True, check=True).stdout
+            info = json.loads(out)
+            self.worlds["go"] = dict(bin=a.go_bin, info=info, cands={"go-chan", "go-gosched", "go"})
+        else:
+            self.worlds["go"] = dict(missing=a.go_missing or "no Go binary")
+
+    def available(self, row):
+        w = self.worlds.get(row["world"], {})
+        if "missing" in w:
+            return False, w["missing"]
+        if row["cand"] not in w["cands"]:
+            return False, "not built"
+        return True, ""
+
+    # -- running --
+    def run_child(self, cmd, env=None, timeout=900, pin=True, what=""):
+        full = (self.pin if pin else []) + cmd
+        e = dict(os.environ)
+        if env:
+            e.update(env)
+        t0 = time.monotonic()
+        try:
+            p = subprocess.run(full, capture_output=True, text=True, env=e, timeout=timeout)
+        except subprocess.TimeoutExpired as ex:
+            self.fail(what, f"timed out after {timeout} s", ex.stderr or "")
+            return None, time.monotonic() - t0
+        dt = time.monotonic() - t0
+        if self.logf:
+            self.logf.write(f"$ {' '.join(full)}\n{p.stderr}")
+        if p.returncode != 0:
+            sig = f"signal {-p.returncode}" if p.returncode < 0 else f"exit {p.returncode}"
+            self.fail(what, sig, p.stderr)
+            return None, dt
+        lines = [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")]
+        if not lines:
+            self.fail(what, "printed no sample", p.stderr)
+            return None, dt
+        return lines, dt
+
+    def fail(self, what, why, stderr):
+        msg = f"{what}: {why}"
+        tail = (stderr or "").strip().splitlines()[-3:]
+        if tail:
+            msg += " (" + " | ".join(tail) + ")"
+        self.failures.append(msg)
+        log(f"report: FAILED {msg}")
+
+    def add(self, section, row, lines, rep):
+        for l in lines:
+            self.samples.append(dict(section=section, row=row["key"], label=row["label"], world=row["world"],
+                                     candidate=row["cand"], live=row.get("live", 0), metric=l["metric"],
+                                     rep=rep, value=l["value"], unit=l["unit"]))
+
+    # -- vm.max_map_count --
+    def map_count_ok(self, needed, why):
+        """Makes vm.max_map_count >= needed; returns (ok, previous value or None)."""
+        cur = int(read_first("/proc/sys/vm/max_map_count", "65530"))
+        if cur >= needed:
+            return True, None
+        if os.geteuid() != 0:
+            return False, None
+        try:
+            with open("/proc/sys/vm/max_map_count", "w") as f:
+                f.write(str(needed))
+        except OSError as ex:
+            log(f"report: cannot raise vm.max_map_count: {ex}")
+            return False, None
+        self.notes.append(f"vm.max_map_count was raised from {cur} to {needed} for {why} "
+                          f"(root; restored right after).")
+        log(f"report: vm.max_map_count {cur} -> {needed} for {why}")
+        return True, cur
+
+    def restore_map_count(self, prev):
+        if prev is not None:
+            with open("/proc/sys/vm/max_map_count", "w") as f:
+                f.write(str(prev))
+
+    # -- scenarios --
+    def scenario_cmd(self, row, name, count, stack, rounds, target_ms, lifecycle=True):
+        w = self.worlds[row["world"]]
+        if row["world"] == "go":
+            cmd = [w["bin"], "--scenario", name, "--candidate", row["cand"], "--count", str(count),
+                   "--rounds", str(rounds), "--target-ms", str(target_ms)]
+            return cmd, {"GOMAXPROCS": "1"}
+        cmd = [w["bin"], "--scenario", name, "--candidate", row["cand"], "--count", str(count),
+               "--stack", str(stack), "--live", str(row.get("live", 0)), "--rounds", str(rounds),
+               "--target-ms", str(target_ms)]
+        if not lifecycle:
+            cmd.append("--no-lifecycle")
+        return cmd, None
+
+    def run_scenarios(self):
+        reps = self.args.reps
+        self.scen_rows = {}
+        self.scen_params = {}
+        for name in self.args.scenarios:
+            if name not in SCENARIOS:
+                continue
+            sc = SCENARIOS[name]
+            count = sc["count"][self.q]
+            # Each guarded stack is two mappings; leave room for the process's own.
+            needed = 2 * count + 4096
+            ok, prev = self.map_count_ok(needed, f"{name} ({count} guarded stacks)")
+            if not ok:
+                limit = int(read_first("/proc/sys/vm/max_map_count", "65530"))
+                new = max(1, (limit - 4096) // 2)
+                self.notes.append(f"{name}: vm.max_map_count is {limit} and cannot be raised (not root): "
+                                  f"{new} coroutines instead of {count}.")
+                count = new
+            self.scen_params[name] = dict(count=count, stack=sc["stack"], rounds=sc["rounds"][self.q],
+                                          target_ms=sc["target_ms"][self.q])
+            rows = rows_for(name)
+            self.scen_rows[name] = rows
+            runnable = [r for r in rows if self.available(r)[0]]
+            try:
+                for rep in range(reps):
+                    for row in runnable:
+                        cmd, env = self.scenario_cmd(row, name, count, sc["stack"], sc["rounds"][self.q],
+                                                     sc["target_ms"][self.q], row["lifecycle"])
+                        lines, dt = self.run_child(cmd, env, what=f"{name} {row['label']}")
+                        log(f"[{name} rep {rep + 1}/{reps}] {row['label']}: {dt:.1f} s")
+                        if lines:
+                            self.add(name, row, lines, rep)
+            finally:
+                self.restore_map_count(prev)
+
+    def run_live_series(self):
+        reps = self.args.reps
+        rows = live_rows()
+        self.live_rows = rows
+        target = 50 if not self.quick else 5
+        runnable = [r for r in rows if self.available(r)[0]]
+        for rep in range(reps):
+            for row in runnable:
+                cmd, env = self.scenario_cmd(row, "L", LIVE_COUNT, LIVE_STACK, 1, target, lifecycle=False)
+                lines, dt = self.run_child(cmd, env, what=f"L {row['label']} {row['live']} B")
+                log(f"[L rep {rep + 1}/{reps}] {row['label']}, {row['live']} B live: {dt:.1f} s")
+                if lines:
+                    self.add("L", row, lines, rep)
+
+    # -- M1 --
+    def run_m1(self):
+        counts = M1_COUNTS[self.q]
+        avail_kib = meminfo_kib("MemAvailable")
+        self.m1_results = {}  # (key, count) -> dict or skip reason
+        for key, label, world, cand, no_10m in M1_ROWS:
+            row = dict(key=key, label=label, world=world, cand=cand, live=0)
+            ok, why = self.available(row)
+            per = None
+            for count in counts:
+                if not ok:
+                    self.m1_results[(key, count)] = dict(skip=why if why != "not built" else "n/a (not built)")
+                    continue
+                if count >= 10_000_000 and no_10m:
+                    self.m1_results[(key, count)] = dict(skip=no_10m)
+                    continue
+                if per is not None:
+                    est = per * count * 1.1
+                    if est > avail_kib * KiB * 0.85:
+                        self.m1_results[(key, count)] = dict(
+                            skip=f"skipped: estimated {est / GiB:.0f} GiB from the {counts[0]:,} run "
+                                 f"({per:,.0f} B each) exceeds the {avail_kib * KiB / GiB:.0f} GiB available")
+                        continue
+                prev = None
+                if cand in ("weft-pooled", "weft-mmap"):
+                    ok_map, prev = self.map_count_ok(2 * count + 65530, f"M1 {label} at {count:,}")
+                    if not ok_map:
+                        self.m1_results[(key, count)] = dict(
+                            skip=f"skipped: needs vm.max_map_count >= {2 * count:,} (two mappings per "
+                                 f"guarded stack) and cannot raise it (not root)")
+                        continue
+                try:
+                    w = self.worlds[world]
+                    if world == "go":
+                        cmd, env = [w["bin"], "--m1", "--count", str(count)], {"GOMAXPROCS": "1"}
+                    else:
+                        cmd, env = [w["bin"], "--m1", "--candidate", cand, "--count", str(count),
+                                    "--stack", str(M1_STACK)], None
+                    lines, dt = self.run_child(cmd, env, timeout=1200, what=f"M1 {label} {count:,}")
+                finally:
+                    self.restore_map_count(prev)
+                log(f"[M1] {label}, {count:,}: {dt:.1f} s")
+                if not lines:
+                    self.m1_results[(key, count)] = dict(skip="failed (see the failures below)")
+                    continue
+                vals = {l["metric"]: l["value"] for l in lines}
+                vals["seconds"] = dt
+                self.m1_results[(key, count)] = vals
+                for l in lines:
+                    self.samples.append(dict(section="M1", row=key, label=label, world=world, candidate=cand,
+                                             live=0, metric=l["metric"], rep=0, value=l["value"],
+                                             unit=l["unit"], count=count))
+                per = vals.get("m1_bytes_per_coroutine")
+
+    # -- callgrind --
+    def run_callgrind(self):
+        self.cg = {}
+        if not shutil.which("valgrind"):
+            self.notes.append("callgrind: valgrind is not installed; no instruction counts.")
+            return
+        n = CALLGRIND_ITERS
+        for key, label, world, cand in CALLGRIND_ROWS:
+            row = dict(key=key, label=label, world=world, cand=cand)
+            ok, why = self.available(row)
+            if not ok:
+                self.cg[key] = None
+                continue
+            counts = []
+            for iters in (n, 2 * n):
+                cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
+                       self.worlds[world]["bin"], "--callgrind", "--candidate", cand, "--iters", str(iters)]
+                p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+                m = re.search(r"Collected : (\d+)", p.stderr)
+                if p.returncode != 0 or not m:
+                    self.fail(f"callgrind {label}", f"exit {p.returncode}", p.stderr)
+                    break
+                counts.append(int(m.group(1)))
+            if len(counts) == 2:
+                per_rt = (counts[1] - counts[0]) / n
+                self.cg[key] = per_rt
+                self.samples.append(dict(section="callgrind", row=key, label=label, world=world, candidate=cand,
+                                         live=0, metric="instructions_per_round_trip", rep=0, value=per_rt,
+                                         unit="instructions"))
+                log(f"[callgrind] {label}: {per_rt:.1f} instructions per round trip")
+
+    # -- aggregation --
+    def stats(self, section, row, metric):
+        v = [s["value"] for s in self.samples
+             if s["section"] == section and s["row"] == row and s["metric"] == metric]
+        if not v:
+            return None
+        return dict(median=statistics.median(v), min=min(v), max=max(v), n=len(v))
+
+
+# --- report ----------------------------------------------------------------------------
+
+
+def machine_header(r, started, elapsed):
+    a = r.args
+    lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout if shutil.which("lscpu") else ""
+    model = re.search(r"Model name:\s*(.+)", lscpu)
+    model = model.group(1).strip() if model else platform.processor()
+    cache = ", ".join(f"{k} {v}" for k, v in re.findall(r"(L[123][di]?) cache:\s*([^\n(]+?)\s*(?:\(|\n)", lscpu))
+    hyper = re.search(r"Hypervisor vendor:\s*(.+)", lscpu)
+    cpp = r.worlds.get("cpp", {}).get("info", {})
+    go = r.worlds.get("go", {})
+    flags = a.cxx_flags or "?"
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                           text=True).stdout.strip()
+    lines = [
+        f"- date: {started.strftime('%Y-%m-%d %H:%M UTC')}; {'quick run (--quick)' if a.quick else 'full run'}, "
+        f"{a.reps} interleaved repetitions, took {elapsed / 60:.1f} min",
+        f"- machine: {model}, {os.cpu_count()} cores"
+        + (f" ({hyper.group(1).strip()} guest)" if hyper else "")
+        + (f"; {cache}" if cache else "")
+        + f"; {meminfo_kib('MemTotal') / (1024 * 1024):.0f} GiB; Linux {platform.release()}",
+        f"- compiler: {cpp.get('compiler', '?')}, flags `{flags}`; Boost {cpp.get('boost', '?')} (Debian); "
+        + (f"Go {go['info']['go']} (GOMAXPROCS=1)" if "info" in go else f"Go: not available ({go.get('missing')})"),
+        f"- weft {cpp.get('version', cpp.get('weft', '?'))} at commit {commit or '?'}"
+        + (" with uncommitted changes" if dirty else "")
+        + "; " + ("copy-stack built" if cpp.get("copy_stack") else "copy-stack not built yet (weft/shared_stack.hpp absent)"),
+        f"- pinned with `{' '.join(r.pin)}`" if r.pin else "- not pinned (taskset missing or one CPU)",
+    ]
+    return lines
+
+
+METHOD = """\
+How to read this:
+- every cell is **median [min, max]** over the repetitions; each repetition of each candidate
+  is a fresh process, and candidates alternate (A B C ... A B C ...), so drift hits all alike;
+- **switch** = one transfer of control: a resume+yield round trip is **two** switches, and the
+  figure is ns per round trip / 2, measured over round-robin passes (resume coroutine 0, 1, ...,
+  N-1, again); between its yields each coroutine touches its own 64-byte state (a local of its
+  body: on its stack, or in its frame for C++20);
+- **create** = stack + control block allocation and construction, the body not yet run;
+  **first entry** = the first resume, running the body to its first yield; **destroy** =
+  destroying the suspended coroutine (weft and boost::context::fiber unwind its stack; for
+  jump_fcontext, weft context::jump and ucontext the stack is just freed; Go: close its channel
+  and let it return). All ns per coroutine. **cold** = the first round in a fresh process (empty
+  pools); **warm** = the mean of the later rounds (pools warm);
+- ratio columns are row / peer (below 1: the row is faster); switch ratios are against Boost.Context
+  jump_fcontext, create ratios against boost::context::fiber with pooled_fixedsize_stack and against
+  the C++20 generator;
+- weft context::jump and jump_fcontext are the raw switch (no coroutine object); Go's stacks
+  grow on demand (the stack column does not apply), C++20 frames are on the heap."""
+
+
+def scenario_title(r, name):
+    count = r.scen_params[name]["count"]
+    full = SCENARIOS[name]["count"][0]
+    t = SCENARIOS[name]["title"].format(count=f"{count:,}")
+    return t + (f" (full runs: {full:,})" if count != full else "")
+
+
+def scenario_tables(r, name):
+    rows = r.scen_rows[name]
+    p = r.scen_params[name]
+    out = [f"## {scenario_title(r, name)}", ""]
+    out.append(f"{p['count']:,} coroutine{'s' if p['count'] != 1 else ''}, {p['stack'] // KiB:,} KB stacks; lifecycle: 1 cold + "
+               f"{p['rounds'] - 1} warm rounds per repetition; switch: about {p['target_ms']} ms of passes.")
+    out.append("")
+    out += ["| candidate | ns per switch | ratio to jump_fcontext |", "|---|---|---|"]
+    base = r.stats(name, "fcontext", "switch")
+    for row in rows:
+        ok, why = r.available(row)
+        st = r.stats(name, row["key"], "switch") if ok else None
+        label = f"**{row['label']}**" if row["group"] == "weft" else row["label"]
+        if not ok:
+            out.append(f"| {label} | n/a ({why}) | |")
+            continue
+        out.append(f"| {label} | {cell(st)} | {fmt_ratio(ratio(st, base))} |")
+    out += ["", "Lifecycle, ns per coroutine (ratios: cold / warm):", "",
+            "| candidate | create cold | create warm | ratio to fiber pooled | ratio to C++20 "
+            "| first entry cold | first entry warm | destroy cold | destroy warm |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    fp = {k: r.stats(name, "fiber-pooled", f"create_{k}") for k in ("cold", "warm")}
+    c20 = {k: r.stats(name, "cpp20", f"create_{k}") for k in ("cold", "warm")}
+    for row in rows:
+        if not row["lifecycle"]:
+            continue
+        ok, why = r.available(row)
+        label = f"**{row['label']}**" if row["group"] == "weft" else row["label"]
+        if not ok:
+            out.append(f"| {label} | n/a ({why}) | | | | | | | |")
+            continue
+        s = {m: r.stats(name, row["key"], m) for m in
+             ("create_cold", "create_warm", "entry_cold", "entry_warm", "destroy_cold", "destroy_warm")}
+        rfp = f"{fmt_ratio(ratio(s['create_cold'], fp['cold']))} / {fmt_ratio(ratio(s['create_warm'], fp['warm']))}"
+        rc = f"{fmt_ratio(ratio(s['create_cold'], c20['cold']))} / {fmt_ratio(ratio(s['create_warm'], c20['warm']))}"
+        out.append(f"| {label} | {cell(s['create_cold'])} | {cell(s['create_warm'])} | {rfp} | {rc} | "
+                   f"{cell(s['entry_cold'])} | {cell(s['entry_warm'])} | {cell(s['destroy_cold'])} | "
+                   f"{cell(s['destroy_warm'])} |")
+    out.append("")
+    return out
+
+
+def live_table(r):
+    out = [f"## Copy-stack switch cost vs live bytes", "",
+           f"{LIVE_COUNT} coroutines round-robin, {LIVE_STACK // KiB} KB stacks; each keeps N bytes live on its stack "
+           "across every yield (plus its 64-byte state). ns per switch, median [min, max].", ""]
+    out.append("| candidate | " + " | ".join(f"{n:,} B" for n in LIVE_SERIES) + " |")
+    out.append("|---|" + "---|" * len(LIVE_SERIES))
+    for series in ("weft-pooled", "weft-copy"):
+        rows = [x for x in r.live_rows if x["series"] == series]
+        ok, why = r.available(rows[0])
+        cells = []
+        for row in rows:
+            cells.append(cell(r.stats("L", row["key"], "switch")) if ok else f"n/a ({why})")
+        out.append(f"| {rows[0]['label']} | " + " | ".join(cells) + " |")
+        if ok and series == "weft-copy":
+            saved = [r.stats("L", row["key"], "copy_max_saved") for row in rows]
+            out.append("| (copy-stack: most bytes saved at one switch) | "
+                       + " | ".join(f"{s['max']:,.0f}" if s else "n/a" for s in saved) + " |")
+    out.append("")
+    return out
+
+
+def m1_table(r):
+    counts = M1_COUNTS[r.q]
+    out = ["## M1: memory per suspended coroutine", "",
+           "Each figure is one child process: it creates the coroutines, runs each to its first yield with "
+           "~100 B of live locals (a 64-byte state and 40 more bytes), then reads its peak RSS (VmHWM in "
+           "/proc/self/status) and subtracts its RSS before the first was created. Handles included.", ""]
+    hdr = "| candidate | count | peak RSS | bytes per coroutine | ratio to C++20 | ratio to fiber pooled |"
+    out += [hdr, "|---|---|---|---|---|---|"]
+    for key, label, world, cand, _ in M1_ROWS:
+        for count in counts:
+            res = r.m1_results.get((key, count))
+            name = f"**{label}**" if key.startswith("weft") else label
+            if res is None:
+                continue
+            if "skip" in res:
+                out.append(f"| {name} | {count:,} | {res['skip']} | | | |")
+                continue
+            per = res["m1_bytes_per_coroutine"]
+
+            def rat(other):
+                o = r.m1_results.get((other, count), {})
+                v = o.get("m1_bytes_per_coroutine") if isinstance(o, dict) else None
+                return f"{per / v:.2f}" if v else "n/a"
+
+            out.append(f"| {name} | {count:,} | {res['m1_peak_rss'] / MiB:,.0f} MiB | {per:,.0f} | "
+                       f"{rat('cpp20')} | {rat('fiber-pooled')} |")
+    out.append("")
+    return out
+
+
+def callgrind_table(r):
+    out = ["## Instructions per round trip (callgrind)", "",
+           f"`valgrind --tool=callgrind`, one coroutine, bare resume+yield (no state touched): total "
+           f"instructions with {2 * CALLGRIND_ITERS:,} round trips minus with {CALLGRIND_ITERS:,}, divided by "
+           f"{CALLGRIND_ITERS:,}. Deterministic; includes the benchmark loop's own few instructions. A system "
+           "call counts as one instruction: ucontext's sigprocmask per switch costs far more than it shows here.", "",
+           "| candidate | instructions per round trip | per switch | ratio to jump_fcontext |", "|---|---|---|---|"]
+    base = r.cg.get("fcontext")
+    for key, label, world, cand in CALLGRIND_ROWS:
+        v = r.cg.get(key)
+        name = f"**{label}**" if key.startswith("weft") else label
+        if v is None:
+            ok, why = r.available(dict(world=world, cand=cand))
+            out.append(f"| {name} | n/a ({why or 'failed'}) | | |")
+            continue
+        out.append(f"| {name} | {v:.1f} | {v / 2:.1f} | {v / base:.2f} |" if base else f"| {name} | {v:.1f} | {v / 2:.1f} | n/a |")
+    out.append("")
+    return out
+
+
+# --- charts ------------------------------------------------------------------------------
+
+
+def charts(r, outdir):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as ex:
+        r.notes.append(f"charts: matplotlib is not available ({ex}); no charts drawn.")
+        return []
+    plt.rcParams["svg.hashsalt"] = "weft"
+    written = []
+
+    def bars(ax, labels, stats, title, xlabel, colors):
+        # stats may hold None (no figure for that row): no bar, "n/a".
+        y = list(range(len(labels)))
+        med = [s["median"] if s else 0 for s in stats]
+        lo = [s["median"] - s["min"] if s else 0 for s in stats]
+        hi = [s["max"] - s["median"] if s else 0 for s in stats]
+        ax.barh(y, med, xerr=[lo, hi], color=colors, capsize=2, error_kw=dict(lw=0.8))
+        ax.set_yticks(y, labels, fontsize=7)
+        ax.invert_yaxis()
+        ax.set_xscale("log")
+        ax.set_xlabel(xlabel, fontsize=8)
+        ax.set_title(title, fontsize=9)
+        ax.grid(axis="x", which="both", alpha=0.3)
+        floor = min((s["min"] for s in stats if s), default=1)
+        for i, st in enumerate(stats):
+            if st:
+                ax.text(st["max"], i, " " + fmt(st["median"]), va="center", fontsize=6)
+            else:
+                ax.text(floor, i, " n/a", va="center", fontsize=6)
+
+    def save(fig, path):
+        fig.savefig(path, metadata={"Date": None})
+        fig.savefig(path[:-4] + ".png", dpi=100)
+        plt.close(fig)
+
+    def color(row):
+        return "#d95f02" if row["group"] == "weft" else "#7570b3"
+
+    for name in r.scen_rows:
+        rows = [x for x in r.scen_rows[name] if r.stats(name, x["key"], "switch")]
+        if not rows:
+            continue
+        fig, axes = plt.subplots(1, 3, figsize=(15, 0.32 * len(rows) + 1.6), sharey=True)
+        labels = [x["label"] for x in rows]
+        colors = [color(x) for x in rows]
+        bars(axes[0], labels, [r.stats(name, x["key"], "switch") for x in rows],
+             "switch (one transfer of control)", "ns per switch (log), median [min, max]", colors)
+        for ax, metric, title in ((axes[1], "create_cold", "create, cold"), (axes[2], "create_warm", "create, warm")):
+            bars(ax, labels, [r.stats(name, x["key"], metric) for x in rows], title, "ns per coroutine (log)", colors)
+            ax.tick_params(labelleft=False)
+        fig.suptitle(f"weft {scenario_title(r, name)}; {r.started_str}", fontsize=10)
+        fig.tight_layout()
+        path = os.path.join(outdir, f"{name.lower()}.svg")
+        save(fig, path)
+        written.append(path)
+
+    # M1
+    counts = M1_COUNTS[r.q]
+    items = [(f"{label} ({count:,})", res["m1_bytes_per_coroutine"], key)
+             for key, label, _, _, _ in M1_ROWS for count in counts
+             for res in [r.m1_results.get((key, count))] if res and "skip" not in res]
+    if items:
+        fig, ax = plt.subplots(figsize=(9, 0.35 * len(items) + 1.4))
+        y = list(range(len(items)))
+        ax.barh(y, [v for _, v, _ in items], color=["#d95f02" if k.startswith("weft") else "#7570b3" for *_, k in items])
+        ax.set_yticks(y, [l for l, _, _ in items], fontsize=7)
+        ax.invert_yaxis()
+        ax.set_xscale("log")
+        ax.set_xlabel("bytes of peak RSS per suspended coroutine (log)", fontsize=8)
+        for i, (_, v, _) in enumerate(items):
+            ax.text(v, i, " " + fmt(v), va="center", fontsize=6)
+        ax.set_title(f"weft M1: memory per suspended coroutine (~100 B live); {r.started_str}", fontsize=9)
+        ax.grid(axis="x", which="both", alpha=0.3)
+        fig.tight_layout()
+        path = os.path.join(outdir, "m1.svg")
+        save(fig, path)
+        written.append(path)
+
+    # live-bytes series
+    fig, ax = plt.subplots(figsize=(7, 4))
+    drew = False
+    for series, style in (("weft-pooled", "o-"), ("weft-copy", "s-")):
+        rows = [x for x in r.live_rows if x["series"] == series]
+        pts = [(x["live"], r.stats("L", x["key"], "switch")) for x in rows]
+        pts = [(n, s) for n, s in pts if s]
+        if not pts:
+            continue
+        xs = [n for n, _ in pts]
+        ax.errorbar(xs, [s["median"] for _, s in pts],
+                    yerr=[[s["median"] - s["min"] for _, s in pts], [s["max"] - s["median"] for _, s in pts]],
+                    fmt=style, capsize=2, label=rows[0]["label"])
+        drew = True
+    if drew:
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("live bytes on the coroutine's stack at each yield")
+        ax.set_ylabel("ns per switch")
+        ax.set_title(f"switch cost vs live bytes ({LIVE_COUNT} coroutines round-robin); {r.started_str}", fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        path = os.path.join(outdir, "live_bytes.svg")
+        save(fig, path)
+        written.append(path)
+    else:
+        plt.close(fig)
+    return written
+
+
+# --- main ------------------------------------------------------------------------------
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="short run: fewer iterations and coroutines")
+    ap.add_argument("--bin", required=True, help="weft_bench_report (default build)")
+    ap.add_argument("--bin-sharefp", help="weft_bench_report built with WEFT_SHARE_FP_ENV=ON")
+    ap.add_argument("--go-bin", help="weft_bench_go")
+    ap.add_argument("--go-missing", help="why there is no Go binary")
+    ap.add_argument("--out", required=True, help="directory for latest.md/json/csv and the charts")
+    ap.add_argument("--reps", type=int, help="repetitions (default 7, quick 5; at least 5 by the rules)")
+    ap.add_argument("--cpu", type=int, default=1, help="CPU to pin to (taskset -c)")
+    ap.add_argument("--cxx-flags", default="", help="the compiler flags, for the header")
+    ap.add_argument("--log", help="file for the children's stderr (default OUT/log.txt)")
+    ap.add_argument("--only", default="S1,S2,S3,L,M1,callgrind", help="comma-separated parts to run")
+    a = ap.parse_args()
+    if a.reps is None:
+        a.reps = 5 if a.quick else 7
+    parts = set(a.only.split(","))
+    a.scenarios = [s for s in ("S1", "S2", "S3") if s in parts]
+
+    os.makedirs(a.out, exist_ok=True)
+    started = datetime.datetime.now(datetime.timezone.utc)
+    t_start = time.monotonic()
+    r = Runner(a)
+    r.started_str = started.strftime("%Y-%m-%d") + (", quick run" if a.quick else "")
+    r.probe()
+    r.logf = open(a.log or os.path.join(a.out, "log.txt"), "w")
+    for w, info in r.worlds.items():
+        if "missing" in info:
+            log(f"report: {w}: {info['missing']}")
+    r.scen_rows, r.scen_params, r.live_rows, r.m1_results, r.cg = {}, {}, [], {}, {}
+    r.run_scenarios()
+    if "L" in parts:
+        r.run_live_series()
+    if "M1" in parts:
+        r.run_m1()
+    if "callgrind" in parts:
+        r.run_callgrind()
+    elapsed = time.monotonic() - t_start
+
+    written = charts(r, a.out)
+    md = ["# weft peer report", ""]
+    md += machine_header(r, started, elapsed)
+    md += ["", METHOD, ""]
+    for name in r.scen_rows:
+        md += scenario_tables(r, name)
+    if r.live_rows:
+        md += live_table(r)
+    if "M1" in parts:
+        md += m1_table(r)
+    if "callgrind" in parts:
+        md += callgrind_table(r)
+    if written:
+        md += ["## Charts", ""] + [f"![{os.path.basename(p)}]({os.path.basename(p)})" for p in written] + [""]
+    notes = list(r.notes)
+    if "info" not in r.worlds.get("go", {}):
+        notes.append(f"Go: not available ({r.worlds.get('go', {}).get('missing')}).")
+    if "missing" in r.worlds.get("cpp-sharefp", {}):
+        notes.append(f"FP env shared rows: {r.worlds['cpp-sharefp']['missing']}.")
+    if notes:
+        md += ["## Notes", ""] + [f"- {n}" for n in notes] + [""]
+    if r.failures:
+        md += ["## Failures", ""] + [f"- {f}" for f in r.failures] + [""]
+    text = "\n".join(md)
+    with open(os.path.join(a.out, "latest.md"), "w") as f:
+        f.write(text)
+    with open(os.path.join(a.out, "latest.csv"), "w", newline="") as f:
+        wr = csv.writer(f)
+        wr.writerow(["section", "row", "label", "world", "candidate", "live", "count", "metric", "rep", "value", "unit"])
+        for s in r.samples:
+            wr.writerow([s["section"], s["row"], s["label"], s["world"], s["candidate"], s["live"],
+                         s.get("count", ""), s["metric"], s["rep"], s["value"], s["unit"]])
+    summary = {}
+    for s in r.samples:
+        k = f"{s['section']}/{s['row']}/{s['metric']}" + (f"/{s['count']}" if "count" in s else "")
+        summary.setdefault(k, []).append(s["value"])
+    summary = {k: dict(median=statistics.median(v), min=min(v), max=max(v), n=len(v)) for k, v in summary.items()}
+    meta = dict(date=started.isoformat(), quick=a.quick, reps=a.reps, elapsed_s=elapsed,
+                worlds={w: {k: v for k, v in i.items() if k != "cands"} for w, i in r.worlds.items()},
+                scenarios=r.scen_params, notes=notes, failures=r.failures, pin=r.pin, cxx_flags=a.cxx_flags)
+    with open(os.path.join(a.out, "latest.json"), "w") as f:
+        json.dump(dict(meta=meta, summary=summary, samples=r.samples), f, separators=(",", ":"))
+    r.logf.close()
+    print(text)
+    log(f"report: wrote {a.out}/latest.md, latest.json, latest.csv" + (f" and {len(written)} charts" if written else "")
+        + f" in {elapsed / 60:.1f} min")
+    if r.failures:
+        log(f"report: {len(r.failures)} candidate run(s) failed")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
