@@ -11,9 +11,8 @@
 // Where idle stacks live:
 //   - a per-thread cache, a LIFO of at most max_cached_per_thread stacks,
 //     touched only by its own thread: allocate() and deallocate() on it take
-//     no lock and execute no read-modify-write instruction of the pool's
-//     (the one atomic increment left is weft::stats::live_stacks(), shared
-//     by every weft allocator);
+//     no lock and execute no read-modify-write instruction (the live-stack
+//     statistic is a per-thread counter too);
 //   - the shared reserve, a mutex-protected LIFO that receives the older half
 //     of a full thread cache, refills an empty one, takes a cache when its
 //     thread exits, and serves threads without a cache.

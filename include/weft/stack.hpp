@@ -113,7 +113,28 @@ namespace stats {
 }  // namespace stats
 
 namespace detail {
-WEFT_API extern std::atomic<std::int64_t> live_stacks;
+
+// thread_counter is a statistic that many threads update on hot paths and
+// few read. add() touches only the calling thread's slot: a relaxed load and
+// store, no read-modify-write and no shared cache line. read() sums every
+// thread's slot (and the totals of exited threads) under a lock, so it is
+// exact once the updates it should see have happened-before it. A counter
+// decremented on another thread than the one that incremented it is fine:
+// slots may go negative, the sum stays right. Ids are fixed (constant
+// initialisation: usable from any static initialiser).
+class thread_counter {
+public:
+    static constexpr unsigned max_counters = 8;
+    explicit constexpr thread_counter(unsigned id) noexcept : id_(id) {}
+    WEFT_API void add(std::int64_t delta) noexcept;
+    [[nodiscard]] WEFT_API std::int64_t read() const noexcept;
+
+private:
+    unsigned id_;
+};
+
+// The counters weft keeps (ids 0 and 1).
+WEFT_API extern thread_counter live_stacks;
 }  // namespace detail
 
 }  // namespace weft

@@ -277,7 +277,7 @@ WEFT_NOINLINE void stack_pool::deallocate(stack_view s) noexcept {
             if (n < c->capacity) [[likely]] {
                 c->slots[n] = reinterpret_cast<std::uintptr_t>(s.base);
                 c->count.store(n + 1, memory_order_relaxed);
-                detail::live_stacks.fetch_sub(1, memory_order_relaxed);
+                detail::live_stacks.add(-1);
                 if (--c->countdown == 0) [[unlikely]]
                     maintain(*c);
                 return;
@@ -292,7 +292,7 @@ stack_view stack_pool::hand_out(std::uintptr_t entry) noexcept {
     // A stack abandoned mid-frame keeps ASan's poisoning; clear it so the
     // stack looks fresh.
     detail::sanitizer::release_stack(base, stack_size_);
-    detail::live_stacks.fetch_add(1, memory_order_relaxed);
+    detail::live_stacks.add(1);
     return {base, stack_size_, guard_size_};
 }
 
@@ -390,7 +390,7 @@ void stack_pool::deallocate_slow(stack_view s) noexcept {
                      s.base, s.size, s.guard, stack_size_, guard_size_);
         std::abort();
     }
-    detail::live_stacks.fetch_sub(1, memory_order_relaxed);
+    detail::live_stacks.add(-1);
     const auto e = reinterpret_cast<std::uintptr_t>(s.base);
     if (cache* c = local_cache(true)) {
         if (c->count.load(memory_order_relaxed) == c->capacity) flush_half(*c);

@@ -9,6 +9,9 @@
 
 #include <gtest/gtest.h>
 
+#include <thread>
+#include <vector>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
@@ -514,6 +517,40 @@ TEST_F(stack_concept_test, stack_view_describes_its_range) {
     EXPECT_FALSE(v.contains(buffer + 64));
     EXPECT_FALSE(weft::stack_view{});
     EXPECT_FALSE(weft::stack_view{}.contains(buffer));
+}
+
+}  // namespace
+
+// detail::thread_counter: per-thread slots, summed on read.
+namespace {
+
+TEST(thread_counter, sums_across_threads_including_exited_ones) {
+    // Id 7 is unused by weft itself.
+    static weft::detail::thread_counter c{7};
+    const std::int64_t base = c.read();
+    c.add(5);
+    EXPECT_EQ(c.read(), base + 5);
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 4; ++t)
+        ts.emplace_back([] {
+            for (int i = 0; i < 1000; ++i) c.add(1);
+            c.add(-3);  // a decrement on another thread than the increments below
+        });
+    for (auto& t : ts) t.join();
+    // The four threads have exited: their slots were folded into the totals.
+    EXPECT_EQ(c.read(), base + 5 + 4 * 997);
+    std::thread([] { c.add(-4 * 997); }).join();  // goes negative in that thread's slot
+    c.add(-5);
+    EXPECT_EQ(c.read(), base);
+}
+
+TEST(thread_counter, live_stacks_follow_a_stack_freed_on_another_thread) {
+    const std::int64_t base = weft::stats::live_stacks();
+    weft::mmap_stack alloc;
+    weft::stack_view s = alloc.allocate(16 * 1024);
+    EXPECT_EQ(weft::stats::live_stacks(), base + 1);
+    std::thread([&] { alloc.deallocate(s); }).join();
+    EXPECT_EQ(weft::stats::live_stacks(), base);
 }
 
 }  // namespace
