@@ -9,10 +9,12 @@ set(layer_sanitizer 0)
 set(layer_context 1)
 set(layer_stack 1)
 set(layer_pooled_stack 1)
+set(layer_shared_stack 1)
 # Layer 1 holds two independent parts, context and stack. A header that is
 # part of a bigger part names it here; a header may include the others of its
 # own part (pooled_stack includes stack, and src/stack/ sources include both).
 set(part_of_pooled_stack stack)
+set(part_of_shared_stack stack)
 set(layer_coroutine 2)
 set(layer_generator 2)
 set(layer_weft 99)

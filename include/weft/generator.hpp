@@ -35,8 +35,9 @@ public:
         requires(!std::same_as<std::remove_cvref_t<F>, generator> && !std::same_as<std::remove_cvref_t<F>, std::allocator_arg_t>)
     explicit generator(F&& body, const coroutine_options& options = {}) : co_(std::forward<F>(body), options) {}
 
-    // generator(allocator_arg, alloc, body, options) uses a given stack allocator.
-    template <stack_allocator Alloc, class F>
+    // generator(allocator_arg, alloc, body, options) uses a given stack
+    // allocator, or a shared_stack (copy-stack mode).
+    template <coroutine_stack Alloc, class F>
     generator(std::allocator_arg_t, Alloc alloc, F&& body, const coroutine_options& options = {})
         : co_(std::allocator_arg, std::move(alloc), std::forward<F>(body), options) {}
 

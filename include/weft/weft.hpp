@@ -6,4 +6,5 @@
 #include "weft/coroutine.hpp"
 #include "weft/generator.hpp"
 #include "weft/pooled_stack.hpp"
+#include "weft/shared_stack.hpp"
 #include "weft/stack.hpp"

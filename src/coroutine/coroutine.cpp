@@ -19,10 +19,10 @@ std::atomic<std::int64_t> live_coroutines{0};
 namespace {
 thread_local control_block* current = nullptr;
 thread_local bool thread_ready = false;
+thread_local unsigned colour = 0;
+}  // namespace
 
-// fatal() writes one line to stderr without allocating and aborts: used
-// where no exception can be thrown (destructors, the outermost frame).
-[[noreturn]] void fatal(const control_block* cb, const char* what) noexcept {
+void fatal(const control_block* cb, const char* what) noexcept {
     char buf[512];
     int n;
     if (cb && !cb->name.empty())
@@ -37,15 +37,14 @@ thread_local bool thread_ready = false;
     std::abort();
 }
 
-// throw_unwind() runs on top of a suspended coroutine's stack (through
-// context::ontop) and makes its pending yield throw forced_unwind.
-context::transfer throw_unwind(context::transfer t) {
-    auto* cb = static_cast<control_block*>(t.data);
-    sanitizer::arrived(cb->fiber, false);
-    cb->caller = t.from;
-    throw forced_unwind{};
+unsigned next_colour() noexcept {
+    // No stack switch happens between computing this address and using it.
+    const unsigned c = colour;
+    colour = (c + 1) & 63;
+    return c;
 }
-}  // namespace
+
+void throw_forced_unwind() { throw forced_unwind{}; }
 
 control_block** current_slot() noexcept {
     // Every path into a coroutine comes through here first, so this is where
@@ -69,7 +68,7 @@ control_block* current_for_signal() noexcept {
 
 void entry(context::transfer t) noexcept {
     auto* cb = static_cast<control_block*>(t.data);
-    sanitizer::arrived(cb->fiber, true);
+    sanitizer::arrived(cb->fiber(), true);
     cb->caller = t.from;
     bool unwound = false;
     try {
@@ -82,7 +81,7 @@ void entry(context::transfer t) noexcept {
     if (cb->unwinding && !unwound)
         fatal(cb, "swallowed weft::forced_unwind while being destroyed (a catch (...) must rethrow it)");
     cb->state.store(coroutine_state::done, std::memory_order_relaxed);
-    sanitizer::leave(cb->fiber, true);
+    sanitizer::leave(cb->fiber(), true);
     context::jump(cb->caller, nullptr);
     fatal(cb, "was resumed after it finished");
 }
@@ -110,6 +109,8 @@ void misuse(const control_block* cb, coroutine_errc code) {
         break;
     case coroutine_errc::no_result: msg = "weft: result() of " + who + ", which has not returned a value" + state; break;
     case coroutine_errc::stack_too_small: msg = "weft: stack too small for " + who; break;
+    case coroutine_errc::shared_stack_busy: msg = "weft: shared stack of " + who + " is busy" + state; break;
+    case coroutine_errc::shared_stack_pointer: msg = "weft: pointer into a shared stack that is not live for " + who; break;
     }
     throw coroutine_error(code, msg);
 }
@@ -146,22 +147,18 @@ void destroy(control_block* cb) noexcept {
     switch (cb->state.load(std::memory_order_relaxed)) {
     case coroutine_state::running: fatal(cb, "was destroyed while running");
     case coroutine_state::suspended: {
+        // Resume it with unwinding set: its pending yield throws
+        // forced_unwind (see suspend()), and entry() lets it end there.
         cb->unwinding = true;
-        control_block** slot = current_slot();
-        control_block* prev = *slot;
-        *slot = cb;
-        cb->state.store(coroutine_state::running, std::memory_order_relaxed);
-        void* resumer_fake = nullptr;
-        sanitizer::enter(cb->fiber, &resumer_fake, cb->stack.base, cb->stack.size);
-        context::ontop(cb->ctx, cb, &throw_unwind);
-        sanitizer::returned(resumer_fake);
-        *slot = prev;
+        if (cb->copy) enter_shared_to_destroy(cb);
+        switch_in(cb);
+        if (cb->copy) leave_shared(cb);
         break;
     }
     case coroutine_state::created:
     case coroutine_state::done: break;
     }
-    sanitizer::on_destroy(cb->fiber, cb->stack.base, cb->stack.size);
+    if (!cb->copy) sanitizer::on_destroy(cb->fiber(), cb->stack.base, cb->stack.size);
     cb->release(cb);
     live_coroutines.fetch_sub(1, std::memory_order_relaxed);
 }

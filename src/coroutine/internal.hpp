@@ -13,4 +13,12 @@ struct control_block;
 // handler must not have switched stacks or threads since.
 [[nodiscard]] control_block* current_for_signal() noexcept;
 
+// fatal() writes "weft: coroutine 'name' <what>" to stderr without
+// allocating and aborts: for errors where nothing can be thrown.
+[[noreturn]] void fatal(const control_block* cb, const char* what) noexcept;
+
+// enter_shared_to_destroy() is enter_shared() for destruction, which cannot
+// throw: a busy stack or a failed save aborts with a message instead.
+void enter_shared_to_destroy(control_block* cb) noexcept;
+
 }  // namespace weft::detail

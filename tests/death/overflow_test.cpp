@@ -262,7 +262,9 @@ TEST_F(stack_overflow, an_anonymous_coroutine_is_named_by_address) {
 TEST_F(stack_overflow, the_requested_size_is_reported_beside_the_rounded_one) {
     auto statement = [] {
         no_core_file();
-        weft::coroutine<> co(&run_off_the_stack, {.stack_size = 50000, .name = "odd"});
+        // An mmap_stack of its own: the default pooled stack would be the
+        // pool's 128 KiB whatever the request.
+        weft::coroutine<> co(std::allocator_arg, weft::mmap_stack{}, &run_off_the_stack, {.stack_size = 50000, .name = "odd"});
         (void)co.resume();
     };
     EXPECT_EXIT(statement(), KilledBySignal(SIGSEGV), reports_overflow("'odd'", 50000));
@@ -273,7 +275,8 @@ TEST_F(stack_overflow, a_coroutine_resumed_by_another_is_the_one_named) {
         no_core_file();
         weft::coroutine<> outer(
             [](weft::yielder<>&) {
-                weft::coroutine<> inner(&run_off_the_stack, {.stack_size = small_stack, .name = "inner"});
+                weft::coroutine<> inner(std::allocator_arg, weft::mmap_stack{}, &run_off_the_stack,
+                                        {.stack_size = small_stack, .name = "inner"});
                 (void)inner.resume();
             },
             {.name = "outer"});

@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "support/leak_check.hpp"
+#include "support/test_stack.hpp"
 #include "weft/coroutine.hpp"
 
 namespace {
@@ -46,7 +47,7 @@ TEST_F(coroutine_misuse, coroutine_error_is_a_logic_error) {
 }
 
 TEST_F(coroutine_misuse, resume_of_a_done_coroutine) {
-    weft::coroutine<int> co([](weft::yielder<int>&) {}, {.name = "finished"});
+    weft::coroutine<int> co(std::allocator_arg, weft::test::stack(), [](weft::yielder<int>&) {}, {.name = "finished"});
     EXPECT_FALSE(co.resume());
     caught_error c = catch_error([&] { (void)co.resume(); });
     ASSERT_TRUE(c.thrown);
@@ -59,7 +60,7 @@ TEST_F(coroutine_misuse, resume_of_a_done_coroutine) {
 TEST_F(coroutine_misuse, resume_of_itself_from_inside) {
     caught_error c;
     weft::coroutine<>* self = nullptr;
-    weft::coroutine<> co(
+    weft::coroutine<> co(std::allocator_arg, weft::test::stack(), 
         [&](weft::yielder<>& y) {
             c = catch_error([&] { (void)self->resume(); });
             y.yield();  // still usable after the failed resume
@@ -79,8 +80,8 @@ TEST_F(coroutine_misuse, resume_of_a_coroutine_that_is_running_further_up) {
     // a resumes b; b tries to resume a, which is running (it is b's resumer).
     caught_error c;
     weft::coroutine<>* a_ptr = nullptr;
-    weft::coroutine<> b([&](weft::yielder<>&) { c = catch_error([&] { (void)a_ptr->resume(); }); }, {.name = "b"});
-    weft::coroutine<> a([&](weft::yielder<>&) { (void)b.resume(); }, {.name = "a"});
+    weft::coroutine<> b(std::allocator_arg, weft::test::stack(), [&](weft::yielder<>&) { c = catch_error([&] { (void)a_ptr->resume(); }); }, {.name = "b"});
+    weft::coroutine<> a(std::allocator_arg, weft::test::stack(), [&](weft::yielder<>&) { (void)b.resume(); }, {.name = "a"});
     a_ptr = &a;
     EXPECT_FALSE(a.resume());
     ASSERT_TRUE(c.thrown);
@@ -91,7 +92,7 @@ TEST_F(coroutine_misuse, resume_of_a_coroutine_that_is_running_further_up) {
 }
 
 TEST_F(coroutine_misuse, operations_on_a_moved_from_handle) {
-    weft::coroutine<int, int, int> a([](weft::yielder<int, int>&, int first) { return first; });
+    weft::coroutine<int, int, int> a(std::allocator_arg, weft::test::stack(), [](weft::yielder<int, int>&, int first) { return first; });
     weft::coroutine<int, int, int> b(std::move(a));
     // NOLINTBEGIN(bugprone-use-after-move): using the moved-from handle is the point
     EXPECT_FALSE(a);
@@ -125,7 +126,7 @@ TEST_F(coroutine_misuse, operations_on_a_default_constructed_handle) {
 
 TEST_F(coroutine_misuse, yield_through_a_yielder_leaked_to_the_resumer) {
     weft::yielder<int>* leaked = nullptr;
-    weft::coroutine<int> co(
+    weft::coroutine<int> co(std::allocator_arg, weft::test::stack(), 
         [&leaked](weft::yielder<int>& y) {
             leaked = &y;
             y.yield(1);
@@ -149,9 +150,9 @@ TEST_F(coroutine_misuse, yield_through_an_outer_yielder_from_an_inner_coroutine)
     // The outer coroutine is running (it resumed inner), but the yield comes
     // from inner's stack, so it is not "inside" outer.
     caught_error c;
-    weft::coroutine<> outer(
+    weft::coroutine<> outer(std::allocator_arg, weft::test::stack(), 
         [&c](weft::yielder<>& y) {
-            weft::coroutine<> inner([&](weft::yielder<>&) { c = catch_error([&] { y.yield(); }); }, {.name = "inner"});
+            weft::coroutine<> inner(std::allocator_arg, weft::test::stack(), [&](weft::yielder<>&) { c = catch_error([&] { y.yield(); }); }, {.name = "inner"});
             EXPECT_FALSE(inner.resume());
             y.yield();
         },
@@ -172,7 +173,7 @@ TEST_F(coroutine_misuse, this_coroutine_yield_outside_any_coroutine) {
 
 TEST_F(coroutine_misuse, this_coroutine_yield_in_a_coroutine_that_yields_values) {
     caught_error c;
-    weft::coroutine<int> co([&c](weft::yielder<int>& y) {
+    weft::coroutine<int> co(std::allocator_arg, weft::test::stack(), [&c](weft::yielder<int>& y) {
         c = catch_error([] { weft::this_coroutine::yield(); });
         y.yield(5);
     },
@@ -187,7 +188,7 @@ TEST_F(coroutine_misuse, this_coroutine_yield_in_a_coroutine_that_yields_values)
 
 TEST_F(coroutine_misuse, this_coroutine_yield_in_a_coroutine_that_receives_values) {
     caught_error c;
-    weft::coroutine<void, int> co([&c](weft::yielder<void, int>&, int) { c = catch_error([] { weft::this_coroutine::yield(); }); });
+    weft::coroutine<void, int> co(std::allocator_arg, weft::test::stack(), [&c](weft::yielder<void, int>&, int) { c = catch_error([] { weft::this_coroutine::yield(); }); });
     EXPECT_FALSE(co.resume(1));
     ASSERT_TRUE(c.thrown);
     EXPECT_EQ(c.code, weft::coroutine_errc::yield_type);
@@ -202,7 +203,7 @@ TEST_F(coroutine_misuse, this_coroutine_yield_works_in_plain_coroutines_from_any
         }
     };
     int steps = 0;
-    weft::coroutine<void, void, int> co([&steps](weft::yielder<>&) {
+    weft::coroutine<void, void, int> co(std::allocator_arg, weft::test::stack(), [&steps](weft::yielder<>&) {
         deep::helper(steps);
         deep::helper(steps);
         return steps;
@@ -227,7 +228,7 @@ TEST_F(coroutine_misuse, stack_too_small_names_the_coroutine) {
 }
 
 TEST_F(coroutine_misuse, anonymous_coroutines_are_described_by_address) {
-    weft::coroutine<> co([](weft::yielder<>&) {});
+    weft::coroutine<> co(std::allocator_arg, weft::test::stack(), [](weft::yielder<>&) {});
     EXPECT_FALSE(co.resume());
     caught_error c = catch_error([&] { (void)co.resume(); });
     ASSERT_TRUE(c.thrown);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "support/leak_check.hpp"
+#include "support/test_stack.hpp"
 #include "weft/coroutine.hpp"
 #include "weft/stack.hpp"
 
@@ -31,7 +32,7 @@ class coroutine_nesting : public weft::test::leak_checked {};
 // ---------------------------------------------------------------- values
 
 TEST_F(coroutine_values, yield_passes_values_out_and_resume_reports_the_end) {
-    weft::coroutine<int> co([](weft::yielder<int>& y) {
+    weft::coroutine<int> co(std::allocator_arg, weft::test::stack(), [](weft::yielder<int>& y) {
         for (int i = 1; i <= 3; ++i) y.yield(i * 10);
     });
     std::vector<int> got;
@@ -42,7 +43,7 @@ TEST_F(coroutine_values, yield_passes_values_out_and_resume_reports_the_end) {
 
 TEST_F(coroutine_values, void_coroutine_resume_returns_true_while_it_yields) {
     int steps = 0;
-    weft::coroutine<> co([&steps](weft::yielder<>& y) {
+    weft::coroutine<> co(std::allocator_arg, weft::test::stack(), [&steps](weft::yielder<>& y) {
         ++steps;
         y.yield();
         ++steps;
@@ -57,7 +58,7 @@ TEST_F(coroutine_values, void_coroutine_resume_returns_true_while_it_yields) {
 
 TEST_F(coroutine_values, first_resume_value_is_the_second_argument_later_ones_come_out_of_yield) {
     std::vector<int> seen_by_body;
-    weft::coroutine<int, int, int> acc([&seen_by_body](weft::yielder<int, int>& y, int first) {
+    weft::coroutine<int, int, int> acc(std::allocator_arg, weft::test::stack(), [&seen_by_body](weft::yielder<int, int>& y, int first) {
         seen_by_body.push_back(first);
         int sum = first;
         for (;;) {
@@ -79,7 +80,7 @@ TEST_F(coroutine_values, first_resume_value_is_the_second_argument_later_ones_co
 
 TEST_F(coroutine_values, resume_only_coroutine_receives_strings) {
     std::vector<std::string> received;
-    weft::coroutine<void, std::string> sink([&received](weft::yielder<void, std::string>& y, std::string first) {
+    weft::coroutine<void, std::string> sink(std::allocator_arg, weft::test::stack(), [&received](weft::yielder<void, std::string>& y, std::string first) {
         received.push_back(std::move(first));
         while (received.size() < 3) received.push_back(y.yield());
     });
@@ -90,7 +91,7 @@ TEST_F(coroutine_values, resume_only_coroutine_receives_strings) {
 }
 
 TEST_F(coroutine_values, return_value_is_kept_for_result) {
-    weft::coroutine<void, void, std::string> co([](weft::yielder<>& y) {
+    weft::coroutine<void, void, std::string> co(std::allocator_arg, weft::test::stack(), [](weft::yielder<>& y) {
         y.yield();
         return std::string("finished with a string long enough to live on the heap");
     });
@@ -104,7 +105,7 @@ TEST_F(coroutine_values, return_value_is_kept_for_result) {
 
 TEST_F(coroutine_values, move_only_types_as_yield_resume_and_return) {
     using up = std::unique_ptr<int>;
-    weft::coroutine<up, up, up> co([](weft::yielder<up, up>& y, up first) {
+    weft::coroutine<up, up, up> co(std::allocator_arg, weft::test::stack(), [](weft::yielder<up, up>& y, up first) {
         up got = y.yield(std::make_unique<int>(*first + 1));
         up again = y.yield(std::make_unique<int>(*got + 1));
         return std::make_unique<int>(*again * 2);
@@ -124,7 +125,7 @@ TEST_F(coroutine_values, move_only_types_as_yield_resume_and_return) {
 }
 
 TEST_F(coroutine_values, result_before_the_body_returned_throws_no_result) {
-    weft::coroutine<void, void, int> co(
+    weft::coroutine<void, void, int> co(std::allocator_arg, weft::test::stack(), 
         [](weft::yielder<>& y) {
             y.yield();
             return 7;
@@ -159,7 +160,7 @@ TEST_F(coroutine_values, yielded_value_is_moved_not_copied) {
         probe& operator=(const probe&) = delete;
         probe& operator=(probe&&) = delete;
     };
-    weft::coroutine<probe> co([&t](weft::yielder<probe>& y) { y.yield(probe(&t)); });
+    weft::coroutine<probe> co(std::allocator_arg, weft::test::stack(), [&t](weft::yielder<probe>& y) { y.yield(probe(&t)); });
     auto v = co.resume();
     ASSERT_TRUE(v.has_value());
     EXPECT_EQ(t.copies, 0);
@@ -171,7 +172,7 @@ TEST_F(coroutine_values, yielded_value_is_moved_not_copied) {
 
 TEST_F(coroutine_states, created_running_suspended_done) {
     std::vector<weft::coroutine_state> inside;
-    weft::coroutine<> co([&inside](weft::yielder<>& y) {
+    weft::coroutine<> co(std::allocator_arg, weft::test::stack(), [&inside](weft::yielder<>& y) {
         inside.push_back(weft::this_coroutine::get().state());
         y.yield();
         inside.push_back(weft::this_coroutine::get().state());
@@ -192,7 +193,7 @@ TEST_F(coroutine_states, this_coroutine_is_the_running_one_and_empty_outside) {
     EXPECT_FALSE(weft::this_coroutine::get());
     weft::coroutine_ref seen;
     bool was_inside = false;
-    weft::coroutine<> co([&](weft::yielder<>&) {
+    weft::coroutine<> co(std::allocator_arg, weft::test::stack(), [&](weft::yielder<>&) {
         seen = weft::this_coroutine::get();
         was_inside = weft::this_coroutine::inside();
     });
@@ -211,7 +212,7 @@ TEST_F(coroutine_states, to_string_names_every_state) {
 
 TEST_F(coroutine_states, handle_moves_keep_the_coroutine) {
     int steps = 0;
-    weft::coroutine<> a([&steps](weft::yielder<>& y) {
+    weft::coroutine<> a(std::allocator_arg, weft::test::stack(), [&steps](weft::yielder<>& y) {
         ++steps;
         y.yield();
         ++steps;
@@ -230,7 +231,7 @@ TEST_F(coroutine_states, handle_moves_keep_the_coroutine) {
 TEST_F(coroutine_states, name_is_copied_onto_the_coroutine_stack) {
     std::string source = "worker-17";
     std::string_view from_yielder, from_inside;
-    weft::coroutine<> co(
+    weft::coroutine<> co(std::allocator_arg, weft::test::stack(), 
         [&](weft::yielder<>& y) {
             from_yielder = y.name();
             from_inside = weft::this_coroutine::get().name();
@@ -238,7 +239,9 @@ TEST_F(coroutine_states, name_is_copied_onto_the_coroutine_stack) {
         {.name = source});
     source.assign(source.size(), 'x');  // the coroutine must not refer to the caller's buffer
     EXPECT_EQ(co.name(), "worker-17");
-    EXPECT_TRUE(co.ref().stack().contains(co.name().data()));
+    // On a stack of its own the name sits at the top of it; in copy-stack
+    // mode it is in the control block's heap block, off the shared stack.
+    EXPECT_EQ(co.ref().stack().contains(co.name().data()), !weft::test::copy_mode);
     EXPECT_FALSE(co.resume());
     EXPECT_EQ(from_yielder, "worker-17");
     EXPECT_EQ(from_inside, "worker-17");
@@ -246,7 +249,7 @@ TEST_F(coroutine_states, name_is_copied_onto_the_coroutine_stack) {
 }
 
 TEST_F(coroutine_states, default_name_is_empty) {
-    weft::coroutine<> co([](weft::yielder<>&) {});
+    weft::coroutine<> co(std::allocator_arg, weft::test::stack(), [](weft::yielder<>&) {});
     EXPECT_TRUE(co.name().empty());
     EXPECT_TRUE(co.private_data().empty());
 }
@@ -295,7 +298,7 @@ TEST_F(coroutine_private, reachable_from_inside_and_persists_across_yields) {
         std::uint32_t hits;
     };
     bool same_from_get = false, same_from_yielder = false, survived = false;
-    weft::coroutine<> co(
+    weft::coroutine<> co(std::allocator_arg, weft::test::stack(), 
         [&](weft::yielder<>& y) {
             std::span<std::byte> a = weft::this_coroutine::get().private_data();
             std::span<std::byte> b = y.private_data();
@@ -328,11 +331,17 @@ TEST_F(coroutine_private, reachable_from_inside_and_persists_across_yields) {
 // ---------------------------------------------------------------- memory
 
 TEST_F(coroutine_memory, creating_and_destroying_a_never_started_coroutine_allocates_nothing) {
+    if constexpr (weft::test::copy_mode)
+        GTEST_SKIP() << "copy-stack mode allocates one heap block per coroutine by design "
+                        "(shared_stack_test checks that it is exactly one)";
+    // The pool's first use on a thread allocates that thread's cache; after
+    // that, coroutines come and go without the heap.
+    { weft::coroutine<> warm(std::allocator_arg, weft::test::stack(), [](weft::yielder<>&) {}); }
     std::array<int, 32> state{};
     state[5] = 5;
     const std::uint64_t before = weft::test::new_calls();
     {
-        weft::coroutine<int> co(
+        weft::coroutine<int> co(std::allocator_arg, weft::test::stack(), 
             [state, bias = 42L](weft::yielder<int>& y) { y.yield(static_cast<int>(state[5] + bias)); },
             {.name = "quiet", .private_data_size = 64});
         (void)co.private_data();
@@ -342,7 +351,7 @@ TEST_F(coroutine_memory, creating_and_destroying_a_never_started_coroutine_alloc
 }
 
 TEST_F(coroutine_memory, resume_yield_round_trips_allocate_nothing) {
-    weft::coroutine<int, int> co([](weft::yielder<int, int>& y, int first) {
+    weft::coroutine<int, int> co(std::allocator_arg, weft::test::stack(), [](weft::yielder<int, int>& y, int first) {
         int v = first;
         for (;;) v = y.yield(v + 1);
     });
@@ -359,7 +368,7 @@ TEST_F(coroutine_memory, new_calls_counter_can_see_allocations_inside_a_coroutin
     // The two tests above would pass vacuously if allocations made on a
     // coroutine's stack were not counted; make sure they are.
     std::unique_ptr<long> kept;  // escapes, so the allocation cannot be elided
-    weft::coroutine<> co([&kept](weft::yielder<>& y) {
+    weft::coroutine<> co(std::allocator_arg, weft::test::stack(), [&kept](weft::yielder<>& y) {
         kept = std::make_unique<long>(1);
         y.yield();
     });
@@ -375,14 +384,16 @@ TEST_F(coroutine_memory, callable_and_its_captures_live_on_the_coroutine_stack) 
     bool capture_inside = false, reference_outside = false;
     weft::stack_view seen_stack;
     int local = 0;
-    weft::coroutine<> co([&, marker = 7L](weft::yielder<>&) {
+    weft::coroutine<> co(std::allocator_arg, weft::test::stack(), [&, marker = 7L](weft::yielder<>&) {
         const weft::stack_view s = weft::this_coroutine::get().stack();
         seen_stack = s;
         capture_inside = s.contains(&marker);
         reference_outside = !s.contains(&local);  // a sanity check that contains() can say no
     });
     EXPECT_FALSE(co.resume());
-    EXPECT_TRUE(capture_inside);
+    // In copy-stack mode the callable lives in the control block's heap
+    // block, not on the shared stack the body runs on.
+    EXPECT_EQ(capture_inside, !weft::test::copy_mode);
     EXPECT_TRUE(reference_outside);
     EXPECT_EQ(seen_stack.base, co.ref().stack().base);
     EXPECT_GE(seen_stack.size, weft::default_stack_size);
@@ -485,7 +496,10 @@ TEST_F(coroutine_allocators, stack_too_small_throws_and_leaks_nothing) {
     EXPECT_THROW(weft::coroutine<>(std::allocator_arg, weft::malloc_stack{}, [](weft::yielder<>&) {}, {.stack_size = 512}),
                  weft::coroutine_error);
     // A large private data area makes an otherwise fine stack too small.
-    EXPECT_THROW(weft::coroutine<>([](weft::yielder<>&) {}, {.stack_size = 16 * 1024, .private_data_size = 16 * 1024}),
+    // (On an mmap_stack of exactly that size: a pooled stack has the pool's
+    // 128 KiB, and copy-stack mode keeps private data on the heap.)
+    EXPECT_THROW(weft::coroutine<>(std::allocator_arg, weft::mmap_stack{}, [](weft::yielder<>&) {},
+                                   {.stack_size = 16 * 1024, .private_data_size = 16 * 1024}),
                  weft::coroutine_error);
     EXPECT_EQ(weft::stats::live_stacks(), stacks);
 }
@@ -532,13 +546,13 @@ TEST_F(coroutine_nesting, this_coroutine_is_right_at_each_level_and_restored_aft
         weft::coroutine_ref r = weft::this_coroutine::get();
         log.push_back(std::string(label) + ":" + (r ? std::string(r.name()) : std::string("-")));
     };
-    weft::coroutine<int> outer(
+    weft::coroutine<int> outer(std::allocator_arg, weft::test::stack(), 
         [&](weft::yielder<int>& y) {
             where("outer-start");
-            weft::coroutine<int> middle(
+            weft::coroutine<int> middle(std::allocator_arg, weft::test::stack(), 
                 [&](weft::yielder<int>& ym) {
                     where("middle-start");
-                    weft::coroutine<int> inner(
+                    weft::coroutine<int> inner(std::allocator_arg, weft::test::stack(), 
                         [&](weft::yielder<int>& yi) {
                             where("inner-1");
                             yi.yield(1);
@@ -584,10 +598,10 @@ TEST_F(coroutine_nesting, this_coroutine_is_right_at_each_level_and_restored_aft
 }
 
 TEST_F(coroutine_nesting, coroutine_created_outside_can_be_driven_from_another_coroutine) {
-    weft::coroutine<int> counter([](weft::yielder<int>& y) {
+    weft::coroutine<int> counter(std::allocator_arg, weft::test::stack(), [](weft::yielder<int>& y) {
         for (int i = 0; i < 5; ++i) y.yield(i);
     });
-    weft::coroutine<int> doubler([&counter](weft::yielder<int>& y) {
+    weft::coroutine<int> doubler(std::allocator_arg, weft::test::stack(), [&counter](weft::yielder<int>& y) {
         while (auto v = counter.resume()) y.yield(*v * 2);
     });
     std::vector<int> got;
@@ -609,7 +623,7 @@ TEST_F(coroutine_nesting, a_thousand_live_coroutines_resumed_round_robin_keep_th
     all.reserve(count);
     for (int id = 0; id < count; ++id) {
         all.emplace_back(
-            [id](weft::yielder<long>& y) {
+            std::allocator_arg, weft::test::stack(), [id](weft::yielder<long>& y) {
                 // Local state on the coroutine's stack, a pattern unique to id.
                 std::array<long, 32> mine;
                 for (std::size_t i = 0; i < mine.size(); ++i) mine[i] = id * 1000L + static_cast<long>(i);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "support/leak_check.hpp"
+#include "support/test_stack.hpp"
 #include "weft/coroutine.hpp"
 
 namespace {
@@ -33,7 +34,7 @@ struct step {
 TEST_F(coroutine_threads, resumed_on_another_thread_values_flow_and_this_coroutine_is_right) {
     std::vector<step> steps;
     weft::coroutine_ref self;
-    weft::coroutine<int, int, int> co(
+    weft::coroutine<int, int, int> co(std::allocator_arg, weft::test::stack(), 
         [&](weft::yielder<int, int>& y, int first) {
             steps.push_back({thread_id(), weft::this_coroutine::get() == self, first});
             const int second = y.yield(first + 1);
@@ -80,7 +81,7 @@ TEST_F(coroutine_threads, resumed_on_another_thread_values_flow_and_this_corouti
 TEST_F(coroutine_threads, handle_moved_to_a_chain_of_threads) {
     constexpr int hops = 4;
     std::vector<long> body_threads, resumer_threads;
-    weft::coroutine<int> co([&body_threads](weft::yielder<int>& y) {
+    weft::coroutine<int> co(std::allocator_arg, weft::test::stack(), [&body_threads](weft::yielder<int>& y) {
         for (int i = 0; i < hops; ++i) {
             body_threads.push_back(thread_id());
             y.yield(i);
@@ -107,7 +108,7 @@ TEST_F(coroutine_threads, created_on_one_thread_destroyed_while_suspended_on_ano
         int* n;
         ~guard() { ++*n; }
     };
-    weft::coroutine<> co([&unwound](weft::yielder<>& y) {
+    weft::coroutine<> co(std::allocator_arg, weft::test::stack(), [&unwound](weft::yielder<>& y) {
         guard g{&unwound};
         y.yield();
         y.yield();
@@ -130,13 +131,13 @@ TEST_F(coroutine_threads, coroutines_on_separate_threads_do_not_see_each_other) 
     std::vector<std::thread> pool;
     for (int k = 0; k < threads; ++k) {
         pool.emplace_back([k, &ok] {
-            weft::coroutine<int> co([k](weft::yielder<int>& y) {
+            weft::coroutine<int> co(std::allocator_arg, weft::test::stack(), [k](weft::yielder<int>& y) {
                 for (int i = 0; i < 1000; ++i) y.yield(k * 10000 + i);
             });
             const weft::coroutine_ref mine = co.ref();
             int good = 0;
             bool wrong_current = false;
-            weft::coroutine<> checker([&](weft::yielder<>&) {
+            weft::coroutine<> checker(std::allocator_arg, weft::test::stack(), [&](weft::yielder<>&) {
                 for (int i = 0; i < 1000; ++i) {
                     auto v = co.resume();
                     if (v && *v == k * 10000 + i) ++good;

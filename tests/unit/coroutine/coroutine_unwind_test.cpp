@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "support/leak_check.hpp"
+#include "support/test_stack.hpp"
 #include "weft/coroutine.hpp"
 
 namespace {
@@ -20,7 +21,7 @@ class coroutine_destruction : public weft::test::leak_checked {};
 // ---------------------------------------------------------------- exceptions
 
 TEST_F(coroutine_exceptions, body_exception_is_rethrown_by_resume_and_the_coroutine_is_done) {
-    weft::coroutine<> co([](weft::yielder<>&) { throw std::runtime_error("boom from the body"); }, {.name = "thrower"});
+    weft::coroutine<> co(std::allocator_arg, weft::test::stack(), [](weft::yielder<>&) { throw std::runtime_error("boom from the body"); }, {.name = "thrower"});
     try {
         (void)co.resume();
         ADD_FAILURE() << "resume() did not rethrow";
@@ -43,7 +44,7 @@ struct custom_error {
 };
 
 TEST_F(coroutine_exceptions, exception_after_some_yields_keeps_earlier_values) {
-    weft::coroutine<int> co([](weft::yielder<int>& y) {
+    weft::coroutine<int> co(std::allocator_arg, weft::test::stack(), [](weft::yielder<int>& y) {
         y.yield(1);
         y.yield(2);
         throw custom_error{42, "third step failed"};
@@ -62,7 +63,7 @@ TEST_F(coroutine_exceptions, exception_after_some_yields_keeps_earlier_values) {
 }
 
 TEST_F(coroutine_exceptions, exceptions_not_derived_from_std_exception) {
-    weft::coroutine<> co([](weft::yielder<>&) { throw 42; });
+    weft::coroutine<> co(std::allocator_arg, weft::test::stack(), [](weft::yielder<>&) { throw 42; });
     try {
         (void)co.resume();
         ADD_FAILURE() << "resume() did not rethrow";
@@ -89,7 +90,7 @@ TEST_F(coroutine_exceptions, exception_thrown_from_deep_helpers_unwinds_them) {
             level2(l);
         }
     };
-    weft::coroutine<> co([&log](weft::yielder<>& y) {
+    weft::coroutine<> co(std::allocator_arg, weft::test::stack(), [&log](weft::yielder<>& y) {
         guard g{&log, 0};
         y.yield();
         helpers::level1(log);
@@ -101,7 +102,7 @@ TEST_F(coroutine_exceptions, exception_thrown_from_deep_helpers_unwinds_them) {
 }
 
 TEST_F(coroutine_exceptions, exception_leaves_no_result) {
-    weft::coroutine<void, void, int> co([](weft::yielder<>&) -> int { throw std::runtime_error("no value"); });
+    weft::coroutine<void, void, int> co(std::allocator_arg, weft::test::stack(), [](weft::yielder<>&) -> int { throw std::runtime_error("no value"); });
     EXPECT_THROW((void)co.resume(), std::runtime_error);
     try {
         (void)co.result();
@@ -114,7 +115,7 @@ TEST_F(coroutine_exceptions, exception_leaves_no_result) {
 TEST_F(coroutine_exceptions, exception_is_delivered_once_and_not_again_on_destruction) {
     int caught = 0;
     {
-        weft::coroutine<> co([](weft::yielder<>&) { throw std::runtime_error("once"); });
+        weft::coroutine<> co(std::allocator_arg, weft::test::stack(), [](weft::yielder<>&) { throw std::runtime_error("once"); });
         try {
             (void)co.resume();
         } catch (const std::runtime_error&) {
@@ -126,8 +127,8 @@ TEST_F(coroutine_exceptions, exception_is_delivered_once_and_not_again_on_destru
 
 TEST_F(coroutine_exceptions, exception_crosses_nested_coroutines) {
     std::string caught_in_outer;
-    weft::coroutine<> outer([&](weft::yielder<>& y) {
-        weft::coroutine<> inner([](weft::yielder<>&) { throw std::runtime_error("from inner"); });
+    weft::coroutine<> outer(std::allocator_arg, weft::test::stack(), [&](weft::yielder<>& y) {
+        weft::coroutine<> inner(std::allocator_arg, weft::test::stack(), [](weft::yielder<>&) { throw std::runtime_error("from inner"); });
         try {
             (void)inner.resume();
         } catch (const std::runtime_error& e) {
@@ -146,7 +147,7 @@ TEST_F(coroutine_exceptions, exception_crosses_nested_coroutines) {
 }
 
 TEST_F(coroutine_exceptions, exception_caught_inside_the_body_does_not_escape) {
-    weft::coroutine<int> co([](weft::yielder<int>& y) {
+    weft::coroutine<int> co(std::allocator_arg, weft::test::stack(), [](weft::yielder<int>& y) {
         try {
             throw std::runtime_error("handled");
         } catch (const std::exception&) {
@@ -185,7 +186,7 @@ void middle(weft::yielder<>& y, std::vector<int>& log) {
 TEST_F(coroutine_destruction, destroying_a_suspended_coroutine_unwinds_all_frames_in_reverse_order) {
     std::vector<int> log;
     {
-        weft::coroutine<> co([&log](weft::yielder<>& y) {
+        weft::coroutine<> co(std::allocator_arg, weft::test::stack(), [&log](weft::yielder<>& y) {
             tracer a(&log, 0);
             tracer b(&log, 1);
             middle(y, log);
@@ -209,7 +210,7 @@ TEST_F(coroutine_destruction, destructors_during_unwinding_run_inside_the_corout
     weft::coroutine_ref seen, expected;
     bool inside = false;
     {
-        weft::coroutine<> co([&](weft::yielder<>& y) {
+        weft::coroutine<> co(std::allocator_arg, weft::test::stack(), [&](weft::yielder<>& y) {
             observer o{&seen, &inside};
             y.yield();
         });
@@ -236,7 +237,7 @@ TEST_F(coroutine_destruction, never_started_coroutine_runs_no_body_code_and_dest
     int destroyed = 0;
     bool ran = false;
     {
-        weft::coroutine<> co([p = probe(&destroyed), &ran](weft::yielder<>&) { ran = true; });
+        weft::coroutine<> co(std::allocator_arg, weft::test::stack(), [p = probe(&destroyed), &ran](weft::yielder<>&) { ran = true; });
         EXPECT_EQ(destroyed, 0);
         EXPECT_EQ(co.state(), weft::coroutine_state::created);
     }
@@ -248,7 +249,7 @@ TEST_F(coroutine_destruction, suspended_coroutine_destroys_its_callable_once_aft
     std::vector<int> log;
     int destroyed = 0;
     {
-        weft::coroutine<> co([p = probe(&destroyed), &log](weft::yielder<>& y) {
+        weft::coroutine<> co(std::allocator_arg, weft::test::stack(), [p = probe(&destroyed), &log](weft::yielder<>& y) {
             tracer t(&log, 1);
             y.yield();
         });
@@ -263,7 +264,7 @@ TEST_F(coroutine_destruction, destroying_a_finished_coroutine_destroys_callable_
     int result_destroyed = 0;
     std::vector<int> log;
     {
-        weft::coroutine<void, void, probe> co([p = probe(&callable_destroyed), &log, &result_destroyed](weft::yielder<>&) {
+        weft::coroutine<void, void, probe> co(std::allocator_arg, weft::test::stack(), [p = probe(&callable_destroyed), &log, &result_destroyed](weft::yielder<>&) {
             tracer t(&log, 7);
             return probe(&result_destroyed);
         });
@@ -280,13 +281,13 @@ TEST_F(coroutine_destruction, destroying_a_finished_coroutine_destroys_callable_
 
 TEST_F(coroutine_destruction, move_assignment_over_a_suspended_coroutine_unwinds_the_old_one) {
     std::vector<int> log;
-    weft::coroutine<int> co([&log](weft::yielder<int>& y) {
+    weft::coroutine<int> co(std::allocator_arg, weft::test::stack(), [&log](weft::yielder<int>& y) {
         tracer t(&log, 1);
         y.yield(1);
         y.yield(-1);
     });
     EXPECT_EQ(co.resume(), std::optional<int>(1));
-    co = weft::coroutine<int>([&log](weft::yielder<int>& y) {
+    co = weft::coroutine<int>(std::allocator_arg, weft::test::stack(), [&log](weft::yielder<int>& y) {
         tracer t(&log, 2);
         y.yield(2);
     });
@@ -303,7 +304,7 @@ TEST_F(coroutine_destruction, move_assignment_over_a_suspended_coroutine_unwinds
 
 TEST_F(coroutine_destruction, reset_unwinds_now_and_empties_the_handle) {
     std::vector<int> log;
-    weft::coroutine<> co([&log](weft::yielder<>& y) {
+    weft::coroutine<> co(std::allocator_arg, weft::test::stack(), [&log](weft::yielder<>& y) {
         tracer t(&log, 5);
         y.yield();
     });
@@ -326,7 +327,7 @@ TEST_F(coroutine_destruction, body_that_catches_forced_unwind_with_catch_all_and
     bool caught = false;
     bool after_catch = false;
     {
-        weft::coroutine<> co([&](weft::yielder<>& y) {
+        weft::coroutine<> co(std::allocator_arg, weft::test::stack(), [&](weft::yielder<>& y) {
             tracer outer(&log, 1);
             try {
                 tracer inner(&log, 2);
@@ -348,7 +349,7 @@ TEST_F(coroutine_destruction, body_that_catches_forced_unwind_with_catch_all_and
 TEST_F(coroutine_destruction, body_that_catches_forced_unwind_by_type_and_rethrows) {
     bool caught = false;
     {
-        weft::coroutine<> co([&](weft::yielder<>& y) {
+        weft::coroutine<> co(std::allocator_arg, weft::test::stack(), [&](weft::yielder<>& y) {
             try {
                 y.yield();
             } catch (const weft::forced_unwind&) {
@@ -366,7 +367,7 @@ TEST_F(coroutine_destruction, catch_std_exception_does_not_catch_forced_unwind) 
     bool caught = false;
     std::vector<int> log;
     {
-        weft::coroutine<> co([&](weft::yielder<>& y) {
+        weft::coroutine<> co(std::allocator_arg, weft::test::stack(), [&](weft::yielder<>& y) {
             tracer t(&log, 1);
             try {
                 y.yield();
@@ -383,9 +384,9 @@ TEST_F(coroutine_destruction, catch_std_exception_does_not_catch_forced_unwind) 
 TEST_F(coroutine_destruction, unwinding_a_coroutine_destroys_suspended_coroutines_it_owns) {
     std::vector<int> log;
     {
-        weft::coroutine<> outer([&log](weft::yielder<>& y) {
+        weft::coroutine<> outer(std::allocator_arg, weft::test::stack(), [&log](weft::yielder<>& y) {
             tracer a(&log, 1);
-            weft::coroutine<> inner([&log](weft::yielder<>& yi) {
+            weft::coroutine<> inner(std::allocator_arg, weft::test::stack(), [&log](weft::yielder<>& yi) {
                 tracer b(&log, 2);
                 yi.yield();
             });
@@ -403,13 +404,13 @@ TEST_F(coroutine_destruction, unwinding_a_coroutine_destroys_suspended_coroutine
 
 TEST_F(coroutine_destruction, a_coroutine_can_destroy_another_suspended_coroutine) {
     std::vector<int> log;
-    weft::coroutine<> victim([&log](weft::yielder<>& y) {
+    weft::coroutine<> victim(std::allocator_arg, weft::test::stack(), [&log](weft::yielder<>& y) {
         tracer t(&log, 9);
         y.yield();
     });
     EXPECT_TRUE(victim.resume());
     weft::coroutine_ref after;
-    weft::coroutine<> killer([&](weft::yielder<>&) {
+    weft::coroutine<> killer(std::allocator_arg, weft::test::stack(), [&](weft::yielder<>&) {
         victim.reset();
         after = weft::this_coroutine::get();
     });
@@ -421,9 +422,9 @@ TEST_F(coroutine_destruction, a_coroutine_can_destroy_another_suspended_coroutin
 TEST_F(coroutine_destruction, live_coroutine_count_follows_creation_and_destruction) {
     const std::int64_t base = weft::stats::live_coroutines();
     {
-        weft::coroutine<> a([](weft::yielder<>&) {});
+        weft::coroutine<> a(std::allocator_arg, weft::test::stack(), [](weft::yielder<>&) {});
         EXPECT_EQ(weft::stats::live_coroutines(), base + 1);
-        weft::coroutine<> b([](weft::yielder<>& y) { y.yield(); });
+        weft::coroutine<> b(std::allocator_arg, weft::test::stack(), [](weft::yielder<>& y) { y.yield(); });
         EXPECT_EQ(weft::stats::live_coroutines(), base + 2);
         EXPECT_FALSE(a.resume());
         EXPECT_EQ(weft::stats::live_coroutines(), base + 2) << "finished coroutines are alive until destroyed";

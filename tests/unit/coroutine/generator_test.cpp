@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "support/leak_check.hpp"
+#include "support/test_stack.hpp"
 #include "weft/generator.hpp"
 
 namespace {
@@ -25,7 +26,7 @@ static_assert(!std::is_copy_constructible_v<weft::generator<int>>);
 class generator_test : public weft::test::leak_checked {};
 
 TEST_F(generator_test, range_for_sums_the_yielded_values) {
-    weft::generator<int> g([](weft::generator<int>::yielder_type& y) {
+    weft::generator<int> g(std::allocator_arg, weft::test::stack(), [](weft::generator<int>::yielder_type& y) {
         for (int i = 1; i <= 10; ++i) y.yield(i);
     });
     int sum = 0, count = 0;
@@ -39,7 +40,7 @@ TEST_F(generator_test, range_for_sums_the_yielded_values) {
 
 TEST_F(generator_test, body_does_not_run_before_begin) {
     bool started = false;
-    weft::generator<int> g([&started](weft::generator<int>::yielder_type& y) {
+    weft::generator<int> g(std::allocator_arg, weft::test::stack(), [&started](weft::generator<int>::yielder_type& y) {
         started = true;
         y.yield(1);
     });
@@ -53,7 +54,7 @@ TEST_F(generator_test, body_does_not_run_before_begin) {
 }
 
 TEST_F(generator_test, empty_generator_iterates_zero_times) {
-    weft::generator<int> g([](weft::generator<int>::yielder_type&) {});
+    weft::generator<int> g(std::allocator_arg, weft::test::stack(), [](weft::generator<int>::yielder_type&) {});
     int count = 0;
     for (int v : g) count += v + 1;
     EXPECT_EQ(count, 0);
@@ -67,7 +68,7 @@ TEST_F(generator_test, early_break_then_destruction_unwinds_the_body) {
     };
     std::vector<int> got;
     {
-        weft::generator<int> g([&destroyed](weft::generator<int>::yielder_type& y) {
+        weft::generator<int> g(std::allocator_arg, weft::test::stack(), [&destroyed](weft::generator<int>::yielder_type& y) {
             guard gd{&destroyed};
             for (int i = 0;; ++i) y.yield(i);  // infinite
         });
@@ -106,14 +107,14 @@ void walk(const node* n, weft::generator<int>::yielder_type& y) {
 TEST_F(generator_test, yields_from_nested_helper_functions) {
     std::unique_ptr<node> root;
     for (int v : {50, 30, 70, 20, 40, 60, 80, 35, 45, 65}) root = insert(std::move(root), v);
-    weft::generator<int> g([&root](weft::generator<int>::yielder_type& y) { walk(root.get(), y); });
+    weft::generator<int> g(std::allocator_arg, weft::test::stack(), [&root](weft::generator<int>::yielder_type& y) { walk(root.get(), y); });
     std::vector<int> got;
     for (int v : g) got.push_back(v);
     EXPECT_EQ(got, (std::vector<int>{20, 30, 35, 40, 45, 50, 60, 65, 70, 80}));
 }
 
 TEST_F(generator_test, exception_from_the_body_propagates_out_of_iteration) {
-    weft::generator<int> g([](weft::generator<int>::yielder_type& y) {
+    weft::generator<int> g(std::allocator_arg, weft::test::stack(), [](weft::generator<int>::yielder_type& y) {
         y.yield(1);
         y.yield(2);
         throw std::runtime_error("generator failed");
@@ -129,7 +130,7 @@ TEST_F(generator_test, exception_from_the_body_propagates_out_of_iteration) {
 }
 
 TEST_F(generator_test, exception_before_the_first_value_propagates_out_of_begin) {
-    weft::generator<int> g([](weft::generator<int>::yielder_type&) { throw 7; });
+    weft::generator<int> g(std::allocator_arg, weft::test::stack(), [](weft::generator<int>::yielder_type&) { throw 7; });
     EXPECT_THROW((void)g.begin(), int);
 }
 
@@ -151,7 +152,7 @@ TEST_F(generator_test, move_only_values) {
 // (std::views are not used: clang 14 cannot compile libstdc++ 12's views.)
 TEST_F(generator_test, works_with_range_algorithms) {
     int produced = 0;
-    weft::generator<int> naturals([&produced](weft::generator<int>::yielder_type& y) {
+    weft::generator<int> naturals(std::allocator_arg, weft::test::stack(), [&produced](weft::generator<int>::yielder_type& y) {
         for (int i = 0;; ++i) {
             ++produced;
             y.yield(i);
@@ -180,11 +181,11 @@ TEST_F(generator_test, custom_stack_allocator_and_options) {
 
 TEST_F(generator_test, generators_nest) {
     auto range = [](int from, int to) {
-        return weft::generator<int>([from, to](weft::generator<int>::yielder_type& y) {
+        return weft::generator<int>(std::allocator_arg, weft::test::stack(), [from, to](weft::generator<int>::yielder_type& y) {
             for (int i = from; i < to; ++i) y.yield(i);
         });
     };
-    weft::generator<int> pairs([&range](weft::generator<int>::yielder_type& y) {
+    weft::generator<int> pairs(std::allocator_arg, weft::test::stack(), [&range](weft::generator<int>::yielder_type& y) {
         for (int a : range(0, 3))
             for (int b : range(0, 3)) y.yield(a * 10 + b);
     });
@@ -194,7 +195,7 @@ TEST_F(generator_test, generators_nest) {
 }
 
 TEST_F(generator_test, moved_generator_keeps_iterating) {
-    weft::generator<int> a([](weft::generator<int>::yielder_type& y) {
+    weft::generator<int> a(std::allocator_arg, weft::test::stack(), [](weft::generator<int>::yielder_type& y) {
         y.yield(1);
         y.yield(2);
     });

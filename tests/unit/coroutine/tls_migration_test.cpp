@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "support/leak_check.hpp"
+#include "support/test_stack.hpp"
 #include "weft/coroutine.hpp"
 
 namespace {
@@ -42,10 +43,10 @@ class tls_migration_test : public weft::test::leak_checked {};
 
 TEST_F(tls_migration_test, resumed_on_another_thread_sees_that_threads_state) {
     seen before, after;
-    weft::coroutine<> inner([](weft::yielder<>& y) {
+    weft::coroutine<> inner(std::allocator_arg, weft::test::stack(), [](weft::yielder<>& y) {
         for (;;) y.yield();
     }, {.name = "inner"});
-    weft::coroutine<> co([&](weft::yielder<>& y) {
+    weft::coroutine<> co(std::allocator_arg, weft::test::stack(), [&](weft::yielder<>& y) {
         before = {fresh_tls(), fresh_errno(), *fresh_tls(), weft::this_coroutine::get(), false};
         y.yield();
         after = {fresh_tls(), fresh_errno(), *fresh_tls(), weft::this_coroutine::get(), false};
@@ -114,7 +115,7 @@ TEST_F(tls_migration_test, ping_pong_between_threads_keeps_current_right) {
     // Many legs alternating between two threads; the coroutine checks that
     // weft reports it as current after every migration.
     int wrong = 0;
-    weft::coroutine<int, int> co([&](auto& y, int leg) {
+    weft::coroutine<int, int> co(std::allocator_arg, weft::test::stack(), [&](auto& y, int leg) {
         for (;;) {
             if (!(weft::this_coroutine::get() == co.ref())) ++wrong;
             leg = y.yield(leg);

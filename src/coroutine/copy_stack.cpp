@@ -1,0 +1,230 @@
+// copy_stack.cpp: copy-stack mode, the coroutine layer's half of shared
+// stacks (the stacks themselves are src/stack/shared_stack.cpp). Everything
+// here runs on the resumer's stack, never on the shared stack it copies.
+
+#include <malloc.h>
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <new>
+#include <string>
+#include <thread>
+
+#include "internal.hpp"
+#include "weft/coroutine.hpp"
+
+namespace weft::detail {
+
+namespace {
+
+std::byte* top_of(const shared_stack_slot& s) noexcept { return static_cast<std::byte*>(s.stack.top()); }
+
+std::uint32_t clamp32(std::size_t n) noexcept { return n > UINT32_MAX ? UINT32_MAX : static_cast<std::uint32_t>(n); }
+
+// grow() gives cs a buffer of at least n bytes: a heap block of its own,
+// exactly as large as malloc makes it. The old contents are not kept (the
+// caller is about to overwrite them). Throws: bad_alloc, with cs unchanged.
+void grow(copy_state& cs, std::size_t n) {
+    void* fresh = std::malloc(n);
+    if (!fresh) throw std::bad_alloc();
+    if (cs.external) std::free(cs.buffer);
+    cs.buffer = static_cast<std::byte*>(fresh);
+    cs.capacity = clamp32(::malloc_usable_size(fresh));
+    cs.external = true;
+}
+
+// save() copies the live bytes of `owner`, suspended on s, into its buffer.
+void save(control_block* owner, shared_stack_slot& s) {
+    copy_state& cs = *owner->copy;
+    auto* sp = static_cast<std::byte*>(owner->ctx);
+    const auto n = static_cast<std::size_t>(top_of(s) - sp);
+    if (n > cs.capacity) grow(cs, n);
+#if WEFT_ASAN
+    // Frames keep their red zones poisoned while suspended; the copy reads
+    // them on purpose.
+    __asan_unpoison_memory_region(sp, n);
+#endif
+    std::memcpy(cs.buffer, sp, n);
+    cs.saved = static_cast<std::uint32_t>(n);
+    if (cs.saved > cs.max_saved) cs.max_saved = cs.saved;
+    if (cs.saves++ == 0) s.pool->note_first_save(n);
+}
+
+// restore() copies cb's saved bytes back to where they were, or lays out
+// the first frame of a coroutine that never ran.
+void restore(control_block* cb, shared_stack_slot& s) noexcept {
+    copy_state& cs = *cb->copy;
+    // Whatever other coroutines left on the stack is dead now: clear ASan's
+    // poisoning of their frames, and tell memcheck the memory is writable
+    // (it still counts it as below some earlier stack pointer).
+    sanitizer::release_stack(s.stack.base, s.stack.size);
+    if (!cb->ctx) {
+        cb->ctx = context::make(top_of(s), s.stack.size, &entry);
+        return;
+    }
+    std::memcpy(top_of(s) - cs.saved, cs.buffer, cs.saved);
+    ++cs.restores;
+}
+
+std::string who(const control_block* cb) { return cb ? describe(cb) : std::string("code outside any coroutine"); }
+
+[[noreturn]] void busy(const control_block* cb, const shared_stack_slot& s) {
+    // The holder is this thread, so the owner is a coroutine running on it.
+    const auto* owner = static_cast<const control_block*>(s.owner);
+    throw coroutine_error(coroutine_errc::shared_stack_busy,
+                          "weft: resume of " + describe(cb) + " needs shared stack " + std::to_string(s.index) +
+                              " of its pool, where " + who(owner) +
+                              " is running on this thread (it would overwrite that coroutine's frames); coroutines "
+                              "that run nested need distinct stacks: use a shared_stack_pool with more stacks");
+}
+
+// take() makes the calling thread the holder of s. Returns false when a
+// coroutine of this thread holds it already.
+bool take(shared_stack_slot& s) noexcept {
+    const void* me = thread_token();
+    unsigned spins = 0;
+    for (;;) {
+        const void* expected = nullptr;
+        if (s.holder.compare_exchange_weak(expected, me, std::memory_order_acquire, std::memory_order_relaxed))
+            return true;
+        if (expected == me) return false;
+        // A coroutine of another thread runs there: wait until it switches
+        // out (usually soon; the wait is what the thread rule documents).
+        if (expected && ++spins > 64) std::this_thread::yield();
+    }
+}
+
+void give_back(shared_stack_slot& s) noexcept { s.holder.store(nullptr, std::memory_order_release); }
+
+// evict_and_restore() puts cb's bytes on s, which the caller holds.
+void evict_and_restore(control_block* cb, shared_stack_slot& s) {
+    auto* owner = static_cast<control_block*>(s.owner);
+    if (owner == cb) return;
+    if (owner) save(owner, s);
+    restore(cb, s);
+    s.owner = cb;
+}
+
+}  // namespace
+
+void enter_shared(control_block* cb) {
+    shared_stack_slot& s = *cb->copy->slot;
+    if (!take(s)) busy(cb, s);
+    try {
+        evict_and_restore(cb, s);
+    } catch (...) {
+        give_back(s);
+        throw;
+    }
+}
+
+void enter_shared_to_destroy(control_block* cb) noexcept {
+    shared_stack_slot& s = *cb->copy->slot;
+    if (!take(s))
+        fatal(cb, "was destroyed while suspended by a coroutine running on the same shared stack (its frames "
+                  "cannot be restored to unwind them); use a shared_stack_pool with more stacks");
+    try {
+        evict_and_restore(cb, s);
+    } catch (...) {
+        fatal(cb, "could not be destroyed: no memory to save the coroutine whose frames were on its shared stack");
+    }
+}
+
+void leave_shared(control_block* cb) noexcept {
+    shared_stack_slot& s = *cb->copy->slot;
+    // A finished coroutine leaves nothing worth saving.
+    if (cb->state.load(std::memory_order_relaxed) == coroutine_state::done) s.owner = nullptr;
+    give_back(s);
+}
+
+void* copy_allocate(std::size_t bytes, std::size_t align, std::size_t* usable) {
+    void* p = align <= alignof(std::max_align_t) ? std::malloc(bytes)
+                                                 : std::aligned_alloc(align, (bytes + align - 1) & ~(align - 1));
+    if (!p) throw std::bad_alloc();
+    *usable = ::malloc_usable_size(p);
+    return p;
+}
+
+void copy_created(control_block* cb, copy_state* cs, shared_stack_pool& pool, std::byte* buffer,
+                  std::size_t capacity) noexcept {
+    cb->copy = cs;
+    cs->slot = &pool.assign();
+    cs->buffer = buffer;
+    cs->capacity = clamp32(capacity);
+    cb->stack = cs->slot->stack;
+    cb->requested_stack = pool.stack_size();
+    // The stack is registered with LeakSanitizer and valgrind once, by its
+    // pool; only TSan needs a fiber per coroutine.
+#if WEFT_TSAN
+    cb->fiber().tsan_fiber = __tsan_create_fiber(0);
+#endif
+    live_coroutines.fetch_add(1, std::memory_order_relaxed);
+}
+
+void copy_released(control_block* cb) noexcept {
+    copy_state& cs = *cb->copy;
+#if WEFT_TSAN
+    __tsan_destroy_fiber(cb->fiber().tsan_fiber);
+    cb->fiber().tsan_fiber = nullptr;
+#endif
+    if (cs.external) std::free(cs.buffer);
+    cs.slot->pool->unassign();
+}
+
+// ---------------------------------------------------------------- debug check
+
+void check_pointer_for(const void* p, const control_block* target, const char* direction) {
+    if (!p) return;
+    shared_stack_slot* s = find_shared_slot(p);
+    if (!s) return;
+    const void* me = thread_token();
+    const void* expected = nullptr;
+    const bool took = s->holder.compare_exchange_strong(expected, me, std::memory_order_acquire, std::memory_order_relaxed);
+    // In use on another thread: its owner and frames are changing, so
+    // nothing can be said.
+    if (!took && expected != me) return;
+    const auto* owner = static_cast<const control_block*>(s->owner);
+    const auto* a = static_cast<const std::byte*>(p);
+    const bool on_target = target && target->copy && target->copy->slot == s;
+    bool live = true;
+    if (took) {
+        if (on_target) {
+            // Once target runs, its bytes are what lies on the stack.
+            live = target->ctx && a >= static_cast<const std::byte*>(target->ctx);
+        } else {
+            // The stack stays as it is while target runs.
+            live = owner && a >= static_cast<const std::byte*>(owner->ctx);
+        }
+        give_back(*s);
+    } else if (on_target && target == owner) {
+        // target runs on this thread, on this stack, right now (a value
+        // yielded to a resumer that is a copy-stack coroutine): everything
+        // below the caller's frames is dead.
+        live = a >= static_cast<const std::byte*>(__builtin_frame_address(0));
+    }
+    // Otherwise the stack runs a coroutine further up this thread's chain of
+    // resumers, whose frames are live (or resume() reports busy).
+    if (live) return;
+    char addr[32];
+    std::snprintf(addr, sizeof addr, "%p", p);
+    std::string where;
+    if (owner && owner != target && owner->ctx && a >= static_cast<const std::byte*>(owner->ctx))
+        where = "the saved stack of " + describe(owner);
+    else
+        where = "unused memory of shared stack " + std::to_string(s->index) + " of a pool";
+    throw coroutine_error(coroutine_errc::shared_stack_pointer, "weft: pointer " + std::string(addr) + " into " + where +
+                                                                     " " + direction + " " + who(target) +
+                                                                     " (a copy-stack coroutine's frames are only "
+                                                                     "valid while its bytes are on its shared stack)");
+}
+
+}  // namespace weft::detail
+
+namespace weft {
+
+void check_shared_stack_pointer(const void* p) {
+    if (detail::shared_pools_exist()) detail::check_pointer_for(p, *detail::current_slot(), "used by");
+}
+
+}  // namespace weft

@@ -1,0 +1,70 @@
+// colouring_test.cpp: cache colouring. Coroutines on equally aligned stacks
+// get their control blocks at different offsets within a page, so that they
+// do not all compete for the same cache sets; with cache_colouring off they
+// all sit at the same offset. (Not built in copy-stack mode: there the
+// control block is on the heap.)
+
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <vector>
+
+#include "support/leak_check.hpp"
+#include "weft/coroutine.hpp"
+#include "weft/stack.hpp"
+
+namespace {
+
+class colouring_test : public weft::test::leak_checked {};
+
+// page_offsets() creates `count` coroutines on fresh page-aligned mmap
+// stacks and returns the offsets within a page of their private data areas,
+// which lie right below their control blocks.
+template <class Alloc>
+std::vector<std::uintptr_t> page_offsets(int count, bool colouring, Alloc alloc) {
+    std::vector<weft::coroutine<>> all;
+    for (int i = 0; i < count; ++i)
+        all.emplace_back(std::allocator_arg, alloc, [](weft::yielder<>&) {},
+                         weft::coroutine_options{.stack_size = 64 * 1024, .private_data_size = 16, .cache_colouring = colouring});
+    std::vector<std::uintptr_t> offsets;
+    for (auto& co : all) offsets.push_back(reinterpret_cast<std::uintptr_t>(co.private_data().data()) % weft::page_size());
+    return offsets;
+}
+
+TEST_F(colouring_test, control_blocks_spread_over_the_cache_lines_of_a_page) {
+    const std::vector<std::uintptr_t> offsets = page_offsets(64, true, weft::mmap_stack{});
+    const std::set<std::uintptr_t> distinct(offsets.begin(), offsets.end());
+    EXPECT_EQ(distinct.size(), 64u) << "64 consecutive coroutines take 64 different cache lines";
+    std::set<std::uintptr_t> lines;
+    for (std::uintptr_t o : offsets) lines.insert(o / 64);
+    EXPECT_EQ(lines.size(), 64u);
+}
+
+TEST_F(colouring_test, without_colouring_every_control_block_sits_at_the_same_offset) {
+    const std::vector<std::uintptr_t> offsets = page_offsets(64, false, weft::mmap_stack{});
+    const std::set<std::uintptr_t> distinct(offsets.begin(), offsets.end());
+    EXPECT_EQ(distinct.size(), 1u);
+}
+
+TEST_F(colouring_test, pooled_stacks_are_coloured_too) {
+    const std::vector<std::uintptr_t> offsets = page_offsets(32, true, weft::pooled_stack{});
+    const std::set<std::uintptr_t> distinct(offsets.begin(), offsets.end());
+    EXPECT_EQ(distinct.size(), 32u);
+}
+
+TEST_F(colouring_test, a_small_stack_gives_at_most_a_sixteenth_to_colouring) {
+    // A 4 KiB stack that runs fine without colouring must keep running with
+    // it: the offset is capped at 1/16 of the stack.
+    for (int i = 0; i < 64; ++i) {
+        weft::coroutine<int> co(std::allocator_arg, weft::malloc_stack{}, [](weft::yielder<int>& y) { y.yield(3); },
+                                {.stack_size = 4096, .private_data_size = 16});
+        const auto* top = static_cast<const std::byte*>(co.ref().stack().top());
+        EXPECT_LE(top - co.private_data().data(), 4096 / 16 + 1024) << "private data too far below the top";
+        EXPECT_EQ(co.resume(), std::optional<int>(3));
+    }
+}
+
+}  // namespace
