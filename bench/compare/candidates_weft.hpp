@@ -120,23 +120,31 @@ private:
 
 // The raw L0 switch: weft::context::make/jump on a weft::mmap_stack, the
 // same level as jump_fcontext. destroy() frees the stack without unwinding.
-template <std::size_t Live>
-class context {
+// Fast: both sides switch with the inline context::fast_jump instead of the
+// out-of-line assembly jump.
+template <std::size_t Live, bool Fast>
+class context_impl {
 public:
-    explicit context(const config& c) : stack_size_(c.stack_size) { slots_.reserve(c.count); }
+    explicit context_impl(const config& c) : stack_size_(c.stack_size) { slots_.reserve(c.count); }
     void create(std::size_t) {
         weft::stack_view s = alloc_.allocate(stack_size_);
         slots_.push_back({weft::context::make(s.top(), s.size, &entry), s});
     }
     void enter(std::size_t i) { resume(i); }
-    void resume(std::size_t i) { slots_[i].ctx = weft::context::jump(slots_[i].ctx, nullptr).from; }
+    void resume(std::size_t i) { slots_[i].ctx = jump(slots_[i].ctx); }
     void destroy(std::size_t i) { alloc_.deallocate(slots_[i].stack); }
     void end_round() { slots_.clear(); }
-    ~context() {
+    ~context_impl() {
         // Rounds end with destroy(); nothing is left unless a round failed.
     }
 
 private:
+    static void* jump(void* to) {
+        if constexpr (Fast)
+            return weft::context::fast_jump(to, nullptr).from;
+        else
+            return weft::context::jump(to, nullptr).from;
+    }
     static void entry(weft::context::transfer t) noexcept {
         state s{};
         live<Live> pad;
@@ -144,7 +152,7 @@ private:
         for (;;) {
             step<Live>(s);
             pad.keep();
-            t = weft::context::jump(t.from, nullptr);
+            t.from = jump(t.from);
         }
     }
     struct slot {
@@ -155,5 +163,10 @@ private:
     weft::mmap_stack alloc_;
     std::vector<slot> slots_;
 };
+
+template <std::size_t Live>
+using context = context_impl<Live, false>;
+template <std::size_t Live>
+using fast_context = context_impl<Live, true>;
 
 }  // namespace bench::weft_side

@@ -71,10 +71,12 @@ def rows_for(scenario):
     for live, name in ((0, "~0 B"), (1024, "1 KB"), (4096, "4 KB")):
         add(f"weft-copy-{live}", f"weft coroutine, copy-stack, {name} live", "cpp", "weft-copy", live)
     add("weft-context", "weft context::jump (L0)", "cpp", "weft-context")
+    add("weft-fast", "weft context::fast_jump (L0, inline)", "cpp", "weft-fast")
     add("weft-mmap-fp", "weft coroutine, mmap_stack (FP env shared)", "cpp-sharefp", "weft-mmap")
     add("weft-pooled-fp", "weft coroutine, pooled_stack (FP env shared)", "cpp-sharefp", "weft-pooled")
     add("weft-copy-0-fp", "weft coroutine, copy-stack, ~0 B live (FP env shared)", "cpp-sharefp", "weft-copy", 0)
     add("weft-context-fp", "weft context::jump (L0) (FP env shared)", "cpp-sharefp", "weft-context")
+    add("weft-fast-fp", "weft context::fast_jump (L0, inline) (FP env shared)", "cpp-sharefp", "weft-fast")
     add("fcontext", "Boost.Context jump_fcontext", "cpp", "fcontext", group="peer")
     add("fiber-protected", "boost::context::fiber, protected_fixedsize_stack", "cpp", "fiber-protected", group="peer")
     add("fiber-pooled", "boost::context::fiber, pooled_fixedsize_stack", "cpp", "fiber-pooled", group="peer")
@@ -108,8 +110,10 @@ M1_ROWS = [
 CALLGRIND_ROWS = [
     ("weft-mmap", "weft coroutine resume+yield", "cpp", "weft-mmap"),
     ("weft-context", "weft context::jump x2", "cpp", "weft-context"),
+    ("weft-fast", "weft context::fast_jump x2", "cpp", "weft-fast"),
     ("weft-mmap-fp", "weft coroutine resume+yield (FP env shared)", "cpp-sharefp", "weft-mmap"),
     ("weft-context-fp", "weft context::jump x2 (FP env shared)", "cpp-sharefp", "weft-context"),
+    ("weft-fast-fp", "weft context::fast_jump x2 (FP env shared)", "cpp-sharefp", "weft-fast"),
     ("fcontext", "Boost.Context jump_fcontext x2", "cpp", "fcontext"),
     ("fiber-protected", "boost::context::fiber resume x2", "cpp", "fiber-protected"),
     ("ucontext", "glibc swapcontext x2", "cpp", "ucontext"),
@@ -600,6 +604,67 @@ def callgrind_table(r):
     return out
 
 
+def targets_table(r):
+    """The targets of the stacks and benchmark issues, each checked against this run."""
+    out = ["## Targets", "",
+           "Each target is a ratio of medians from this run (the issues' wording). The lifecycle sum is "
+           "create + first entry + destroy, warm, per coroutine; weft's rows are its default allocator "
+           "(pooled_stack) in the default build (FP control state saved per context) unless named.", "",
+           "| figure | target | measured | met |", "|---|---|---|---|"]
+
+    def med(section, row, metric):
+        st = r.stats(section, row, metric)
+        return st["median"] if st else None
+
+    def line(figure, target, value, limit, fmt="{:.2f}", strict=False):
+        if value is None:
+            out.append(f"| {figure} | {target} | n/a (not run) | |")
+            return
+        met = value < limit if strict else value <= limit
+        out.append(f"| {figure} | {target} | {fmt.format(value)} | {'yes' if met else '**no**'} |")
+
+    def rat(a, b):
+        return a / b if a is not None and b else None
+
+    for name, limit in (("S1", 0.5), ("S2", 0.5), ("S3", 0.6)):
+        if name not in r.scen_rows:
+            continue
+        base = med(name, "fcontext", "switch")
+        line(f"{name} switch, weft coroutine", f"<= {limit} x jump_fcontext",
+             rat(med(name, "weft-pooled", "switch"), base), limit)
+        line(f"{name} switch, weft coroutine (FP env shared)", f"<= {limit} x jump_fcontext",
+             rat(med(name, "weft-pooled-fp", "switch"), base), limit)
+        line(f"{name} switch, weft context::fast_jump (L0)", f"<= {limit} x jump_fcontext",
+             rat(med(name, "weft-fast", "switch"), base), limit)
+    if r.cg:
+        base = r.cg.get("fcontext")
+        line("instructions per round trip, weft coroutine", "fewer than jump_fcontext",
+             rat(r.cg.get("weft-mmap"), base), 1.0, strict=True)
+        line("instructions per round trip, weft context::fast_jump", "fewer than jump_fcontext",
+             rat(r.cg.get("weft-fast"), base), 1.0, strict=True)
+
+    def life(section, row):
+        parts = [med(section, row, m) for m in ("create_warm", "entry_warm", "destroy_warm")]
+        return None if None in parts else sum(parts)
+
+    for name in ("S2", "S3"):
+        if name not in r.scen_rows:
+            continue
+        w = life(name, "weft-pooled")
+        line(f"{name} create + first entry + destroy, warm pool", "<= 0.5 x fiber pooled",
+             rat(w, life(name, "fiber-pooled")), 0.5)
+        line(f"{name} create + first entry + destroy, warm pool", "<= 2 x C++20 generator",
+             rat(w, life(name, "cpp20")), 2.0)
+    res = r.m1_results.get(("weft-copy", 10_000_000))
+    if isinstance(res, dict) and "m1_peak_rss" in res:
+        line("M1 10,000,000 copy-stack coroutines, peak RSS", "<= 2.0 GB", res["m1_peak_rss"] / 1e9, 2.0,
+             fmt="{:.2f} GB")
+    elif "M1" in (r.args.only or ""):
+        out.append("| M1 10,000,000 copy-stack coroutines, peak RSS | <= 2.0 GB | not run at this size |  |")
+    out.append("")
+    return out
+
+
 # --- charts ------------------------------------------------------------------------------
 
 
@@ -766,6 +831,7 @@ def main():
         md += m1_table(r)
     if "callgrind" in parts:
         md += callgrind_table(r)
+    md += targets_table(r)
     if written:
         md += ["## Charts", ""] + [f"![{os.path.basename(p)}]({os.path.basename(p)})" for p in written] + [""]
     notes = list(r.notes)

@@ -226,6 +226,7 @@ const entry candidates[] = {
     {"weft-copy", &with_series<weft_side::copy>, "weft::coroutine, weft::shared_stack (copy-stack)"},
 #endif
     {"weft-context", &with_live<weft_side::context>, "weft::context::make/jump on weft::mmap_stack"},
+    {"weft-fast", &with_live<weft_side::fast_context>, "weft::context::make/fast_jump (inline) on weft::mmap_stack"},
     {"fcontext", &with_live<peers::fcontext>, "Boost.Context make_fcontext/jump_fcontext, protected_fixedsize_stack"},
     {"fiber-protected", &with_live<peers::fiber_protected>, "boost::context::fiber, protected_fixedsize_stack"},
     {"fiber-pooled", &with_live<peers::fiber_pooled>, "boost::context::fiber, pooled_fixedsize_stack"},

@@ -90,6 +90,22 @@ inline transfer ontop(void* to, void* data, ontop_fn fn) { return weft_context_o
 // switch returns.
 [[gnu::always_inline]] inline transfer fast_jump(void* to, void* data) noexcept;
 
+// fast_jump_frame is the size of the frame fast_jump() leaves at a suspended
+// context, and fast_jump_gap the bytes between that frame and the
+// suspended function's own stack pointer (x86-64: the red zone it skips; 0
+// on AArch64). The suspended function's data starts at
+// context + fast_jump_frame + fast_jump_gap; the gap holds data only if that
+// function is a leaf (only a leaf may keep data in the red zone). weft's
+// copy-stack coroutines skip the gap when they save a stack, because the
+// coroutine layer's suspend() always contains calls.
+#if defined(__x86_64__)
+inline constexpr std::size_t fast_jump_frame = 0x40;
+inline constexpr std::size_t fast_jump_gap = 0x80;
+#else
+inline constexpr std::size_t fast_jump_frame = 0xb0;
+inline constexpr std::size_t fast_jump_gap = 0;
+#endif
+
 // min_frame_size is the smallest size make() accepts: the first frame plus
 // room for the entry function's own frame.
 inline constexpr std::size_t min_frame_size = 256;

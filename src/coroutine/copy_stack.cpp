@@ -34,18 +34,31 @@ void grow(copy_state& cs, std::size_t n) {
     cs.external = true;
 }
 
+// Every copy-stack coroutine that is not running was suspended by
+// switch_to() (in suspend(), or entry()'s last switch), so its
+// stack holds, from the context up: the switch frame, the unused gap below
+// the suspended function's stack pointer (fast_jump_gap, the x86-64 red
+// zone: free here, because a function containing suspend() makes calls and
+// so is not a leaf), then live frames. save() and restore() skip the gap.
+constexpr std::size_t frame_bytes = context::fast_jump_frame;
+constexpr std::size_t gap_bytes = switch_gap;  // 0 in TSan builds (see switch_to())
+
 // save() copies the live bytes of `owner`, suspended on s, into its buffer.
 void save(control_block* owner, shared_stack_slot& s) {
     copy_state& cs = *owner->copy;
     auto* sp = static_cast<std::byte*>(owner->ctx);
-    const auto n = static_cast<std::size_t>(top_of(s) - sp);
+    const auto span = static_cast<std::size_t>(top_of(s) - sp);
+    if (span < frame_bytes + gap_bytes) [[unlikely]]
+        std::abort();  // not a fast_jump frame: cannot happen (see above)
+    const std::size_t n = span - gap_bytes;
     if (n > cs.capacity) grow(cs, n);
 #if WEFT_ASAN
     // Frames keep their red zones poisoned while suspended; the copy reads
     // them on purpose.
-    __asan_unpoison_memory_region(sp, n);
+    __asan_unpoison_memory_region(sp, span);
 #endif
-    std::memcpy(cs.buffer, sp, n);
+    std::memcpy(cs.buffer, sp, frame_bytes);
+    std::memcpy(cs.buffer + frame_bytes, sp + frame_bytes + gap_bytes, n - frame_bytes);
     cs.saved = static_cast<std::uint32_t>(n);
     if (cs.saved > cs.max_saved) cs.max_saved = cs.saved;
     if (cs.saves++ == 0) s.pool->note_first_save(n);
@@ -63,7 +76,9 @@ void restore(control_block* cb, shared_stack_slot& s) noexcept {
         cb->ctx = context::make(top_of(s), s.stack.size, &entry);
         return;
     }
-    std::memcpy(top_of(s) - cs.saved, cs.buffer, cs.saved);
+    std::byte* sp = top_of(s) - cs.saved - gap_bytes;
+    std::memcpy(sp, cs.buffer, frame_bytes);
+    std::memcpy(sp + frame_bytes + gap_bytes, cs.buffer + frame_bytes, cs.saved - frame_bytes);
     ++cs.restores;
 }
 
@@ -159,7 +174,7 @@ void copy_created(control_block* cb, copy_state* cs, shared_stack_pool& pool, st
 #if WEFT_TSAN
     cb->fiber().tsan_fiber = __tsan_create_fiber(0);
 #endif
-    live_coroutines.fetch_add(1, std::memory_order_relaxed);
+    live_coroutines.add(1);
 }
 
 void copy_released(control_block* cb) noexcept {

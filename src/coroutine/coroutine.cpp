@@ -14,7 +14,7 @@ namespace weft {
 
 namespace detail {
 
-std::atomic<std::int64_t> live_coroutines{0};
+thread_counter live_coroutines{1};
 
 namespace {
 thread_local control_block* current = nullptr;
@@ -82,7 +82,7 @@ void entry(context::transfer t) noexcept {
         fatal(cb, "swallowed weft::forced_unwind while being destroyed (a catch (...) must rethrow it)");
     cb->state.store(coroutine_state::done, std::memory_order_relaxed);
     sanitizer::leave(cb->fiber(), true);
-    context::jump(cb->caller, nullptr);
+    switch_to(cb->caller, nullptr);
     fatal(cb, "was resumed after it finished");
 }
 
@@ -160,7 +160,7 @@ void destroy(control_block* cb) noexcept {
     }
     if (!cb->copy) sanitizer::on_destroy(cb->fiber(), cb->stack.base, cb->stack.size);
     cb->release(cb);
-    live_coroutines.fetch_sub(1, std::memory_order_relaxed);
+    live_coroutines.add(-1);
 }
 
 }  // namespace detail
@@ -192,7 +192,7 @@ void yield() {
 }  // namespace this_coroutine
 
 namespace stats {
-std::int64_t live_coroutines() noexcept { return detail::live_coroutines.load(std::memory_order_relaxed); }
+std::int64_t live_coroutines() noexcept { return detail::live_coroutines.read(); }
 }  // namespace stats
 
 }  // namespace weft
