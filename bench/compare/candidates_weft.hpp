@@ -70,24 +70,29 @@ public:
 };
 
 // weft::coroutine on weft::pooled_stack: the first round maps new stacks,
-// later rounds reuse them from the calling thread's cache.
-template <std::size_t Live>
-class pooled : public coroutines {
+// later rounds reuse them from the calling thread's cache. Colour: the
+// control block's cache colouring (coroutine_options::cache_colouring).
+template <std::size_t Live, bool Colour>
+class pooled_impl : public coroutines {
 public:
-    explicit pooled(const config& c)
+    explicit pooled_impl(const config& c)
         : coroutines(c),
           pool_(std::make_unique<weft::stack_pool>(weft::stack_pool_options{
               .stack_size = c.stack_size,
               .max_cached_per_thread = std::min<std::size_t>(c.count, 65536)})) {}
-    ~pooled() { cos_.clear(); }  // before the pool goes
+    ~pooled_impl() { cos_.clear(); }  // before the pool goes
     void create(std::size_t) {
         cos_.emplace_back(std::allocator_arg, weft::pooled_stack(*pool_), body<Live>{},
-                          weft::coroutine_options{.stack_size = stack_size_});
+                          weft::coroutine_options{.stack_size = stack_size_, .cache_colouring = Colour});
     }
 
 private:
     std::unique_ptr<weft::stack_pool> pool_;
 };
+template <std::size_t Live>
+using pooled = pooled_impl<Live, true>;
+template <std::size_t Live>
+using pooled_nocolour = pooled_impl<Live, false>;
 
 #if WEFT_BENCH_HAVE_COPY_STACK
 // copy-stack mode: coroutines share shared_stack_pool's stacks and save

@@ -68,6 +68,7 @@ def rows_for(scenario):
 
     add("weft-mmap", "weft coroutine, mmap_stack", "cpp", "weft-mmap")
     add("weft-pooled", "weft coroutine, pooled_stack", "cpp", "weft-pooled")
+    add("weft-pooled-nocolour", "weft coroutine, pooled_stack, cache colouring off", "cpp", "weft-pooled-nocolour")
     for live, name in ((0, "~0 B"), (1024, "1 KB"), (4096, "4 KB")):
         add(f"weft-copy-{live}", f"weft coroutine, copy-stack, {name} live", "cpp", "weft-copy", live)
     add("weft-context", "weft context::jump (L0)", "cpp", "weft-context")
@@ -636,6 +637,12 @@ def targets_table(r):
              rat(med(name, "weft-pooled-fp", "switch"), base), limit)
         line(f"{name} switch, weft context::fast_jump (L0)", f"<= {limit} x jump_fcontext",
              rat(med(name, "weft-fast", "switch"), base), limit)
+    for name in ("S2", "S3"):
+        if name in r.scen_rows:
+            on, off = med(name, "weft-pooled", "switch"), med(name, "weft-pooled-nocolour", "switch")
+            if on is not None and off is not None:
+                out.append(f"| {name} switch, cache colouring on / off (information) | below 1: colouring helps | "
+                           f"{on / off:.2f} ({fmt(on)} / {fmt(off)} ns) | |")
     if r.cg:
         base = r.cg.get("fcontext")
         line("instructions per round trip, weft coroutine", "fewer than jump_fcontext",

@@ -222,6 +222,8 @@ struct entry {
 const entry candidates[] = {
     {"weft-mmap", &with_series<weft_side::mmap>, "weft::coroutine, fresh weft::mmap_stack each"},
     {"weft-pooled", &with_series<weft_side::pooled>, "weft::coroutine, weft::pooled_stack (stack_pool)"},
+    {"weft-pooled-nocolour", &with_live<weft_side::pooled_nocolour>,
+     "weft::coroutine, weft::pooled_stack, cache_colouring off"},
 #if WEFT_BENCH_HAVE_COPY_STACK
     {"weft-copy", &with_series<weft_side::copy>, "weft::coroutine, weft::shared_stack (copy-stack)"},
 #endif
