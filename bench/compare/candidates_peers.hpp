@@ -42,14 +42,7 @@ public:
 
 private:
     static void entry(bctx::detail::transfer_t t) {
-        state s{};
-        live<Live> pad;
-        pad.fill();
-        for (;;) {
-            step<Live>(s);
-            pad.keep();
-            t = bctx::detail::jump_fcontext(t.fctx, nullptr);
-        }
+        work_loop<Live>([&] { t = bctx::detail::jump_fcontext(t.fctx, nullptr); });
     }
     struct slot {
         bctx::detail::fcontext_t ctx;
@@ -67,16 +60,8 @@ public:
     explicit fiber(const config& c) : alloc_(c.stack_size) { fs_.reserve(c.count); }
     ~fiber() { fs_.clear(); }
     void create(std::size_t) {
-        fs_.emplace_back(std::allocator_arg, alloc_, [](bctx::fiber&& caller) {
-            state s{};
-            live<Live> pad;
-            pad.fill();
-            for (;;) {
-                step<Live>(s);
-                pad.keep();
-                caller = std::move(caller).resume();
-            }
-            return std::move(caller);
+        fs_.emplace_back(std::allocator_arg, alloc_, [](bctx::fiber&& caller) -> bctx::fiber {
+            work_loop<Live>([&] { caller = std::move(caller).resume(); });
         });
     }
     void enter(std::size_t i) { resume(i); }
@@ -126,14 +111,7 @@ private:
     };
     static void entry(unsigned hi, unsigned lo) {
         slot* self = reinterpret_cast<slot*>((static_cast<std::uintptr_t>(hi) << 32) | lo);
-        state s{};
-        live<Live> pad;
-        pad.fill();
-        for (;;) {
-            step<Live>(s);
-            pad.keep();
-            swapcontext(&self->uc, self->ret);
-        }
+        work_loop<Live>([self] { swapcontext(&self->uc, self->ret); });
     }
     bctx::protected_fixedsize_stack alloc_;
     std::unique_ptr<slot[]> slots_;  // never moves: a ucontext_t points into itself

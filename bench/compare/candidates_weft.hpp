@@ -32,14 +32,7 @@ namespace bench::weft_side {
 template <std::size_t Live>
 struct body {
     void operator()(weft::yielder<>& y) const {
-        state s{};
-        live<Live> pad;
-        pad.fill();
-        for (;;) {
-            step<Live>(s);
-            pad.keep();
-            y.yield();
-        }
+        work_loop<Live>([&y] { y.yield(); });
     }
 };
 
@@ -151,14 +144,7 @@ private:
             return weft::context::jump(to, nullptr).from;
     }
     static void entry(weft::context::transfer t) noexcept {
-        state s{};
-        live<Live> pad;
-        pad.fill();
-        for (;;) {
-            step<Live>(s);
-            pad.keep();
-            t.from = jump(t.from);
-        }
+        work_loop<Live>([&t] { t.from = jump(t.from); });
     }
     struct slot {
         void* ctx;

@@ -65,6 +65,23 @@ inline void step(state& s) noexcept {
     else (void)s;
 }
 
+// work_loop() is the body of every stackful candidate: its own state and
+// Live bytes kept live across each switch, forever; switch_out() is the
+// candidate's yield. It runs on the coroutine's stack, so its locals are
+// the coroutine's. (The C++20 generator spells the loop out: co_yield must
+// be in the coroutine itself.)
+template <std::size_t Live, class SwitchOut>
+[[noreturn]] inline void work_loop(SwitchOut&& switch_out) {
+    state s{};
+    live<Live> pad;
+    pad.fill();
+    for (;;) {
+        step<Live>(s);
+        pad.keep();
+        switch_out();
+    }
+}
+
 // M1's coroutines keep ~100 bytes of locals live at their yield: the
 // 64-byte state and this many bytes more.
 inline constexpr std::size_t m1_extra_live = 40;

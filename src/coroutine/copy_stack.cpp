@@ -49,7 +49,7 @@ void save(control_block* owner, shared_stack_slot& s) {
     auto* sp = static_cast<std::byte*>(owner->ctx);
     const auto span = static_cast<std::size_t>(top_of(s) - sp);
     if (span < frame_bytes + gap_bytes) [[unlikely]]
-        std::abort();  // not a fast_jump frame: cannot happen (see above)
+        fatal(owner, "is suspended below a switch frame (cannot happen: see switch_to())");
     const std::size_t n = span - gap_bytes;
     if (n > cs.capacity) grow(cs, n);
 #if WEFT_ASAN

@@ -155,29 +155,38 @@ TEST_F(context_test, ontop_into_a_fresh_context_feeds_its_entry) {
 }
 
 // FP control state: inherited by a fresh context from its creator, then kept
-// per context (or shared with WEFT_SHARE_FP_ENV).
+// per context (or shared with WEFT_SHARE_FP_ENV). Jump is the switch both
+// sides use: the .S jump or the inline fast_jump.
+using jump_fn = transfer (*)(void*, void*);
+
+template <jump_fn Jump>
 void rounding_worker(transfer t) noexcept {
     auto inherited = static_cast<std::uintptr_t>(std::fegetround());
     std::fesetround(FE_TOWARDZERO);
-    t = weft::context::jump(t.from, reinterpret_cast<void*>(inherited));
+    t = Jump(t.from, reinterpret_cast<void*>(inherited));
     auto after = static_cast<std::uintptr_t>(std::fegetround());
-    weft::context::jump(t.from, reinterpret_cast<void*>(after));
+    Jump(t.from, reinterpret_cast<void*>(after));
     __builtin_trap();
 }
 
-TEST_F(context_test, rounding_mode_is_inherited_and_preserved_per_context) {
+// make_worker() makes the context once the creator's rounding mode is set.
+template <jump_fn Jump, class MakeWorker>
+void check_rounding_per_context(MakeWorker make_worker) {
     const int saved = std::fegetround();
     ASSERT_EQ(std::fesetround(FE_DOWNWARD), 0);
-    void* ctx = make(&rounding_worker);
-    transfer t = weft::context::jump(ctx, nullptr);
+    transfer t = Jump(make_worker(), nullptr);
     EXPECT_EQ(reinterpret_cast<std::uintptr_t>(t.data), static_cast<std::uintptr_t>(FE_DOWNWARD));
     EXPECT_EQ(std::fegetround(), WEFT_SHARE_FP_ENV ? FE_TOWARDZERO : FE_DOWNWARD);
     std::fesetround(FE_UPWARD);
-    t = weft::context::jump(t.from, nullptr);
+    t = Jump(t.from, nullptr);
     EXPECT_EQ(reinterpret_cast<std::uintptr_t>(t.data),
               static_cast<std::uintptr_t>(WEFT_SHARE_FP_ENV ? FE_UPWARD : FE_TOWARDZERO));
     EXPECT_EQ(std::fegetround(), FE_UPWARD);  // the worker changed nothing since
     std::fesetround(saved);
+}
+
+TEST_F(context_test, rounding_mode_is_inherited_and_preserved_per_context) {
+    check_rounding_per_context<&weft::context::jump>([this] { return make(&rounding_worker<&weft::context::jump>); });
 }
 
 }  // namespace
@@ -249,28 +258,9 @@ TEST_F(context_test, fast_jump_keeps_the_callers_live_values) {
     EXPECT_EQ(fa, efa);
 }
 
-void fast_rounding_worker(transfer t) noexcept {
-    auto inherited = static_cast<std::uintptr_t>(std::fegetround());
-    std::fesetround(FE_TOWARDZERO);
-    t = weft::context::fast_jump(t.from, reinterpret_cast<void*>(inherited));
-    auto after = static_cast<std::uintptr_t>(std::fegetround());
-    weft::context::fast_jump(t.from, reinterpret_cast<void*>(after));
-    __builtin_trap();
-}
-
 TEST_F(context_test, fast_jump_preserves_the_rounding_mode_per_context) {
-    const int saved = std::fegetround();
-    ASSERT_EQ(std::fesetround(FE_DOWNWARD), 0);
-    void* ctx = make(&fast_rounding_worker);
-    transfer t = weft::context::fast_jump(ctx, nullptr);
-    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(t.data), static_cast<std::uintptr_t>(FE_DOWNWARD));
-    EXPECT_EQ(std::fegetround(), WEFT_SHARE_FP_ENV ? FE_TOWARDZERO : FE_DOWNWARD);
-    std::fesetround(FE_UPWARD);
-    t = weft::context::fast_jump(t.from, nullptr);
-    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(t.data),
-              static_cast<std::uintptr_t>(WEFT_SHARE_FP_ENV ? FE_UPWARD : FE_TOWARDZERO));
-    EXPECT_EQ(std::fegetround(), FE_UPWARD);
-    std::fesetround(saved);
+    check_rounding_per_context<&weft::context::fast_jump>(
+        [this] { return make(&rounding_worker<&weft::context::fast_jump>); });
 }
 
 // A non-throwing ontop fn may run on top of a context suspended in fast_jump.
