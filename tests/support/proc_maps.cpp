@@ -2,6 +2,10 @@
 
 #include "support/proc_maps.hpp"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <fstream>
 #include <sstream>
 
@@ -34,6 +38,16 @@ const mapping* find_ending_at(const std::vector<mapping>& maps, std::uintptr_t e
 bool overlaps(const std::vector<mapping>& maps, std::uintptr_t lo, std::uintptr_t hi) {
     for (const mapping& m : maps)
         if (m.start < hi && lo < m.end) return true;
+    return false;
+}
+
+bool any_page_mapped(std::uintptr_t lo, std::uintptr_t hi) {
+    const std::uintptr_t page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+    for (std::uintptr_t p = lo & ~(page - 1); p < hi; p += page) {
+        unsigned char resident = 0;
+        // mincore fails with ENOMEM exactly when the page is not mapped.
+        if (::mincore(reinterpret_cast<void*>(p), page, &resident) == 0 || errno != ENOMEM) return true;
+    }
     return false;
 }
 

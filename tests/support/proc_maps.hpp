@@ -24,4 +24,11 @@ const mapping* find_ending_at(const std::vector<mapping>& maps, std::uintptr_t e
 // overlaps() says whether any mapping intersects [lo, hi).
 bool overlaps(const std::vector<mapping>& maps, std::uintptr_t lo, std::uintptr_t hi);
 
+// any_page_mapped() says whether any page of the page-aligned range [lo, hi)
+// is mapped, asking the kernel page by page (mincore) and allocating nothing.
+// Checks that something was unmapped must use this, not read_maps(): parsing
+// /proc/self/maps allocates, and under a sanitizer a large allocation is an
+// mmap that the kernel may place in the hole just left behind.
+bool any_page_mapped(std::uintptr_t lo, std::uintptr_t hi);
+
 }  // namespace weft::test

@@ -52,18 +52,17 @@ namespace {
 
 // ---------------------------------------------------------------- helpers
 
+using weft::test::any_page_mapped;
 using weft::test::mapping;
 using weft::test::find_ending_at;
-using weft::test::overlaps;
 using weft::test::read_maps;
 
 std::uintptr_t addr(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
 
 
-// is_mapped() says whether any part of a stack or its guard is mapped.
-bool is_mapped(const std::vector<mapping>& maps, const weft::stack_view& s) {
-    return overlaps(maps, addr(s.base) - s.guard, addr(s.top()));
-}
+// is_mapped() says whether any part of a stack or its guard is mapped; it
+// allocates nothing (see any_page_mapped).
+bool is_mapped(const weft::stack_view& s) { return any_page_mapped(addr(s.base) - s.guard, addr(s.top())); }
 
 // madvise_dontneed_zeroes() probes whether MADV_DONTNEED on a private
 // anonymous page makes it read back as zero here, as Linux guarantees; a
@@ -236,9 +235,9 @@ TEST_F(pooled_stack_reuse, larger_requests_are_unpooled_and_unmapped_on_release)
     EXPECT_EQ(st.unpooled, 1u);
     EXPECT_EQ(st.unpooled_in_use, 1u);
     EXPECT_EQ(st.mapped, 0u);
-    EXPECT_TRUE(is_mapped(read_maps(), big));
+    EXPECT_TRUE(is_mapped(big));
     pool.deallocate(big);
-    EXPECT_FALSE(is_mapped(read_maps(), big));
+    EXPECT_FALSE(is_mapped(big));
     st = pool.stats();
     EXPECT_EQ(st.unpooled_in_use, 0u);
     EXPECT_EQ(st.cached, 0u);
@@ -726,8 +725,7 @@ TEST_F(pooled_stack_decay, second_trim_unmaps_surplus_down_to_min_retained) {
     EXPECT_EQ(st.trims, 5u);
     EXPECT_EQ(st.unmaps, 0u);
     EXPECT_EQ(st.mapped, 5u);
-    std::vector<mapping> maps = read_maps();
-    for (auto& s : v) EXPECT_TRUE(is_mapped(maps, s));
+    for (auto& s : v) EXPECT_TRUE(is_mapped(s));
     pool.trim();  // step 2: idle through a second period: unmapped, 2 retained
     st = pool.stats();
     EXPECT_EQ(st.trims, 5u);
@@ -737,8 +735,7 @@ TEST_F(pooled_stack_decay, second_trim_unmaps_surplus_down_to_min_retained) {
     EXPECT_EQ(st.reserved, 2u);
     EXPECT_EQ(st.mapped_bytes, 2 * one_stack_bytes(small));
     EXPECT_EQ(st.peak_mapped, 5u);
-    maps = read_maps();
-    const auto still = std::count_if(v.begin(), v.end(), [&](const weft::stack_view& s) { return is_mapped(maps, s); });
+    const auto still = std::count_if(v.begin(), v.end(), [](const weft::stack_view& s) { return is_mapped(s); });
     EXPECT_EQ(still, 2) << "exactly the retained stacks are still mapped";
     pool.trim();  // min_retained holds
     EXPECT_EQ(pool.stats().mapped, 2u);
@@ -795,10 +792,9 @@ TEST_F(pooled_stack_decay, decay_follows_the_clock_and_keeps_what_is_used) {
     EXPECT_EQ(st.unmaps, 2u);
     EXPECT_EQ(st.mapped, 1u);
     EXPECT_EQ(st.cached, 1u);
-    const std::vector<mapping> maps = read_maps();
-    EXPECT_FALSE(is_mapped(maps, v[0]));
-    EXPECT_FALSE(is_mapped(maps, v[1]));
-    EXPECT_TRUE(is_mapped(maps, v[2]));
+    EXPECT_FALSE(is_mapped(v[0]));
+    EXPECT_FALSE(is_mapped(v[1]));
+    EXPECT_TRUE(is_mapped(v[2]));
     step(1000);  // the busy stack is never trimmed
     st = pool.stats();
     EXPECT_EQ(st.trims, 2u);
@@ -857,7 +853,7 @@ TEST_F(pooled_stack_limits, fresh_unpooled_at_max_stacks) {
     EXPECT_EQ(st.unpooled_in_use, 1u);
     EXPECT_EQ(st.limit_failures, 0u);
     pool.deallocate(c);
-    EXPECT_FALSE(is_mapped(read_maps(), c)) << "an unpooled stack is unmapped on release";
+    EXPECT_FALSE(is_mapped(c)) << "an unpooled stack is unmapped on release";
     st = pool.stats();
     EXPECT_EQ(st.unpooled_in_use, 0u);
     EXPECT_EQ(st.cached, 0u);
@@ -1024,15 +1020,13 @@ TEST_F(pooled_stack_threads, destruction_unmaps_idle_stacks_of_running_threads) 
     pool->deallocate(mine);
     pool->deallocate(pool->allocate(small * 2));  // unpooled, gone already
     {
-        const std::vector<mapping> maps = read_maps();
-        for (auto& s : theirs) EXPECT_TRUE(is_mapped(maps, s));
-        EXPECT_TRUE(is_mapped(maps, mine));
+        for (auto& s : theirs) EXPECT_TRUE(is_mapped(s));
+        EXPECT_TRUE(is_mapped(mine));
     }
     pool.reset();
     {
-        const std::vector<mapping> maps = read_maps();
-        for (auto& s : theirs) EXPECT_FALSE(is_mapped(maps, s)) << "another thread's idle stack outlived the pool";
-        EXPECT_FALSE(is_mapped(maps, mine));
+        for (auto& s : theirs) EXPECT_FALSE(is_mapped(s)) << "another thread's idle stack outlived the pool";
+        EXPECT_FALSE(is_mapped(mine));
     }
     {
         std::lock_guard<std::mutex> lk(m);
