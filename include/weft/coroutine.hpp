@@ -161,7 +161,7 @@ struct control_block {
             return unused;
         }
     }
-    void (*run)(control_block*) = nullptr;              // calls the body, keeps its result
+    context::entry_fn start = nullptr;                  // entry_for<...Block>: the first function on its stack
     void (*release)(control_block*) noexcept = nullptr;  // destroys the block, frees the stack
     struct copy_state* copy = nullptr;  // copy-stack mode: the saved bytes; null otherwise
 };
@@ -190,8 +190,18 @@ WEFT_API extern thread_counter live_coroutines;
 // may have moved the caller to another thread.
 [[nodiscard]] WEFT_API control_block** current_slot() noexcept;
 
-// entry() is every coroutine's first function (a context::entry_fn).
-WEFT_API void entry(context::transfer t) noexcept;
+// A coroutine's first function is entry_for<...Block>() (below): one
+// context::entry_fn per block type, so the body is called from it directly
+// and the coroutine's stack carries one frame less (which is what destroying
+// a suspended coroutine unwinds, and what a copy-stack coroutine saves).
+// entry_begin() is its start: tool hand-over, the resumer's context.
+[[nodiscard]] WEFT_API control_block* entry_begin(context::transfer t) noexcept;
+// entry_caught() keeps what the body let escape (called in a catch (...)).
+WEFT_API void entry_caught(control_block* cb) noexcept;
+// entry_end() finishes the coroutine: marks it done and switches back to
+// its resumer for the last time. `unwound`: forced_unwind reached the entry
+// (it aborts, naming the coroutine, if destruction found it swallowed).
+[[noreturn]] WEFT_API void entry_end(control_block* cb, bool unwound) noexcept;
 
 // misuse() throws coroutine_error with the coroutine's name and state.
 [[noreturn]] WEFT_API void misuse(const control_block* cb, coroutine_errc code);
@@ -389,7 +399,7 @@ Block* create(Alloc alloc, F&& fn, const coroutine_options& opts) {
     b->requested_stack = opts.stack_size;
     if (opts.paint_stack) paint(b, pd);
     sanitizer::on_create(b->fiber(), s.base, s.size);
-    b->ctx = context::make(pd, static_cast<std::size_t>(pd - base), &entry);
+    b->ctx = context::make(pd, static_cast<std::size_t>(pd - base), b->start);
     live_coroutines.add(1);
     return b;
 }
@@ -505,7 +515,7 @@ struct yielder_access {
 // run_body() calls the body of a Block (body_block or copy_block) with its
 // yielder and keeps the result.
 template <class Yield, class Resume, class Return, class Block>
-void run_body(control_block* b) {
+inline void run_body(control_block* b) {
     auto* self = static_cast<Block*>(b);
     yielder<Yield, Resume> y = yielder_access::make<Yield, Resume>(b);
     if constexpr (std::is_void_v<Resume>) {
@@ -522,6 +532,21 @@ void run_body(control_block* b) {
     }
 }
 
+// entry_for() is the first function of a coroutine whose block is Block.
+template <class Yield, class Resume, class Return, class Block>
+void entry_for(context::transfer t) noexcept {
+    control_block* cb = entry_begin(t);
+    bool unwound = false;
+    try {
+        run_body<Yield, Resume, Return, Block>(cb);
+    } catch (const forced_unwind&) {
+        unwound = true;
+    } catch (...) {
+        entry_caught(cb);
+    }
+    entry_end(cb, unwound);
+}
+
 // body_block is the control block of a coroutine with a stack of its own.
 template <class Yield, class Resume, class Return, class F, class Alloc>
 struct body_block final : result_block<Return> {
@@ -530,7 +555,7 @@ struct body_block final : result_block<Return> {
 
     template <class G>
     body_block(G&& g, Alloc&& a) : fn(std::forward<G>(g)), alloc(std::move(a)) {
-        this->run = &run_body<Yield, Resume, Return, body_block>;
+        this->start = &entry_for<Yield, Resume, Return, body_block>;
         this->release = &release_block;
         this->plain = std::is_void_v<Yield> && std::is_void_v<Resume>;
     }
@@ -553,7 +578,7 @@ struct copy_block final : result_block<Return> {
 
     template <class G>
     explicit copy_block(G&& g) : fn(std::forward<G>(g)) {
-        this->run = &run_body<Yield, Resume, Return, copy_block>;
+        this->start = &entry_for<Yield, Resume, Return, copy_block>;
         this->release = &release_block;
         this->plain = std::is_void_v<Yield> && std::is_void_v<Resume>;
     }

@@ -35,7 +35,7 @@ void grow(copy_state& cs, std::size_t n) {
 }
 
 // Every copy-stack coroutine that is not running was suspended by
-// switch_to() (in suspend(), or entry()'s last switch), so its
+// switch_to() (in suspend(), or entry_end()'s last switch), so its
 // stack holds, from the context up: the switch frame, the unused gap below
 // the suspended function's stack pointer (fast_jump_gap, the x86-64 red
 // zone: free here, because a function containing suspend() makes calls and
@@ -43,22 +43,51 @@ void grow(copy_state& cs, std::size_t n) {
 constexpr std::size_t frame_bytes = context::fast_jump_frame;
 constexpr std::size_t gap_bytes = switch_gap;  // 0 in TSan builds (see switch_to())
 
-// save() copies the live bytes of `owner`, suspended on s, into its buffer.
+// A switch frame's slots that hold data. fast_jump() stores only the frame
+// pointer, the resume address and the FP control state; it loads the other
+// slots (callee-saved registers, real values only in frames of the .S jump)
+// into registers it declares clobbered, so their bytes need not survive a
+// save. TSan builds switch with the .S jump, whose frames are all data.
+struct frame_part {
+    std::size_t offset, size;
+};
+#if WEFT_TSAN
+constexpr frame_part frame_parts[] = {{0, frame_bytes}};
+#elif defined(__x86_64__)
+// MXCSR and x87 CW at +0, rbp at +0x30, resume address at +0x38.
+constexpr frame_part frame_parts[] = {{0x00, 0x08}, {0x30, 0x10}};
+#elif defined(__aarch64__)
+// x29 and x30 (the resume address) at +0, FPCR at +0xa0.
+constexpr frame_part frame_parts[] = {{0x00, 0x10}, {0xa0, 0x08}};
+#endif
+constexpr std::size_t frame_kept = [] {
+    std::size_t n = 0;
+    for (const frame_part& p : frame_parts) n += p.size;
+    return n;
+}();
+
+// save() copies the live bytes of `owner`, suspended on s, into its buffer:
+// the frame's data slots, then everything above the frame and the gap.
 void save(control_block* owner, shared_stack_slot& s) {
     copy_state& cs = *owner->copy;
     auto* sp = static_cast<std::byte*>(owner->ctx);
     const auto span = static_cast<std::size_t>(top_of(s) - sp);
     if (span < frame_bytes + gap_bytes) [[unlikely]]
         fatal(owner, "is suspended below a switch frame (cannot happen: see switch_to())");
-    const std::size_t n = span - gap_bytes;
+    const std::size_t above = span - frame_bytes - gap_bytes;
+    const std::size_t n = frame_kept + above;
     if (n > cs.capacity) grow(cs, n);
 #if WEFT_ASAN
     // Frames keep their red zones poisoned while suspended; the copy reads
     // them on purpose.
     __asan_unpoison_memory_region(sp, span);
 #endif
-    std::memcpy(cs.buffer, sp, frame_bytes);
-    std::memcpy(cs.buffer + frame_bytes, sp + frame_bytes + gap_bytes, n - frame_bytes);
+    std::byte* out = cs.buffer;
+    for (const frame_part& p : frame_parts) {
+        std::memcpy(out, sp + p.offset, p.size);
+        out += p.size;
+    }
+    std::memcpy(out, sp + frame_bytes + gap_bytes, above);
     cs.saved = static_cast<std::uint32_t>(n);
     if (cs.saved > cs.max_saved) cs.max_saved = cs.saved;
     if (cs.saves++ == 0) s.pool->note_first_save(n);
@@ -73,12 +102,17 @@ void restore(control_block* cb, shared_stack_slot& s) noexcept {
     // (it still counts it as below some earlier stack pointer).
     sanitizer::release_stack(s.stack.base, s.stack.size);
     if (!cb->ctx) {
-        cb->ctx = context::make(top_of(s), s.stack.size, &entry);
+        cb->ctx = context::make(top_of(s), s.stack.size, cb->start);
         return;
     }
-    std::byte* sp = top_of(s) - cs.saved - gap_bytes;
-    std::memcpy(sp, cs.buffer, frame_bytes);
-    std::memcpy(sp + frame_bytes + gap_bytes, cs.buffer + frame_bytes, cs.saved - frame_bytes);
+    const std::size_t above = cs.saved - frame_kept;
+    std::byte* sp = top_of(s) - above - gap_bytes - frame_bytes;
+    const std::byte* in = cs.buffer;
+    for (const frame_part& p : frame_parts) {
+        std::memcpy(sp + p.offset, in, p.size);
+        in += p.size;
+    }
+    std::memcpy(sp + frame_bytes + gap_bytes, in, above);
     ++cs.restores;
 }
 

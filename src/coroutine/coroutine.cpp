@@ -66,18 +66,18 @@ control_block* current_for_signal() noexcept {
     return current;
 }
 
-void entry(context::transfer t) noexcept {
+control_block* entry_begin(context::transfer t) noexcept {
     auto* cb = static_cast<control_block*>(t.data);
     sanitizer::arrived(cb->fiber(), true);
     cb->caller = t.from;
-    bool unwound = false;
-    try {
-        cb->run(cb);
-    } catch (const forced_unwind&) {
-        unwound = true;
-    } catch (...) {
-        if (!cb->unwinding) cb->exception = std::current_exception();
-    }
+    return cb;
+}
+
+void entry_caught(control_block* cb) noexcept {
+    if (!cb->unwinding) cb->exception = std::current_exception();
+}
+
+void entry_end(control_block* cb, bool unwound) noexcept {
     if (cb->unwinding && !unwound)
         fatal(cb, "swallowed weft::forced_unwind while being destroyed (a catch (...) must rethrow it)");
     cb->state.store(coroutine_state::done, std::memory_order_relaxed);
@@ -148,7 +148,7 @@ void destroy(control_block* cb) noexcept {
     case coroutine_state::running: fatal(cb, "was destroyed while running");
     case coroutine_state::suspended: {
         // Resume it with unwinding set: its pending yield throws
-        // forced_unwind (see suspend()), and entry() lets it end there.
+        // forced_unwind (see suspend()), and entry_for() lets it end there.
         cb->unwinding = true;
         if (cb->copy) enter_shared_to_destroy(cb);
         switch_in(cb);
