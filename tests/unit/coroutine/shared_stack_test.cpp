@@ -7,9 +7,13 @@
 // weft_unit_coroutine_copy.)
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <array>
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -469,6 +473,94 @@ TEST_F(shared_stack_test, check_shared_stack_pointer_rejects_dead_stack_memory) 
     // catch the second case (docs/safety.md says so); record, don't demand.
     (void)mate_caught;
     EXPECT_FALSE(mate.resume());
+}
+
+// big_frame_survives() keeps 1 MiB of a pattern live across one yield and
+// says whether it came back intact.
+[[gnu::noinline]] bool big_frame_survives(weft::yielder<>& y) {
+    std::array<unsigned char, std::size_t{1} << 20> buf;
+    for (std::size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<unsigned char>(i * 7 + 3);
+    y.yield();
+    for (std::size_t i = 0; i < buf.size(); ++i)
+        if (buf[i] != static_cast<unsigned char>(i * 7 + 3)) return false;
+    asm volatile("" ::"r"(buf.data()) : "memory");
+    return true;
+}
+
+// vm_size() is this process's virtual size in bytes (/proc/self/status).
+std::size_t vm_size() {
+    std::FILE* f = std::fopen("/proc/self/status", "r");
+    if (!f) return 0;
+    char line[256];
+    std::size_t kib = 0;
+    while (std::fgets(line, sizeof line, f))
+        if (!std::strncmp(line, "VmSize:", 7)) kib = std::strtoull(line + 7, nullptr, 10);
+    std::fclose(f);
+    return kib * 1024;
+}
+
+// address_space_cap lowers RLIMIT_AS to a little above what the process
+// uses, so that any large allocation fails, until it goes out of scope.
+class address_space_cap {
+public:
+    address_space_cap() {
+        getrlimit(RLIMIT_AS, &old_);
+        rlimit r = old_;
+        r.rlim_cur = vm_size() + 256 * 1024;
+        set_ = setrlimit(RLIMIT_AS, &r) == 0;
+    }
+    ~address_space_cap() {
+        if (set_) setrlimit(RLIMIT_AS, &old_);
+    }
+    address_space_cap(const address_space_cap&) = delete;
+    address_space_cap& operator=(const address_space_cap&) = delete;
+    // effective() says whether a 1 MiB allocation now fails.
+    bool effective() const {
+        void* p = set_ ? std::malloc(std::size_t{1} << 20) : nullptr;
+        std::free(p);
+        return set_ && !p;
+    }
+
+private:
+    rlimit old_{};
+    bool set_ = false;
+};
+
+TEST_F(shared_stack_test, a_save_without_memory_throws_bad_alloc_and_loses_nothing) {
+#if WEFT_ASAN || WEFT_TSAN
+    GTEST_SKIP() << "the sanitizers' allocators abort instead of failing when the address space runs out";
+#else
+    weft::shared_stack_pool pool({.stack_size = 2 * 1024 * 1024, .stacks = 1});
+    bool intact = false;
+    weft::coroutine<> big(std::allocator_arg, weft::shared_stack(pool),
+                          [&](weft::yielder<>& y) { intact = big_frame_survives(y); }, {.name = "big"});
+    int other_ran = 0;
+    weft::coroutine<> other(std::allocator_arg, weft::shared_stack(pool), [&](weft::yielder<>& y) {
+        ++other_ran;
+        y.yield();
+    });
+    ASSERT_TRUE(big.resume());  // 1 MiB live on the shared stack, nothing saved yet
+    {
+        address_space_cap cap;
+        if (!cap.effective())
+            GTEST_SKIP() << "RLIMIT_AS is not enforced here (qemu-user and valgrind ignore it), so no allocation "
+                            "can be made to fail";
+        // Taking the stack over needs a 1 MiB buffer for big's bytes: the
+        // resume fails before anything moves.
+        EXPECT_THROW((void)other.resume(), std::bad_alloc);
+    }
+    EXPECT_EQ(other_ran, 0);
+    EXPECT_EQ(other.state(), weft::coroutine_state::created);
+    EXPECT_EQ(big.state(), weft::coroutine_state::suspended);
+    EXPECT_EQ(big.copy_stats().saves, 0u);
+    // With memory back, the same takeover saves big, and big comes back whole.
+    EXPECT_TRUE(other.resume());
+    EXPECT_EQ(other_ran, 1);
+    EXPECT_EQ(big.copy_stats().saves, 1u);
+    EXPECT_GE(big.copy_stats().last_saved, std::size_t{1} << 20);
+    EXPECT_FALSE(big.resume());
+    EXPECT_TRUE(intact);
+#endif
 }
 
 }  // namespace
