@@ -44,8 +44,6 @@ unsigned next_colour() noexcept {
     return c;
 }
 
-void throw_forced_unwind() { throw forced_unwind{}; }
-
 control_block** current_slot() noexcept {
     // Every path into a coroutine comes through here first, so this is where
     // a thread gets its overflow diagnosis set up, once.
