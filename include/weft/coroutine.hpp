@@ -106,13 +106,26 @@ struct coroutine_options {
     // (the shared stack holds other coroutines' frames).
     bool paint_stack = false;
     // cache_colouring places the name, control block and private data a
-    // varying multiple of 64 bytes (0 to 63 cache lines) below the top of
-    // the stack, so that the control blocks of many coroutines on equally
-    // aligned stacks do not all map to the same cache sets. It costs up to
-    // 4032 bytes of the stack, and never more than a sixteenth of it.
-    // Without effect in copy-stack mode (the control block is on the heap).
+    // varying multiple of 64 bytes (0 to cache_colours - 1 cache lines)
+    // below the top of the stack, so that the control blocks of many
+    // coroutines on equally aligned stacks do not all map to the same cache
+    // sets. It costs up to 960 bytes of the stack, and never more than a
+    // sixteenth of it. Without effect in copy-stack mode (the control block
+    // is on the heap).
     bool cache_colouring = true;
 };
+
+// cache_colours is how many different cache-line offsets cache colouring
+// uses: 16, so at most 15 lines (960 bytes). The L1 data cache of current
+// x86-64 and AArch64 cores is indexed by the address bits within a page, so
+// 16 offsets give 16 sets times the cache's ways (128 control blocks with 8
+// ways) before two of them evict each other. A wider range bought nothing
+// more and cost a page: with offsets up to 63 lines the control block and
+// the first frames of a small coroutine often reached into a second page of
+// its stack, and S3 (30,000 coroutines on pooled 64 KiB stacks) took twice
+// the page faults and twice the resident memory of colouring off
+// (bench/README.md, "Cache colouring").
+inline constexpr unsigned cache_colours = 16;
 
 // forced_unwind is thrown inside a suspended coroutine that is being
 // destroyed, so that its stack unwinds and destructors run. It does not
@@ -340,8 +353,8 @@ struct body_block;
 template <class Yield, class Resume, class Return, class F>
 struct copy_block;
 
-// next_colour() steps through 0..63 on each thread: the cache line offset
-// of the next coroutine's control block (see create()).
+// next_colour() steps through 0 .. cache_colours - 1 on each thread: the
+// cache line offset of the next coroutine's control block (see create()).
 [[nodiscard]] WEFT_API unsigned next_colour() noexcept;
 
 inline std::byte* align_down(std::byte* p, std::size_t a) noexcept {
@@ -356,7 +369,7 @@ inline std::byte* align_down(std::byte* p, std::size_t a) noexcept {
 // Colouring: stacks from mmap and from pools all start on a page boundary,
 // so without an offset every control block would sit at the same offset in
 // its page and compete for the same few cache sets. The offset is a
-// per-thread counter stepping through 0..63 cache lines rather than a hash
+// per-thread counter stepping through the cache_colours lines rather than a hash
 // of the stack's address: consecutive coroutines, which are the ones used
 // together, get distinct lines for certain, and a pooled stack reused LIFO
 // does not carry its colour over to its next coroutine.
@@ -375,8 +388,8 @@ Block* create(Alloc alloc, F&& fn, const coroutine_options& opts) {
     if (opts.cache_colouring) {
         std::size_t colour = std::size_t{next_colour()} * 64;
         // At most a sixteenth of the room left for frames, so that colouring
-        // never makes a tight stack overflow (stacks of 64 KiB and more get
-        // the full 63 lines).
+        // never makes a tight stack overflow (a 16 KiB stack without private
+        // data already gets every colour).
         const std::size_t spare = ((s.size - fixed) / 16) & ~std::size_t{63};
         top -= colour < spare ? colour : spare;
     }

@@ -40,7 +40,7 @@ void fatal(const control_block* cb, const char* what) noexcept {
 unsigned next_colour() noexcept {
     // No stack switch happens between computing this address and using it.
     const unsigned c = colour;
-    colour = (c + 1) & 63;
+    colour = c + 1 == cache_colours ? 0 : c + 1;
     return c;
 }
 

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -35,12 +36,28 @@ std::vector<std::uintptr_t> page_offsets(int count, bool colouring, Alloc alloc)
 }
 
 TEST_F(colouring_test, control_blocks_spread_over_the_cache_lines_of_a_page) {
-    const std::vector<std::uintptr_t> offsets = page_offsets(64, true, weft::mmap_stack{});
-    const std::set<std::uintptr_t> distinct(offsets.begin(), offsets.end());
-    EXPECT_EQ(distinct.size(), 64u) << "64 consecutive coroutines take 64 different cache lines";
+    const std::vector<std::uintptr_t> offsets = page_offsets(2 * weft::cache_colours, true, weft::mmap_stack{});
     std::set<std::uintptr_t> lines;
     for (std::uintptr_t o : offsets) lines.insert(o / 64);
-    EXPECT_EQ(lines.size(), 64u);
+    EXPECT_EQ(lines.size(), std::size_t{weft::cache_colours}) << "consecutive coroutines take every colour";
+    // Consecutive coroutines differ; the colours repeat after a full cycle.
+    for (std::size_t i = 1; i < offsets.size(); ++i) EXPECT_NE(offsets[i], offsets[i - 1]) << "at " << i;
+    for (std::size_t i = weft::cache_colours; i < offsets.size(); ++i)
+        EXPECT_EQ(offsets[i], offsets[i - weft::cache_colours]) << "at " << i;
+}
+
+TEST_F(colouring_test, the_offset_stays_within_the_colour_range) {
+    // Colouring moves the control block down by at most cache_colours - 1
+    // lines from where it sits without colouring, so that a small coroutine
+    // does not reach into another page of its stack because of it.
+    const std::vector<std::uintptr_t> plain = page_offsets(1, false, weft::mmap_stack{});
+    const std::vector<std::uintptr_t> coloured = page_offsets(3 * weft::cache_colours, true, weft::mmap_stack{});
+    std::uintptr_t deepest = 0;
+    for (std::uintptr_t o : coloured) {
+        ASSERT_LE(o, plain[0]);
+        deepest = std::max(deepest, plain[0] - o);
+    }
+    EXPECT_EQ(deepest, (weft::cache_colours - 1) * 64u);
 }
 
 TEST_F(colouring_test, without_colouring_every_control_block_sits_at_the_same_offset) {
@@ -50,9 +67,9 @@ TEST_F(colouring_test, without_colouring_every_control_block_sits_at_the_same_of
 }
 
 TEST_F(colouring_test, pooled_stacks_are_coloured_too) {
-    const std::vector<std::uintptr_t> offsets = page_offsets(32, true, weft::pooled_stack{});
+    const std::vector<std::uintptr_t> offsets = page_offsets(weft::cache_colours, true, weft::pooled_stack{});
     const std::set<std::uintptr_t> distinct(offsets.begin(), offsets.end());
-    EXPECT_EQ(distinct.size(), 32u);
+    EXPECT_EQ(distinct.size(), std::size_t{weft::cache_colours});
 }
 
 TEST_F(colouring_test, a_small_stack_gives_at_most_a_sixteenth_to_colouring) {
