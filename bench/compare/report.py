@@ -445,7 +445,11 @@ def machine_header(r, started, elapsed):
     go = r.worlds.get("go", {})
     flags = a.cxx_flags or "?"
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+    # The report's own output (bench/results/ in a full run) is rewritten by
+    # this very run: it does not make the code measured uncommitted.
+    out = os.path.relpath(os.path.abspath(a.out))
+    spec = [] if out.startswith("..") else ["--", ".", f":(exclude){out}"]
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", *spec], capture_output=True,
                            text=True).stdout.strip()
     lines = [
         f"- date: {started.strftime('%Y-%m-%d %H:%M UTC')}; {'quick run (--quick)' if a.quick else 'full run'}, "
