@@ -123,8 +123,9 @@ struct coroutine_options {
 // more and cost a page: with offsets up to 63 lines the control block and
 // the first frames of a small coroutine often reached into a second page of
 // its stack, and S3 (30,000 coroutines on pooled 64 KiB stacks) took twice
-// the page faults and twice the resident memory of colouring off
-// (bench/README.md, "Cache colouring").
+// the page faults of colouring off, a second resident page per stack
+// (bench/README.md, "Cache colouring", which also has what colouring costs
+// and gains now).
 inline constexpr unsigned cache_colours = 16;
 
 // forced_unwind is thrown inside a suspended coroutine that is being
