@@ -6,14 +6,15 @@
 //
 // A shared_stack_pool owns N stacks (mmap'd, each with a guard page below
 // it). A coroutine created with a shared_stack handle is assigned to one of
-// them for its whole life and runs there at full speed; its control block,
-// body, name, result and private data live in one small heap block instead
-// (libaco's copy-stack model with libco's pool of stacks). When another
-// coroutine assigned to the same stack is resumed, the live bytes of the one
-// whose frames are on the stack (from its suspended stack pointer to the
-// top) are copied into its heap buffer, and the newcomer's saved bytes are
-// copied back to the same addresses. A suspended copy-stack coroutine thus
-// costs its live stack bytes plus its control block, not a whole stack.
+// them for its whole life and runs there at full speed; its fiber (the
+// record the layer above keeps per coroutine: body, name, result, private
+// data) lives in one small heap block instead (libaco's copy-stack model
+// with libco's pool of stacks). When another coroutine assigned to the same
+// stack is resumed, the live bytes of the one whose frames are on the stack
+// (from its suspended stack pointer to the top) are copied into its heap
+// buffer, and the newcomer's saved bytes are copied back to the same
+// addresses. A suspended copy-stack coroutine thus costs its live stack
+// bytes plus its fiber record, not a whole stack.
 //
 // The price: a pointer into a suspended copy-stack coroutine's stack is only
 // valid while that coroutine's bytes are on the shared stack, i.e. until
@@ -73,9 +74,9 @@ struct shared_stack_slot {
     // is a compare-exchange from null (acquire); giving it back a release
     // store, so the stack's bytes and `owner` pass between threads in order.
     std::atomic<const void*> holder{nullptr};
-    // owner is the coroutine whose frames are on the stack (a coroutine
-    // control block of layer 2, opaque here), or null. Read and written
-    // only by the holder.
+    // owner is the fiber whose frames are on the stack (an opaque pointer
+    // owned by the layer above; this layer never dereferences it), or null.
+    // Read and written only by the holder.
     void* owner = nullptr;
     shared_stack_pool* pool = nullptr;
     std::uint32_t index = 0;
@@ -139,8 +140,8 @@ public:
 
     // save_hint() is the size of the most recent first save of a coroutine
     // of this pool: new coroutines reserve that much save buffer in their
-    // control block's allocation, so that coroutines alike need one heap
-    // block each and no slack. note_first_save() updates it.
+    // fiber's allocation (made by the layer above), so that coroutines alike
+    // need one heap block each and no slack. note_first_save() updates it.
     [[nodiscard]] std::size_t save_hint() const noexcept { return save_hint_.load(std::memory_order_relaxed); }
     void note_first_save(std::size_t bytes) noexcept { save_hint_.store(bytes, std::memory_order_relaxed); }
 

@@ -3,7 +3,8 @@
 // A stack allocator is anything that satisfies weft::stack_allocator:
 //   allocate(size) -> stack_view      usable memory of at least `size` bytes
 //   deallocate(view) noexcept         gives back exactly what allocate returned
-// weft ships mmap_stack (guard page, lazily backed) and malloc_stack.
+// weft ships mmap_stack (guard page, lazily backed) and malloc_stack (heap,
+// guard word).
 #pragma once
 
 #include <atomic>
@@ -11,8 +12,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <system_error>
+#include <type_traits>
 
 #include "weft/config.hpp"
+#include "weft/detail/support.hpp"
 
 namespace weft {
 
@@ -91,16 +94,49 @@ private:
     std::size_t guard_pages_;
 };
 
-// malloc_stack allocates stacks from the heap, 16-byte aligned, without a
-// guard page: an overflow corrupts the heap silently. For tests, debugging
-// under tools that dislike mappings, and very small stacks.
+// malloc_stack allocates stacks from the heap, 16-byte aligned, with no
+// guard page but a guard word: the guard_bytes just below each stack's base
+// hold guard_value, and deallocate() aborts with a message if they were
+// overwritten. An overflow that reaches them is thus reported when the stack
+// is released (and wherever else its owner checks guard_intact() or
+// guard_word()); one that skips over them, or does not reach them, is not
+// caught and corrupts the heap (docs/safety.md, malloc_stack overflow). For
+// tests, debugging under tools that dislike mappings, and very small stacks.
 class WEFT_API malloc_stack {
 public:
-    // allocate() returns exactly `size` bytes rounded up to 16. Throws:
+    // guard_bytes is the size of the guard just below base: two words of
+    // guard_value. It keeps base 16-byte aligned.
+    static constexpr std::size_t guard_bytes = 16;
+    // guard_value is the pattern of every guard word: not a canonical
+    // address nor a small integer, so a stray pointer or count written there
+    // does not pass for it.
+    static constexpr std::uint64_t guard_value = 0x5745'4654'4755'4152;  // "WEFTGUAR"
+
+    // allocate() returns exactly `size` bytes rounded up to 16, with base
+    // 16-byte aligned and the guard (guard_bytes, filled with guard_value)
+    // just below base, in the same heap block. The view's guard member stays
+    // 0: the guard word is readable and writable, so no fault ever lands in
+    // it. Throws: stack_error(EOVERFLOW) when size plus the guard overflows,
     // stack_error(ENOMEM); std::invalid_argument if size == 0.
     [[nodiscard]] stack_view allocate(std::size_t size);
-    // deallocate() frees a stack returned by allocate().
+    // deallocate() checks the guard and frees a stack returned by
+    // allocate(). An empty view is ignored. If the guard was overwritten it
+    // writes "weft: malloc_stack overflow detected at release: ..." with the
+    // stack's range to stderr and aborts, freeing nothing.
     void deallocate(stack_view stack) noexcept;
+
+    // guard_word() is the address of the guard word nearest the stack (the
+    // 8 bytes just below base), the first one a downward overflow reaches.
+    // It holds guard_value until something overwrites it; comparing the two
+    // is one load, cheap enough for every switch. guard_intact() checks the
+    // whole guard. Requires: v came from allocate() of a malloc_stack and
+    // was not deallocated.
+    [[nodiscard]] static const std::uint64_t* guard_word(stack_view v) noexcept {
+        return reinterpret_cast<const std::uint64_t*>(static_cast<const std::byte*>(v.base) - sizeof(std::uint64_t));
+    }
+    // guard_intact() says whether every word of v's guard still holds
+    // guard_value. Requires: as for guard_word().
+    [[nodiscard]] static bool guard_intact(stack_view v) noexcept;
 };
 
 static_assert(stack_allocator<mmap_stack>);
@@ -114,26 +150,10 @@ namespace stats {
 
 namespace detail {
 
-// thread_counter is a statistic that many threads update on hot paths and
-// few read. add() touches only the calling thread's slot: a relaxed load and
-// store, no read-modify-write and no shared cache line. read() sums every
-// thread's slot (and the totals of exited threads) under a lock, so it is
-// exact once the updates it should see have happened-before it. A counter
-// decremented on another thread than the one that incremented it is fine:
-// slots may go negative, the sum stays right. Ids are fixed (constant
-// initialisation: usable from any static initialiser).
-class thread_counter {
-public:
-    static constexpr unsigned max_counters = 8;
-    explicit constexpr thread_counter(unsigned id) noexcept : id_(id) {}
-    WEFT_API void add(std::int64_t delta) noexcept;
-    [[nodiscard]] WEFT_API std::int64_t read() const noexcept;
+// thread_counter (weft/detail/support.hpp) is included from here for the
+// users that know it through this header.
 
-private:
-    unsigned id_;
-};
-
-// The counters weft keeps (ids 0 and 1).
+// live_stacks counts the stacks of stats::live_stacks() (counter_id::live_stacks).
 WEFT_API extern thread_counter live_stacks;
 }  // namespace detail
 

@@ -29,6 +29,7 @@
 #include <type_traits>
 
 #include "weft/detail/sanitizer.hpp"
+#include "weft/detail/support.hpp"
 #include "weft/pooled_stack.hpp"
 
 namespace weft {
@@ -134,9 +135,8 @@ const stack_pool_options& checked(const stack_pool_options& o) {
     // Unpooled stacks carry guard_pages + 1 pages.
     if (o.guard_pages >= max / page) invalid("guard_pages (" + to_string(o.guard_pages) + ") is too large");
     std::size_t usable, bytes;
-    if (__builtin_add_overflow(o.stack_size, page - 1, &usable))
+    if (!detail::round_up(o.stack_size, page, usable))
         invalid("stack_size (" + to_string(o.stack_size) + ") overflows when rounded up to pages");
-    usable &= ~(page - 1);
     if (__builtin_add_overflow(usable, o.guard_pages * page, &bytes))
         invalid("stack_size (" + to_string(o.stack_size) + ") plus the guard overflows");
     if (o.max_stacks == 0) invalid("max_stacks must be at least 1");

@@ -58,7 +58,7 @@ shared_stack_pool::shared_stack_pool(const options& o) {
     if (o.stack_size == 0) invalid("stack_size must not be zero");
     if (o.stacks == 0) invalid("stacks must not be zero");
     if (o.guard_pages == 0) invalid("guard_pages must not be zero");
-    // A coroutine's saved size is kept in 32 bits.
+    // The layer above keeps a fiber's saved size in 32 bits.
     if (o.stack_size > (std::size_t{1} << 32) - page) invalid("stack_size must be below 4 GiB");
     stack_size_ = (o.stack_size + page - 1) & ~(page - 1);
     if (o.guard_pages > (std::size_t{1} << 32) / page) invalid("guard_pages too large");
@@ -92,9 +92,9 @@ shared_stack_pool::shared_stack_pool(const options& o) {
     for (std::size_t i = 0; i < count_; ++i) {
         [[maybe_unused]] auto* base = static_cast<std::byte*>(slots_[i].stack.base);
 #if WEFT_ASAN
-        // The coroutine whose frames are on the stack may hold the only
-        // pointer to a heap block (evicted ones keep theirs in heap buffers,
-        // which LeakSanitizer scans as part of their control blocks).
+        // The fiber whose frames are on the stack may hold the only pointer
+        // to a heap block (evicted ones keep theirs in save buffers of the
+        // layer above, which LeakSanitizer scans like any reachable block).
         __lsan_register_root_region(base, stack_size_);
 #endif
 #if WEFT_VALGRIND

@@ -1,101 +1,23 @@
 // stack.cpp: mmap_stack and malloc_stack.
 
-#include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
 #include <limits>
-#include <mutex>
 #include <stdexcept>
 #include <string>
 
 #include "weft/detail/sanitizer.hpp"
+#include "weft/detail/support.hpp"
 #include "weft/stack.hpp"
 
 namespace weft {
 
 namespace detail {
 
-namespace {
-
-// Each thread's slots. Trivially constructible and destructible, so the
-// thread_local needs no guard on access and never "dies" before the thread:
-// a pthread key destructor, which glibc runs after the C++ thread_local
-// destructors (a pool's thread cache returning its stacks, for one), folds
-// the slots into the registry's totals.
-struct thread_slots {
-    std::atomic<std::int64_t> value[thread_counter::max_counters];
-    thread_slots* next;
-    thread_slots* prev;
-    bool registered;
-    bool retired;  // folded into the totals: later updates go there directly
-};
-
-struct registry {
-    std::mutex mutex;
-    thread_slots* head = nullptr;  // guarded by mutex
-    std::atomic<std::int64_t> retired[thread_counter::max_counters] = {};
-    pthread_key_t key{};
-
-    static void on_thread_exit(void* p) noexcept;
-    registry() { (void)pthread_key_create(&key, &on_thread_exit); }
-};
-
-// Never destroyed: threads may exit while static destructors run.
-registry& reg() noexcept {
-    static registry* r = new registry();
-    return *r;
-}
-
-thread_local thread_slots t_slots;
-
-void registry::on_thread_exit(void* p) noexcept {
-    auto* s = static_cast<thread_slots*>(p);
-    registry& r = reg();
-    std::lock_guard lock(r.mutex);
-    for (unsigned i = 0; i < thread_counter::max_counters; ++i)
-        r.retired[i].fetch_add(s->value[i].load(std::memory_order_relaxed), std::memory_order_relaxed);
-    if (s->prev) s->prev->next = s->next; else r.head = s->next;
-    if (s->next) s->next->prev = s->prev;
-    s->retired = true;
-}
-
-[[gnu::noinline]] void register_thread(thread_slots& s) noexcept {
-    registry& r = reg();
-    std::lock_guard lock(r.mutex);
-    s.registered = true;
-    s.prev = nullptr;
-    s.next = r.head;
-    if (r.head) r.head->prev = &s;
-    r.head = &s;
-    (void)pthread_setspecific(r.key, &s);
-}
-
-}  // namespace
-
-void thread_counter::add(std::int64_t delta) noexcept {
-    thread_slots& s = t_slots;
-    if (!s.registered) [[unlikely]]
-        register_thread(s);
-    if (s.retired) [[unlikely]] {
-        reg().retired[id_].fetch_add(delta, std::memory_order_relaxed);
-        return;
-    }
-    auto& v = s.value[id_];
-    v.store(v.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
-}
-
-std::int64_t thread_counter::read() const noexcept {
-    registry& r = reg();
-    std::lock_guard lock(r.mutex);
-    std::int64_t sum = r.retired[id_].load(std::memory_order_relaxed);
-    for (thread_slots* s = r.head; s; s = s->next) sum += s->value[id_].load(std::memory_order_relaxed);
-    return sum;
-}
-
-thread_counter live_stacks{0};
+thread_counter live_stacks{counter_id::live_stacks};
 
 }  // namespace detail
 
@@ -107,15 +29,6 @@ namespace {
 
 std::string stack_error_message(std::size_t requested, const char* operation) {
     return std::string("weft: cannot allocate a stack of ") + std::to_string(requested) + " bytes (" + operation + ")";
-}
-
-// round_up() rounds n up to a multiple of the power of two `to`, reporting
-// overflow instead of wrapping.
-bool round_up(std::size_t n, std::size_t to, std::size_t& out) noexcept {
-    std::size_t sum;
-    if (__builtin_add_overflow(n, to - 1, &sum)) return false;
-    out = sum & ~(to - 1);
-    return true;
 }
 
 }  // namespace
@@ -139,7 +52,7 @@ stack_view mmap_stack::allocate(std::size_t size) {
     if (size == 0) throw std::invalid_argument("weft::mmap_stack::allocate: size must not be zero");
     const std::size_t page = page_size();
     std::size_t usable, total;
-    if (!round_up(size, page, usable) || __builtin_add_overflow(usable, guard_size(), &total))
+    if (!detail::round_up(size, page, usable) || __builtin_add_overflow(usable, guard_size(), &total))
         throw stack_error(EOVERFLOW, size, "size overflows");
     // Reserve the whole range inaccessible, then open everything above the
     // guard: the guard is never backed, the rest is backed on first touch.
@@ -166,18 +79,44 @@ void mmap_stack::deallocate(stack_view stack) noexcept {
 
 stack_view malloc_stack::allocate(std::size_t size) {
     if (size == 0) throw std::invalid_argument("weft::malloc_stack::allocate: size must not be zero");
-    std::size_t rounded;
-    if (!round_up(size, 16, rounded)) throw stack_error(EOVERFLOW, size, "size overflows");
-    void* p = std::aligned_alloc(16, rounded);
+    std::size_t rounded, total;
+    if (!detail::round_up(size, 16, rounded) || __builtin_add_overflow(rounded, guard_bytes, &total))
+        throw stack_error(EOVERFLOW, size, "size overflows");
+    void* p = std::aligned_alloc(16, total);
     if (!p) throw stack_error(ENOMEM, size, "aligned_alloc");
+    // The guard sits in the same block as the stack, below it: an overflow
+    // runs into it before it leaves the block, and the heap's own metadata
+    // (below the block) is only reached through it.
+    auto* guard = static_cast<std::uint64_t*>(p);
+    for (std::size_t i = 0; i < guard_bytes / sizeof *guard; ++i) guard[i] = guard_value;
     detail::live_stacks.add(1);
-    return {p, rounded};
+    return {static_cast<std::byte*>(p) + guard_bytes, rounded};
+}
+
+bool malloc_stack::guard_intact(stack_view v) noexcept {
+    const auto* guard = reinterpret_cast<const std::uint64_t*>(static_cast<const std::byte*>(v.base) - guard_bytes);
+    for (std::size_t i = 0; i < guard_bytes / sizeof *guard; ++i)
+        if (guard[i] != guard_value) return false;
+    return true;
 }
 
 void malloc_stack::deallocate(stack_view stack) noexcept {
     if (!stack.base) return;
+    if (!guard_intact(stack)) [[unlikely]] {
+        // Whatever overwrote the guard may have gone on into the heap's
+        // metadata: report without allocating, and do not hand the block to
+        // free(), which could crash with a less useful message first.
+        char buf[256];
+        detail::text_writer w(buf, sizeof buf);
+        w.text("weft: malloc_stack overflow detected at release: the guard word below stack [")
+            .address(stack.base)
+            .text(", ")
+            .address(stack.top())
+            .text(") was overwritten (the stack's owner wrote past its low end)\n");
+        detail::fatal_message(w.c_str());
+    }
     detail::sanitizer::release_stack(stack.base, stack.size);
-    std::free(stack.base);
+    std::free(static_cast<std::byte*>(stack.base) - guard_bytes);
     detail::live_stacks.add(-1);
 }
 

@@ -14,6 +14,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <concepts>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -25,12 +27,14 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <type_traits>
 #include <vector>
 
 #include "support/leak_check.hpp"
 #include "support/proc_maps.hpp"
+#include "weft/detail/support.hpp"
 #include "weft/stack.hpp"
 
 namespace {
@@ -445,7 +449,8 @@ TEST_F(malloc_stack_test, zero_size_is_invalid) {
 TEST_F(malloc_stack_test, overflowing_size_throws_eoverflow) {
     weft::malloc_stack alloc;
     const std::size_t max = std::numeric_limits<std::size_t>::max();
-    for (std::size_t request : {max, max - 14}) {
+    // max - 15 rounds to max - 15 without overflow; adding the guard overflows.
+    for (std::size_t request : {max, max - 14, max - 15}) {
         try {
             weft::stack_view s = alloc.allocate(request);
             alloc.deallocate(s);
@@ -466,6 +471,65 @@ TEST_F(malloc_stack_test, live_stacks_counts_allocations) {
     EXPECT_EQ(weft::stats::live_stacks(), base);
     alloc.deallocate(weft::stack_view{});
     EXPECT_EQ(weft::stats::live_stacks(), base);
+}
+
+// The guard word: guard_bytes of guard_value just below base, checked at
+// release (tests/death/malloc_guard_test.cpp has the abort).
+
+// The coroutine layer detects a guard word with a requires-expression on
+// the allocator type; only malloc_stack has one.
+template <class A>
+concept has_guard_word = requires(weft::stack_view v) {
+    { A::guard_word(v) } -> std::same_as<const std::uint64_t*>;
+    { A::guard_value } -> std::convertible_to<std::uint64_t>;
+};
+static_assert(has_guard_word<weft::malloc_stack>);
+static_assert(!has_guard_word<weft::mmap_stack>);
+static_assert(weft::malloc_stack::guard_bytes % 16 == 0, "base stays 16-byte aligned");
+
+TEST_F(malloc_stack_test, guard_is_intact_after_allocate_and_just_below_base) {
+    weft::malloc_stack alloc;
+    for (std::size_t request : {1u, 16u, 100u, 4097u, 65536u}) {
+        SCOPED_TRACE(testing::Message() << "request " << request);
+        weft::stack_view s = alloc.allocate(request);
+        ASSERT_TRUE(s);
+        EXPECT_EQ(s.guard, 0u) << "the guard word is not an inaccessible region";
+        EXPECT_TRUE(weft::malloc_stack::guard_intact(s));
+        const std::uint64_t* word = weft::malloc_stack::guard_word(s);
+        EXPECT_EQ(addr(word), addr(s.base) - sizeof(std::uint64_t)) << "the word nearest the stack";
+        EXPECT_EQ(*word, weft::malloc_stack::guard_value);
+        // Using the whole stack leaves the guard alone.
+        std::memset(s.base, 0xA5, s.size);
+        EXPECT_TRUE(weft::malloc_stack::guard_intact(s));
+        alloc.deallocate(s);
+    }
+}
+
+TEST_F(malloc_stack_test, writing_one_byte_below_base_breaks_the_guard) {
+    weft::malloc_stack alloc;
+    weft::stack_view s = alloc.allocate(1024);
+    auto* below = static_cast<volatile unsigned char*>(s.base) - 1;
+    const unsigned char saved = *below;
+    *below = static_cast<unsigned char>(saved ^ 0xFF);
+    EXPECT_FALSE(weft::malloc_stack::guard_intact(s));
+    EXPECT_NE(*weft::malloc_stack::guard_word(s), weft::malloc_stack::guard_value);
+    // Repaired, the stack can be released without the abort.
+    *below = saved;
+    EXPECT_TRUE(weft::malloc_stack::guard_intact(s));
+    alloc.deallocate(s);
+}
+
+TEST_F(malloc_stack_test, guard_intact_sees_the_lowest_guard_byte_that_guard_word_does_not) {
+    weft::malloc_stack alloc;
+    weft::stack_view s = alloc.allocate(1024);
+    auto* lowest = static_cast<volatile unsigned char*>(s.base) - weft::malloc_stack::guard_bytes;
+    const unsigned char saved = *lowest;
+    *lowest = static_cast<unsigned char>(saved ^ 0xFF);
+    EXPECT_FALSE(weft::malloc_stack::guard_intact(s));
+    EXPECT_EQ(*weft::malloc_stack::guard_word(s), weft::malloc_stack::guard_value);
+    *lowest = saved;
+    EXPECT_TRUE(weft::malloc_stack::guard_intact(s));
+    alloc.deallocate(s);
 }
 
 // ---------------------------------------------------------------- the concept
@@ -526,6 +590,9 @@ TEST_F(stack_concept_test, stack_view_describes_its_range) {
 // detail::thread_counter: per-thread slots, summed on read.
 namespace {
 
+static_assert(static_cast<unsigned>(weft::detail::counter_id::first_free) < 7,
+              "the test below takes id 7, which weft must not use");
+
 TEST(thread_counter, sums_across_threads_including_exited_ones) {
     // Id 7 is unused by weft itself.
     static weft::detail::thread_counter c{7};
@@ -553,6 +620,108 @@ TEST(thread_counter, live_stacks_follow_a_stack_freed_on_another_thread) {
     EXPECT_EQ(weft::stats::live_stacks(), base + 1);
     std::thread([&] { alloc.deallocate(s); }).join();
     EXPECT_EQ(weft::stats::live_stacks(), base);
+}
+
+}  // namespace
+
+// weft/detail/support.hpp: the cross-layer helpers.
+namespace {
+
+using namespace std::string_view_literals;
+
+TEST(support, round_up_rounds_to_powers_of_two_and_reports_overflow) {
+    using weft::detail::round_up;
+    const std::size_t max = std::numeric_limits<std::size_t>::max();
+    std::size_t out = 12345;
+    EXPECT_TRUE(round_up(0, 16, out));
+    EXPECT_EQ(out, 0u);
+    EXPECT_TRUE(round_up(1, 16, out));
+    EXPECT_EQ(out, 16u);
+    EXPECT_TRUE(round_up(4096, 4096, out));
+    EXPECT_EQ(out, 4096u);
+    EXPECT_TRUE(round_up(4097, 4096, out));
+    EXPECT_EQ(out, 8192u);
+    EXPECT_TRUE(round_up(7, 1, out));
+    EXPECT_EQ(out, 7u);
+    EXPECT_TRUE(round_up(max - 15, 16, out));
+    EXPECT_EQ(out, max - 15);
+    out = 12345;
+    EXPECT_FALSE(round_up(max - 14, 16, out));
+    EXPECT_EQ(out, 12345u) << "out is unchanged on overflow";
+    EXPECT_FALSE(round_up(max, 4096, out));
+    static_assert([] {
+        std::size_t r = 0;
+        return weft::detail::round_up(100, 64, r) && r == 128;
+    }());
+}
+
+TEST(support, describe_named_quotes_a_name_or_shows_the_address) {
+    const void* p = reinterpret_cast<const void*>(std::uintptr_t{0xabc0});
+    EXPECT_EQ(weft::detail::describe_named("coroutine", "worker", p), "coroutine 'worker'");
+    EXPECT_EQ(weft::detail::describe_named("coroutine", "", p), "coroutine <anonymous 0xabc0>");
+    EXPECT_EQ(weft::detail::describe_named("task", "", nullptr), "task <anonymous 0x0>");
+    const std::string long_name(1000, 'n');
+    EXPECT_EQ(weft::detail::describe_named("coroutine", long_name, p), "coroutine '" + long_name + "'")
+        << "describe_named never cuts";
+}
+
+TEST(support, format_named_matches_describe_named_and_allocates_nothing) {
+    const void* p = reinterpret_cast<const void*>(std::uintptr_t{0xdeadbeef0});
+    char buf[128];
+    const std::uint64_t before = weft::test::new_calls();
+    std::size_t n = weft::detail::format_named(buf, sizeof buf, "coroutine", "worker", p);
+    EXPECT_EQ(std::string_view(buf, n), "coroutine 'worker'");
+    EXPECT_EQ(buf[n], '\0');
+    n = weft::detail::format_named(buf, sizeof buf, "coroutine", "", p);
+    EXPECT_EQ(std::string_view(buf, n), "coroutine <anonymous 0xdeadbeef0>");
+    EXPECT_EQ(weft::test::new_calls(), before);
+    EXPECT_EQ(std::string_view(buf, n), weft::detail::describe_named("coroutine", "", p));
+}
+
+TEST(support, format_named_cuts_a_long_name_inside_the_quotes) {
+    char buf[20];
+    std::memset(buf, '#', sizeof buf);
+    // "coroutine '" is 11 characters; 8 are left before the NUL.
+    std::size_t n = weft::detail::format_named(buf, sizeof buf, "coroutine", "abcdefghijklmnop", nullptr);
+    EXPECT_EQ(std::string_view(buf, n), "coroutine 'abcd...'");
+    EXPECT_EQ(n, sizeof buf - 1);
+    EXPECT_EQ(buf[n], '\0');
+    // A name that fits exactly keeps its closing quote.
+    n = weft::detail::format_named(buf, sizeof buf, "coroutine", "abcdefg", nullptr);
+    EXPECT_EQ(std::string_view(buf, n), "coroutine 'abcdefg'");
+    // Too little room for "...'": the text is just cut, still terminated.
+    char tiny[14];
+    n = weft::detail::format_named(tiny, sizeof tiny, "coroutine", "abcdefg", nullptr);
+    EXPECT_EQ(std::string_view(tiny, n), "coroutine 'ab");
+    EXPECT_EQ(tiny[n], '\0');
+    // An empty buffer is never written.
+    char none = '#';
+    EXPECT_EQ(weft::detail::format_named(&none, 0, "coroutine", "x", nullptr), 0u);
+    EXPECT_EQ(none, '#');
+}
+
+TEST(support, text_writer_never_writes_past_its_buffer) {
+    char buf[16];
+    std::memset(buf, '#', sizeof buf);
+    weft::detail::text_writer w(buf, 12);
+    w.text("n=").dec(0).text(" ").dec(18446744073709551615u);
+    EXPECT_STREQ(w.c_str(), "n=0 1844674");
+    EXPECT_EQ(w.size(), 11u);
+    EXPECT_EQ(w.room(), 0u);
+    EXPECT_TRUE(w.truncated());
+    EXPECT_EQ(buf[12], '#') << "nothing past the buffer";
+    weft::detail::text_writer h(buf, sizeof buf);
+    h.hex(0).text(" ").address(reinterpret_cast<const void*>(std::uintptr_t{0x7f00ff}));
+    EXPECT_STREQ(h.c_str(), "0x0 0x7f00ff");
+    EXPECT_FALSE(h.truncated());
+}
+
+using support_DeathTest = ::testing::Test;
+
+TEST_F(support_DeathTest, fatal_message_writes_the_text_and_aborts) {
+    EXPECT_DEATH(weft::detail::fatal_message("weft: test failure 42"), "weft: test failure 42\n$");
+    EXPECT_EXIT(weft::detail::fatal_message("weft: ends in a newline\n"), ::testing::KilledBySignal(SIGABRT),
+                "weft: ends in a newline\n$");
 }
 
 }  // namespace
