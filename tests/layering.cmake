@@ -3,10 +3,13 @@
 # Layer of each public header. A header may include headers of lower layers
 # and of its own layer, except in layer 1: context and stack are independent
 # of each other.
+# support (weft/detail/support.hpp, src/support/) is below every layer.
+set(layer_support 0)
 set(layer_config 0)
 set(layer_version 0)
 set(layer_sanitizer 0)
 set(layer_context 1)
+set(layer_context_frame 1)
 set(layer_stack 1)
 set(layer_pooled_stack 1)
 set(layer_shared_stack 1)
@@ -15,6 +18,11 @@ set(layer_shared_stack 1)
 # own part (pooled_stack includes stack, and src/stack/ sources include both).
 set(part_of_pooled_stack stack)
 set(part_of_shared_stack stack)
+set(part_of_context_frame context)
+set(layer_fiber 2)
+set(layer_fiber_record 2)
+set(layer_fiber_create 2)
+set(layer_coroutine_block 2)
 set(layer_coroutine 2)
 set(layer_generator 2)
 set(layer_weft 99)

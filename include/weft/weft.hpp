@@ -3,6 +3,7 @@
 
 #include "weft/config.hpp"
 #include "weft/context.hpp"
+#include "weft/fiber.hpp"
 #include "weft/coroutine.hpp"
 #include "weft/generator.hpp"
 #include "weft/pooled_stack.hpp"

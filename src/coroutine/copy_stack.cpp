@@ -68,7 +68,7 @@ constexpr std::size_t frame_kept = [] {
 
 // save() copies the live bytes of `owner`, suspended on s, into its buffer:
 // the frame's data slots, then everything above the frame and the gap.
-void save(control_block* owner, shared_stack_slot& s) {
+void save(fiber_record* owner, shared_stack_slot& s) {
     copy_state& cs = *owner->copy;
     auto* sp = static_cast<std::byte*>(owner->ctx);
     const auto span = static_cast<std::size_t>(top_of(s) - sp);
@@ -77,11 +77,9 @@ void save(control_block* owner, shared_stack_slot& s) {
     const std::size_t above = span - frame_bytes - gap_bytes;
     const std::size_t n = frame_kept + above;
     if (n > cs.capacity) grow(cs, n);
-#if WEFT_ASAN
     // Frames keep their red zones poisoned while suspended; the copy reads
     // them on purpose.
-    __asan_unpoison_memory_region(sp, span);
-#endif
+    sanitizer::reading_suspended_frames(sp, span);
     std::byte* out = cs.buffer;
     for (const frame_part& p : frame_parts) {
         std::memcpy(out, sp + p.offset, p.size);
@@ -95,7 +93,7 @@ void save(control_block* owner, shared_stack_slot& s) {
 
 // restore() copies cb's saved bytes back to where they were, or lays out
 // the first frame of a coroutine that never ran.
-void restore(control_block* cb, shared_stack_slot& s) noexcept {
+void restore(fiber_record* cb, shared_stack_slot& s) noexcept {
     copy_state& cs = *cb->copy;
     // Whatever other coroutines left on the stack is dead now: clear ASan's
     // poisoning of their frames, and tell memcheck the memory is writable
@@ -116,74 +114,81 @@ void restore(control_block* cb, shared_stack_slot& s) noexcept {
     ++cs.restores;
 }
 
-std::string who(const control_block* cb) { return cb ? describe(cb) : std::string("code outside any coroutine"); }
+std::string who(const fiber_record* f) { return f ? describe(f) : std::string("code outside any coroutine"); }
 
-[[noreturn]] void busy(const control_block* cb, const shared_stack_slot& s) {
-    // The holder is this thread, so the owner is a coroutine running on it.
-    const auto* owner = static_cast<const control_block*>(s.owner);
-    throw coroutine_error(coroutine_errc::shared_stack_busy,
-                          "weft: resume of " + describe(cb) + " needs shared stack " + std::to_string(s.index) +
-                              " of its pool, where " + who(owner) +
-                              " is running on this thread (it would overwrite that coroutine's frames); coroutines "
-                              "that run nested need distinct stacks: use a shared_stack_pool with more stacks");
-}
-
-// take() makes the calling thread the holder of s. Returns false when a
-// coroutine of this thread holds it already.
+// take() makes the calling thread the holder of s, or returns false when a
+// fiber of this or another thread holds it. It never waits: a scheduler
+// must not block on a stack, and two threads waiting for each other's
+// stacks would wait forever.
 bool take(shared_stack_slot& s) noexcept {
-    const void* me = thread_token();
-    unsigned spins = 0;
-    for (;;) {
-        const void* expected = nullptr;
-        if (s.holder.compare_exchange_weak(expected, me, std::memory_order_acquire, std::memory_order_relaxed))
-            return true;
-        if (expected == me) return false;
-        // A coroutine of another thread runs there: wait until it switches
-        // out (usually soon; the wait is what the thread rule documents).
-        if (expected && ++spins > 64) std::this_thread::yield();
-    }
+    const void* expected = nullptr;
+    return s.holder.compare_exchange_strong(expected, thread_token(), std::memory_order_acquire,
+                                            std::memory_order_relaxed);
 }
 
 void give_back(shared_stack_slot& s) noexcept { s.holder.store(nullptr, std::memory_order_release); }
 
-// evict_and_restore() puts cb's bytes on s, which the caller holds.
-void evict_and_restore(control_block* cb, shared_stack_slot& s) {
-    auto* owner = static_cast<control_block*>(s.owner);
-    if (owner == cb) return;
+// evict_and_restore() puts f's bytes on s, which the caller holds.
+void evict_and_restore(fiber_record* f, shared_stack_slot& s) {
+    auto* owner = static_cast<fiber_record*>(s.owner);
+    if (owner == f) return;
     if (owner) save(owner, s);
-    restore(cb, s);
-    s.owner = cb;
+    restore(f, s);
+    s.owner = f;
 }
 
 }  // namespace
 
-void enter_shared(control_block* cb) {
-    shared_stack_slot& s = *cb->copy->slot;
-    if (!take(s)) busy(cb, s);
+bool enter_shared(fiber_record* f) {
+    shared_stack_slot& s = *f->copy->slot;
+    if (!take(s)) return false;
     try {
-        evict_and_restore(cb, s);
+        evict_and_restore(f, s);
     } catch (...) {
         give_back(s);
         throw;
     }
+    return true;
 }
 
-void enter_shared_to_destroy(control_block* cb) noexcept {
-    shared_stack_slot& s = *cb->copy->slot;
-    if (!take(s))
-        fatal(cb, "was destroyed while suspended by a coroutine running on the same shared stack (its frames "
-                  "cannot be restored to unwind them); use a shared_stack_pool with more stacks");
+void shared_busy(const fiber_record* f) {
+    const shared_stack_slot& s = *f->copy->slot;
+    const void* holder = s.holder.load(std::memory_order_relaxed);
+    std::string msg = "weft: resume of " + describe(f) + " needs shared stack " + std::to_string(s.index) + " of its pool, ";
+    if (holder == thread_token()) {
+        // The holder is this thread, so the owner is a fiber running on it.
+        msg += "where " + who(static_cast<const fiber_record*>(s.owner)) +
+               " is running on this thread (it would overwrite that fiber's frames); fibers that run nested need "
+               "distinct stacks: use a shared_stack_pool with more stacks";
+    } else {
+        msg += "which a fiber running on another thread uses right now; try again once it has switched out (weft "
+               "never makes a thread wait for a shared stack)";
+    }
+    throw coroutine_error(coroutine_errc::shared_stack_busy, msg);
+}
+
+void enter_shared_to_destroy(fiber_record* f) noexcept {
+    shared_stack_slot& s = *f->copy->slot;
+    // Destruction cannot report "busy", so it is the one place that waits
+    // for a stack another thread uses (docs/safety.md, Copy stacks).
+    unsigned spins = 0;
+    while (!take(s)) {
+        if (s.holder.load(std::memory_order_relaxed) == thread_token())
+            fatal(f, "was destroyed while suspended by a fiber running on the same shared stack (its frames cannot "
+                     "be restored to unwind them); use a shared_stack_pool with more stacks");
+        if (++spins > 64) std::this_thread::yield();
+    }
     try {
-        evict_and_restore(cb, s);
+        evict_and_restore(f, s);
     } catch (...) {
-        fatal(cb, "could not be destroyed: no memory to save the coroutine whose frames were on its shared stack");
+        fatal(f, "could not be destroyed: no memory to save the fiber whose frames were on its shared stack");
     }
 }
 
-void leave_shared(control_block* cb) noexcept {
-    shared_stack_slot& s = *cb->copy->slot;
-    // A finished coroutine leaves nothing worth saving.
-    if (cb->state.load(std::memory_order_relaxed) == coroutine_state::done) s.owner = nullptr;
+void leave_shared(fiber_record* f, bool finished) noexcept {
+    shared_stack_slot& s = *f->copy->slot;
+    // A finished fiber leaves nothing worth saving.
+    if (finished) s.owner = nullptr;
     give_back(s);
 }
 
@@ -195,7 +200,7 @@ void* copy_allocate(std::size_t bytes, std::size_t align, std::size_t* usable) {
     return p;
 }
 
-void copy_created(control_block* cb, copy_state* cs, shared_stack_pool& pool, std::byte* buffer,
+void copy_created(fiber_record* cb, copy_state* cs, shared_stack_pool& pool, std::byte* buffer,
                   std::size_t capacity) noexcept {
     cb->copy = cs;
     cs->slot = &pool.assign();
@@ -205,25 +210,20 @@ void copy_created(control_block* cb, copy_state* cs, shared_stack_pool& pool, st
     cb->requested_stack = pool.stack_size();
     // The stack is registered with LeakSanitizer and valgrind once, by its
     // pool; only TSan needs a fiber per coroutine.
-#if WEFT_TSAN
-    cb->fiber().tsan_fiber = __tsan_create_fiber(0);
-#endif
+    sanitizer::on_create_copy(cb->tools());
     live_coroutines.add(1);
 }
 
-void copy_released(control_block* cb) noexcept {
+void copy_released(fiber_record* cb) noexcept {
     copy_state& cs = *cb->copy;
-#if WEFT_TSAN
-    __tsan_destroy_fiber(cb->fiber().tsan_fiber);
-    cb->fiber().tsan_fiber = nullptr;
-#endif
+    sanitizer::on_destroy_copy(cb->tools());
     if (cs.external) std::free(cs.buffer);
     cs.slot->pool->unassign();
 }
 
 // ---------------------------------------------------------------- debug check
 
-void check_pointer_for(const void* p, const control_block* target, const char* direction) {
+void check_pointer_for(const void* p, const fiber_record* target, const char* direction) {
     if (!p) return;
     shared_stack_slot* s = find_shared_slot(p);
     if (!s) return;
@@ -233,7 +233,7 @@ void check_pointer_for(const void* p, const control_block* target, const char* d
     // In use on another thread: its owner and frames are changing, so
     // nothing can be said.
     if (!took && expected != me) return;
-    const auto* owner = static_cast<const control_block*>(s->owner);
+    const auto* owner = static_cast<const fiber_record*>(s->owner);
     const auto* a = static_cast<const std::byte*>(p);
     const bool on_target = target && target->copy && target->copy->slot == s;
     bool live = true;
@@ -273,7 +273,7 @@ void check_pointer_for(const void* p, const control_block* target, const char* d
 namespace weft {
 
 void check_shared_stack_pointer(const void* p) {
-    if (detail::shared_pools_exist()) detail::check_pointer_for(p, *detail::current_slot(), "used by");
+    if (detail::shared_pools_exist()) detail::check_pointer_for(p, detail::this_thread_state()->current, "used by");
 }
 
 }  // namespace weft

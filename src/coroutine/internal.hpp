@@ -4,21 +4,26 @@
 
 namespace weft::detail {
 
-struct control_block;
+struct fiber_record;
 
-// current_for_signal() is the coroutine running on the calling thread, or
-// nullptr. Unlike current_slot() it never prepares the thread and does
+// current_for_signal() is the fiber running on the calling thread, or
+// nullptr. Unlike this_thread_state() it never prepares the thread and does
 // nothing but read a thread-local pointer, so a signal handler may call it.
 // The value is only meaningful on the thread that was interrupted: the
 // handler must not have switched stacks or threads since.
-[[nodiscard]] control_block* current_for_signal() noexcept;
+[[nodiscard]] fiber_record* current_for_signal() noexcept;
+
+// prepare_thread() readies the calling thread for running fibers (an
+// alternate signal stack and the overflow handler).
+void prepare_thread() noexcept;
 
 // fatal() writes "weft: coroutine 'name' <what>" to stderr without
 // allocating and aborts: for errors where nothing can be thrown.
-[[noreturn]] void fatal(const control_block* cb, const char* what) noexcept;
+[[noreturn]] void fatal(const fiber_record* f, const char* what) noexcept;
 
 // enter_shared_to_destroy() is enter_shared() for destruction, which cannot
-// throw: a busy stack or a failed save aborts with a message instead.
-void enter_shared_to_destroy(control_block* cb) noexcept;
+// throw or report: it waits while another thread runs on the stack, and
+// aborts with a message when this thread does or a save fails.
+void enter_shared_to_destroy(fiber_record* f) noexcept;
 
 }  // namespace weft::detail

@@ -165,7 +165,7 @@ struct line {
 
 constexpr std::size_t max_name_in_report = 200;
 
-void report_overflow(const control_block* cb, const void* addr) noexcept {
+void report_overflow(const fiber_record* cb, const void* addr) noexcept {
     const auto base = reinterpret_cast<std::uintptr_t>(cb->stack.base);
     line l;
     l.add("weft: stack overflow in coroutine ");
@@ -270,7 +270,7 @@ void on_fault(int sig, siginfo_t* info, void* uctx) {
         // coroutine's stack that coroutine is this thread's current one. A
         // stray access to some other coroutine's guard is not an overflow
         // and is left to the previous handler.
-        const control_block* cb = current_for_signal();
+        const fiber_record* cb = current_for_signal();
         if (cb && in_guard(cb->stack, info->si_addr)) {
             report_overflow(cb, info->si_addr);
             // Return rather than raise(): the faulting instruction runs
@@ -305,13 +305,13 @@ void install_handler(int sig, struct sigaction& previous_out) noexcept {
 
 }  // namespace
 
-void paint(control_block* cb, std::byte* limit) noexcept {
+void paint(fiber_record* cb, std::byte* limit) noexcept {
     auto* base = static_cast<std::byte*>(cb->stack.base);
     std::memset(base, paint_byte, static_cast<std::size_t>(limit - base));
     cb->painted = true;
 }
 
-std::size_t high_water(const control_block* cb) noexcept {
+std::size_t high_water(const fiber_record* cb) noexcept {
     if (!cb->painted) return 0;
     auto* p = static_cast<const unsigned char*>(cb->stack.base);
     auto* top = static_cast<const unsigned char*>(cb->stack.top());

@@ -26,9 +26,9 @@
 
 namespace weft::detail::sanitizer {
 
-// fiber_state is what the tools need per coroutine. Its layout does not
+// tool_state is what the tools need per coroutine. Its layout does not
 // depend on the build's options.
-struct fiber_state {
+struct tool_state {
     void* asan_fake_stack = nullptr;      // the coroutine's fake stack while it is switched out
     const void* caller_bottom = nullptr;  // the resumer's stack, as ASan reported it
     std::size_t caller_size = 0;
@@ -38,7 +38,7 @@ struct fiber_state {
 };
 
 // on_create() registers a new coroutine's stack [base, base + size).
-inline void on_create([[maybe_unused]] fiber_state& f, [[maybe_unused]] void* base,
+inline void on_create([[maybe_unused]] tool_state& f, [[maybe_unused]] void* base,
                       [[maybe_unused]] std::size_t size) noexcept {
 #if WEFT_ASAN
     // A suspended coroutine may hold the only pointer to a heap block.
@@ -53,7 +53,7 @@ inline void on_create([[maybe_unused]] fiber_state& f, [[maybe_unused]] void* ba
 }
 
 // on_destroy() undoes on_create(). Requires: the coroutine is not running.
-inline void on_destroy([[maybe_unused]] fiber_state& f, [[maybe_unused]] void* base,
+inline void on_destroy([[maybe_unused]] tool_state& f, [[maybe_unused]] void* base,
                        [[maybe_unused]] std::size_t size) noexcept {
 #if WEFT_ASAN
     __lsan_unregister_root_region(base, size);
@@ -67,10 +67,35 @@ inline void on_destroy([[maybe_unused]] fiber_state& f, [[maybe_unused]] void* b
 #endif
 }
 
+// on_create_copy() registers a copy-stack fiber: its shared stack is
+// registered with LeakSanitizer and valgrind once, by its pool; only TSan
+// needs a fiber per copy-stack fiber.
+inline void on_create_copy([[maybe_unused]] tool_state& f) noexcept {
+#if WEFT_TSAN
+    f.tsan_fiber = __tsan_create_fiber(0);
+#endif
+}
+
+// on_destroy_copy() undoes on_create_copy().
+inline void on_destroy_copy([[maybe_unused]] tool_state& f) noexcept {
+#if WEFT_TSAN
+    __tsan_destroy_fiber(f.tsan_fiber);
+    f.tsan_fiber = nullptr;
+#endif
+}
+
+// reading_suspended_frames() runs before weft copies a suspended fiber's
+// frames off a shared stack: ASan keeps their red zones poisoned.
+inline void reading_suspended_frames([[maybe_unused]] void* p, [[maybe_unused]] std::size_t n) noexcept {
+#if WEFT_ASAN
+    __asan_unpoison_memory_region(p, n);
+#endif
+}
+
 // enter() runs on the resumer just before it switches into the coroutine
 // whose stack is [base, base + size); *resumer_fake receives the resumer's
 // ASan fake stack, to be handed back to entered().
-inline void enter([[maybe_unused]] fiber_state& f, [[maybe_unused]] void** resumer_fake,
+inline void enter([[maybe_unused]] tool_state& f, [[maybe_unused]] void** resumer_fake,
                   [[maybe_unused]] const void* base, [[maybe_unused]] std::size_t size) noexcept {
 #if WEFT_ASAN
     __sanitizer_start_switch_fiber(resumer_fake, base, size);
@@ -88,17 +113,46 @@ inline void returned([[maybe_unused]] void* resumer_fake) noexcept {
 #endif
 }
 
-// arrived() runs on the coroutine's stack right after it was switched to
-// (first entry: first = true), and learns the resumer's stack.
-inline void arrived([[maybe_unused]] fiber_state& f, [[maybe_unused]] bool first) noexcept {
+// arrived() runs on a fiber's stack right after it was switched to (first
+// entry: first = true). record_caller: it was resumed, so the resumer's stack
+// is the one it goes back to (false: it was switched to and has inherited
+// where to go back, see inherit()).
+inline void arrived([[maybe_unused]] tool_state& f, [[maybe_unused]] bool first,
+                    [[maybe_unused]] bool record_caller) noexcept {
 #if WEFT_ASAN
-    __sanitizer_finish_switch_fiber(first ? nullptr : f.asan_fake_stack, &f.caller_bottom, &f.caller_size);
+    if (record_caller)
+        __sanitizer_finish_switch_fiber(first ? nullptr : f.asan_fake_stack, &f.caller_bottom, &f.caller_size);
+    else
+        __sanitizer_finish_switch_fiber(first ? nullptr : f.asan_fake_stack, nullptr, nullptr);
+#endif
+}
+
+// inherit() gives `next` the resumer of `from`, which hands over to it.
+inline void inherit([[maybe_unused]] tool_state& next, [[maybe_unused]] const tool_state& from) noexcept {
+#if WEFT_ASAN
+    next.caller_bottom = from.caller_bottom;
+    next.caller_size = from.caller_size;
+#endif
+#if WEFT_TSAN
+    next.tsan_caller = from.tsan_caller;
+#endif
+}
+
+// hand_over() runs on fiber `from` just before it switches to fiber `next`,
+// whose stack is [base, base + size).
+inline void hand_over([[maybe_unused]] tool_state& from, [[maybe_unused]] tool_state& next,
+                      [[maybe_unused]] const void* base, [[maybe_unused]] std::size_t size) noexcept {
+#if WEFT_ASAN
+    __sanitizer_start_switch_fiber(&from.asan_fake_stack, base, size);
+#endif
+#if WEFT_TSAN
+    __tsan_switch_to_fiber(next.tsan_fiber, 0);
 #endif
 }
 
 // leave() runs on the coroutine just before it switches back to its
 // resumer; last = true when it will never run again (its fake stack can go).
-inline void leave([[maybe_unused]] fiber_state& f, [[maybe_unused]] bool last) noexcept {
+inline void leave([[maybe_unused]] tool_state& f, [[maybe_unused]] bool last) noexcept {
 #if WEFT_ASAN
     __sanitizer_start_switch_fiber(last ? nullptr : &f.asan_fake_stack, f.caller_bottom, f.caller_size);
 #endif

@@ -1,0 +1,216 @@
+// weft/detail/fiber_create.hpp: how a fiber record is laid out and created,
+// for weft::fiber and the typed coroutine blocks (included by weft/fiber.hpp).
+#pragma once
+
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <new>
+#include <type_traits>
+#include <utility>
+
+namespace weft::detail {
+
+// next_colour() steps through 0 .. cache_colours - 1 on each thread: the
+// cache line offset of the next fiber's record (see create()).
+[[nodiscard]] WEFT_API unsigned next_colour() noexcept;
+// paint() fills [stack.base, limit) with the high-water pattern.
+WEFT_API void paint(fiber_record* f, std::byte* limit) noexcept;
+// high_water() is the number of bytes of f's stack ever used (from the
+// stack's top), or 0 if the stack was not painted.
+[[nodiscard]] WEFT_API std::size_t high_water(const fiber_record* f) noexcept;
+// stack_too_small() throws coroutine_error (stack_too_small) for a fiber
+// named `name` that asked for `requested` bytes of stack.
+[[noreturn]] WEFT_API void stack_too_small(std::string_view name, std::size_t requested, std::size_t needed);
+// copy_allocate() returns a heap block of at least `bytes` bytes aligned to
+// `align`, and in *usable how many bytes it really has. Throws: bad_alloc.
+[[nodiscard]] WEFT_API void* copy_allocate(std::size_t bytes, std::size_t align, std::size_t* usable);
+// copy_created() finishes a copy-stack fiber's creation: stack assignment,
+// the creator's FP control state, tool registration, counting.
+WEFT_API void copy_created(fiber_record* f, copy_state* cs, shared_stack_pool& pool, std::byte* buffer,
+                           std::size_t capacity) noexcept;
+// copy_released() undoes copy_created() and frees an external buffer; the
+// caller then destroys the block and frees its memory.
+WEFT_API void copy_released(fiber_record* f) noexcept;
+
+inline std::byte* align_down(std::byte* p, std::size_t a) noexcept {
+    return reinterpret_cast<std::byte*>(reinterpret_cast<std::uintptr_t>(p) & ~(std::uintptr_t(a) - 1));
+}
+
+// check_extension() rejects an extension alignment weft cannot give.
+inline void check_extension(const fiber_options& opts) {
+    if (opts.extension_align == 0 || opts.extension_align > 64 || (opts.extension_align & (opts.extension_align - 1)))
+        throw std::invalid_argument("weft: fiber_options::extension_align must be a power of two <= 64");
+}
+
+// create() allocates a stack and places, from its top (less the colour)
+// down: the name, the typed block (record, body, allocator), the extension,
+// the private data area; the first context frame goes below them.
+//
+// Colouring: stacks from mmap and from pools all start on a page boundary,
+// so without an offset every record would sit at the same offset in its page
+// and compete for the same few cache sets. The offset is a per-thread
+// counter rather than a hash of the stack's address: consecutive fibers,
+// which are the ones used together, get distinct lines for certain, and a
+// pooled stack reused LIFO does not carry its colour over.
+template <class Block, class Alloc, class F>
+Block* create(Alloc alloc, F&& fn, const fiber_options& opts) {
+    // Everything placed above the first frame must leave room for a frame.
+    constexpr std::size_t min_room = 1024;
+    check_extension(opts);
+    stack_view s = alloc.allocate(opts.stack_size);
+    auto* top = static_cast<std::byte*>(s.top());
+    auto* base = static_cast<std::byte*>(s.base);
+    std::size_t fixed = opts.name.size() + 1 + sizeof(Block) + alignof(Block) + 16 + opts.extension_align;
+    if (__builtin_add_overflow(fixed, opts.private_data_size, &fixed) ||
+        __builtin_add_overflow(fixed, opts.extension_size, &fixed) || fixed > s.size || s.size - fixed < min_room) {
+        alloc.deallocate(s);
+        stack_too_small(opts.name, opts.stack_size, fixed + min_room);
+    }
+    if (opts.cache_colouring) {
+        std::size_t colour = std::size_t{next_colour()} * 64;
+        // At most a sixteenth of the room left for frames, so that colouring
+        // never makes a tight stack overflow.
+        const std::size_t spare = ((s.size - fixed) / 16) & ~std::size_t{63};
+        top -= colour < spare ? colour : spare;
+    }
+    std::byte* p = top - (opts.name.size() + 1);
+    char* name = reinterpret_cast<char*>(p);
+    if (!opts.name.empty()) std::memcpy(name, opts.name.data(), opts.name.size());
+    name[opts.name.size()] = '\0';
+    p = align_down(p - sizeof(Block), alignof(Block));
+    const stack_view view = s;
+    Block* b;
+    try {
+        b = ::new (static_cast<void*>(p)) Block(std::forward<F>(fn), std::move(alloc));
+    } catch (...) {
+        alloc.deallocate(s);  // Block's allocator member was not constructed yet
+        throw;
+    }
+    std::byte* ext = align_down(p - opts.extension_size, opts.extension_align);
+    std::byte* pd = align_down(ext - opts.private_data_size, 16);
+    if (opts.private_data_size) std::memset(pd, 0, opts.private_data_size);
+    b->name = std::string_view(name, opts.name.size());
+    b->private_data = pd;
+    b->private_size = opts.private_data_size;
+    b->extension = opts.extension_size ? ext : nullptr;
+    b->extension_size = opts.extension_size;
+    b->stack = view;
+    b->requested_stack = opts.stack_size;
+    if constexpr (requires { Alloc::guard_word(view); }) {
+        b->guard_word = Alloc::guard_word(view);
+        b->guard_value = Alloc::guard_value;
+    }
+    if (opts.paint_stack) paint(b, pd);
+    sanitizer::on_create(b->tools(), view.base, view.size);
+    b->ctx = context::make(pd, static_cast<std::size_t>(pd - base), b->start);
+    live_coroutines.add(1);
+    return b;
+}
+
+// create_copy() makes a copy-stack fiber: one heap block holds the typed
+// block, the name, the extension, the private data and the first save
+// buffer, sized by the pool's save_hint() and rounded up to what the
+// allocator really handed out. Nothing touches the shared stack until the
+// first resume.
+template <class Block, class F>
+Block* create_copy(shared_stack where, F&& fn, const fiber_options& opts) {
+    check_extension(opts);
+    std::size_t size = sizeof(Block) + opts.name.size() + 1;
+    size = (size + 63) & ~std::size_t{63};
+    const std::size_t ext_offset = size;
+    std::size_t hint = where.pool().save_hint();
+    if (__builtin_add_overflow(size, opts.extension_size, &size)) throw std::bad_alloc();
+    size = (size + 15) & ~std::size_t{15};
+    const std::size_t pd_offset = size;
+    if (__builtin_add_overflow(size, opts.private_data_size, &size) || __builtin_add_overflow(size, hint, &size))
+        throw std::bad_alloc();
+    const std::size_t buffer_offset = size - hint;
+    std::size_t usable = 0;
+    const std::size_t align = alignof(Block) > 64 ? alignof(Block) : 64;
+    auto* mem = static_cast<std::byte*>(copy_allocate(size, opts.extension_size ? align : alignof(Block), &usable));
+    Block* b;
+    try {
+        b = ::new (static_cast<void*>(mem)) Block(std::forward<F>(fn));
+    } catch (...) {
+        std::free(mem);
+        throw;
+    }
+    char* name = reinterpret_cast<char*>(mem + sizeof(Block));
+    if (!opts.name.empty()) std::memcpy(name, opts.name.data(), opts.name.size());
+    name[opts.name.size()] = '\0';
+    b->name = std::string_view(name, opts.name.size());
+    b->extension = opts.extension_size ? mem + ext_offset : nullptr;
+    b->extension_size = opts.extension_size;
+    b->private_data = mem + pd_offset;
+    b->private_size = opts.private_data_size;
+    if (opts.private_data_size) std::memset(b->private_data, 0, opts.private_data_size);
+    copy_created(b, &b->cs, where.pool(), mem + buffer_offset, usable - buffer_offset);
+    return b;
+}
+
+// own_block and copy_block add the body (and the allocator) to a record
+// type Base: a stack of its own, or copy-stack mode. Base provides
+// static run<Self>(fiber_record*), which calls the body.
+template <class Base, class F, class Alloc>
+struct own_block final : Base {
+    F fn;
+    Alloc alloc;
+
+    template <class G>
+    own_block(G&& g, Alloc&& a) : fn(std::forward<G>(g)), alloc(std::move(a)) {
+        this->start = &entry_for<own_block>;
+        this->release = &release_block;
+    }
+    static void run(fiber_record* f) { Base::template run<own_block>(f); }
+    static void release_block(fiber_record* f) noexcept {
+        auto* self = static_cast<own_block*>(f);
+        Alloc a(std::move(self->alloc));
+        stack_view s = self->stack;
+        self->~own_block();
+        a.deallocate(s);
+    }
+};
+
+template <class Base, class F>
+struct copy_block final : Base {
+    copy_state cs;
+    F fn;
+
+    template <class G>
+    explicit copy_block(G&& g) : fn(std::forward<G>(g)) {
+        this->start = &entry_for<copy_block>;
+        this->release = &release_block;
+    }
+    static void run(fiber_record* f) { Base::template run<copy_block>(f); }
+    static void release_block(fiber_record* f) noexcept {
+        auto* self = static_cast<copy_block*>(f);
+        copy_released(f);
+        self->~copy_block();
+        std::free(static_cast<void*>(self));
+    }
+};
+
+// make_block() creates the typed block on Base for its kind of stack.
+template <class Base, class Alloc, class F>
+fiber_record* make_block(Alloc&& alloc, F&& fn, const fiber_options& opts) {
+    using A = std::remove_cvref_t<Alloc>;
+    using Fn = std::decay_t<F>;
+    if constexpr (std::same_as<A, shared_stack>)
+        return create_copy<copy_block<Base, Fn>>(alloc, std::forward<F>(fn), opts);
+    else
+        return create<own_block<Base, Fn, A>>(std::move(alloc), std::forward<F>(fn), opts);
+}
+
+// plain_fiber is the record of a weft::fiber: the body takes no arguments.
+struct plain_fiber : fiber_record {
+    template <class Self>
+    static void run(fiber_record* f) {
+        std::invoke(static_cast<Self*>(f)->fn);
+    }
+};
+
+}  // namespace weft::detail

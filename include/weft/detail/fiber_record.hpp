@@ -1,0 +1,414 @@
+// weft/detail/fiber_record.hpp: the inside of weft::fiber (weft/fiber.hpp),
+// which inline code needs: the record every fiber keeps, and the one switch
+// funnel that resume, suspend, switch_to, unwind and a fiber's end all go
+// through. Nothing here is API.
+//
+// The funnel. Every transfer of control between fibers (or between a fiber
+// and the code that resumed it) is one context::fast_jump() carrying a
+// switch_msg that lives on the departing stack. Each side does its own half
+// on the thread it runs on, and never keeps a thread-local address across
+// the jump:
+//   departing  save this thread's C++ exception state into its own slot,
+//              announce the switch to the tools, jump;
+//   arriving   finish the tools' hand-over, write "current" and install its
+//              own exception state (through a fresh this_thread_state()),
+//              then settle the departing fiber: record its context, publish
+//              its new state (release), give back its shared stack, and run
+//              its after-switch hook.
+// Invariants:
+//   I1  A fiber's ctx is valid only while its state is created or suspended;
+//       "suspended" and "done" are published by the arriving side after the
+//       departing context is saved, so whoever acquires "suspended" may jump
+//       to ctx, and whoever acquires "done" may free the stack.
+//   I2  created/suspended -> running only by compare-and-swap (acquire):
+//       of two threads resuming one fiber exactly one wins.
+//   I3  The switch_msg is copied by the arriving side before it publishes
+//       anything: once published, the departing fiber may run again (on
+//       another thread) and its stack, where the message lies, changes.
+//   I4  The thread's exception state (libstdc++'s __cxa_eh_globals) always
+//       belongs to the code running on the thread: each side saves it before
+//       leaving and installs its own after arriving.
+// It is included by weft/fiber.hpp after the public vocabulary (fiber_state,
+// forced_unwind, coroutine_errc, after_switch_fn) and uses it.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+#include "weft/config.hpp"
+#include "weft/context.hpp"
+#include "weft/detail/sanitizer.hpp"
+#include "weft/shared_stack.hpp"
+#include "weft/stack.hpp"
+
+namespace weft {
+
+namespace detail {
+
+struct fiber_record;
+struct copy_state;
+
+// eh_state is the C++ runtime's per-thread exception state: the prefix of
+// the Itanium C++ ABI's __cxa_eh_globals (section 2.2.2: the stack of caught
+// exceptions and the count of uncaught ones), which libstdc++ and libc++abi
+// both lay out this way. std::current_exception(), throw; and
+// std::uncaught_exceptions() read it; every fiber keeps its own.
+struct eh_state {
+    void* caught = nullptr;
+    unsigned int uncaught = 0;
+};
+
+// thread_state is what weft keeps per thread.
+struct thread_state {
+    fiber_record* current = nullptr;  // the fiber running on this thread, or null
+    eh_state* eh = nullptr;           // this thread's __cxa_eh_globals
+};
+
+// this_thread_state() is the calling thread's state. It is out of line and
+// its result goes through an asm barrier, so the compiler cannot reuse an
+// address computed before a switch that may have moved the caller to
+// another thread. The first call on a thread prepares it (alternate signal
+// stack, overflow handler).
+[[nodiscard]] WEFT_API thread_state* this_thread_state() noexcept;
+
+// fiber_flavour says which typed wrapper a record belongs to.
+enum class fiber_flavour : std::uint8_t {
+    fiber,          // weft::fiber
+    coroutine,      // a coroutine that yields or receives values
+    coroutine_plain // coroutine<void, void, R>: this_coroutine::yield() allowed
+};
+
+// with_tools says whether this weft build announces switches to a tool.
+inline constexpr bool with_tools = WEFT_ASAN || WEFT_TSAN || WEFT_VALGRIND;
+struct no_tools {};
+
+// fiber_record is the type-erased part of every fiber: at the top of its
+// own stack, or at the start of a heap block in copy-stack mode. Typed
+// wrappers derive from it (values, the body, the allocator).
+struct fiber_record {
+    void* ctx = nullptr;      // own suspended context (I1)
+    void* resumer = nullptr;  // where suspend() and the end go: the context of the last resume()
+    fiber_record* parent = nullptr;  // the fiber that resumed it (null: code outside any fiber), while it runs
+    std::atomic<fiber_state> state{fiber_state::created};
+    fiber_flavour flavour = fiber_flavour::fiber;
+    bool unwinding = false;   // unwind() resumed it to throw forced_unwind
+    bool keep_stack = false;  // copy-stack: the resumer gives the shared stack back (a value lies there)
+    eh_state eh;              // the fiber's exception state while it is not running
+    std::exception_ptr exception;  // what the body let escape
+    std::string_view name;
+    std::byte* private_data = nullptr;
+    std::size_t private_size = 0;
+    std::byte* extension = nullptr;  // the upper layer's area (fiber_options::extension_size)
+    std::size_t extension_size = 0;
+    stack_view stack;
+    const std::uint64_t* guard_word = nullptr;  // a malloc_stack's guard word, else null
+    std::uint64_t guard_value = 0;
+    bool painted = false;               // the free stack was painted at creation
+    std::size_t requested_stack = 0;    // fiber_options::stack_size, for the overflow report
+    // tools() is what ASan, TSan and valgrind need per fiber; in a weft
+    // built without them it takes no space.
+    [[no_unique_address]] std::conditional_t<with_tools, sanitizer::tool_state, no_tools> tools_;
+    sanitizer::tool_state& tools() noexcept { return pick_tools(tools_); }
+    template <class S>
+    static sanitizer::tool_state& pick_tools(S& s) noexcept {
+        if constexpr (std::is_same_v<S, sanitizer::tool_state>) {
+            return s;
+        } else {
+            static constinit sanitizer::tool_state unused;
+            return unused;
+        }
+    }
+    context::entry_fn start = nullptr;                  // the first function on its stack
+    void (*release)(fiber_record*) noexcept = nullptr;  // destroys the typed block, frees the stack
+    copy_state* copy = nullptr;                         // copy-stack mode: the saved bytes; null otherwise
+};
+
+// copy_state is what a copy-stack fiber keeps besides its record: its
+// shared stack and the buffer its stack bytes are saved to. The buffer
+// starts as the tail of the record's own heap block and moves to a heap
+// block of its own when a save outgrows it.
+struct copy_state {
+    shared_stack_slot* slot = nullptr;
+    std::byte* buffer = nullptr;
+    std::uint32_t saved = 0;     // bytes in buffer: those of the last save
+    std::uint32_t capacity = 0;  // bytes buffer can hold
+    std::uint32_t max_saved = 0;
+    bool external = false;       // buffer is a heap block of its own
+    std::uint64_t saves = 0;
+    std::uint64_t restores = 0;
+    std::uint64_t fp_control = 0;  // the creator's FP control state, for the first frame
+};
+
+// live_coroutines counts fibers alive, per thread (thread_counter id 1).
+WEFT_API extern thread_counter live_coroutines;
+
+// ------------------------------------------------------------ out of line
+
+// misuse() throws coroutine_error with f's name and state.
+[[noreturn]] WEFT_API void misuse(const fiber_record* f, coroutine_errc code);
+// resume_misuse() throws the error that fits resuming f in state `seen`.
+[[noreturn]] WEFT_API void resume_misuse(const fiber_record* f, fiber_state seen);
+// suspend_misuse() throws yield_outside, or aborts when f yields while it
+// is being unwound.
+[[noreturn]] WEFT_API void suspend_misuse(const fiber_record* f);
+// switch_misuse() throws the error that fits switch_to(next) from `self`.
+[[noreturn]] WEFT_API void switch_misuse(const fiber_record* self, const fiber_record* next, fiber_state seen);
+// guard_broken() aborts, naming f, when its malloc_stack guard word changed.
+[[noreturn]] WEFT_API void guard_broken(const fiber_record* f) noexcept;
+// entry_caught() keeps what the body let escape (called in a catch (...)).
+WEFT_API void entry_caught(fiber_record* f) noexcept;
+// finish() ends the fiber: switches to its resumer for the last time.
+// `unwound`: forced_unwind reached the entry.
+[[noreturn]] WEFT_API void finish(fiber_record* f, bool unwound) noexcept;
+// unwind() forces f, suspended, to unwind (a resume that throws
+// forced_unwind at its suspension point); created: marks it done. Returns
+// false (nothing changed) when its shared stack is busy.
+[[nodiscard]] WEFT_API bool unwind(fiber_record* f);
+// destroy() unwinds f if it is suspended and releases it.
+WEFT_API void destroy(fiber_record* f) noexcept;
+// rethrow() rethrows and clears the exception the body let escape.
+[[noreturn]] WEFT_API void rethrow(fiber_record* f);
+// describe() is "coroutine 'name'" or "coroutine <anonymous 0x...>".
+[[nodiscard]] WEFT_API std::string describe(const fiber_record* f);
+
+// enter_shared() makes f's shared stack hold f's bytes and marks it in use
+// by this thread (saving the bytes of the fiber whose frames are there).
+// Returns false, changing nothing, when the stack is in use (by a fiber
+// running on this thread or on another one). Throws: std::bad_alloc when the
+// evicted fiber's buffer cannot grow (nothing has changed then).
+[[nodiscard]] WEFT_API bool enter_shared(fiber_record* f);
+// shared_busy() throws coroutine_error (shared_stack_busy) for f.
+[[noreturn]] WEFT_API void shared_busy(const fiber_record* f);
+// leave_shared() gives f's shared stack back once f has switched out;
+// `finished`: f has ended, its bytes need no saving.
+WEFT_API void leave_shared(fiber_record* f, bool finished) noexcept;
+
+// ------------------------------------------------------------ the funnel
+
+// switch_kind is what a switch does to the fiber that leaves.
+enum class switch_kind : std::uint8_t {
+    resume,     // a resumer enters `entering`; nothing leaves
+    suspend,    // `leaving` goes back to its resumer
+    switch_to,  // `leaving` hands over to `entering`, which inherits its resumer
+    finish      // `leaving` has ended and goes back to its resumer
+};
+
+// switch_msg travels with every switch, on the departing stack (I3).
+struct switch_msg {
+    fiber_record* leaving;
+    fiber_record* entering;
+    switch_kind kind;
+    after_switch_fn hook;
+    void* hook_arg;
+};
+
+// jump() is the one raw switch: the inline context::fast_jump(). TSan builds
+// use the out-of-line context::jump(): with the inline switch, clang 14's
+// TSan runtime ended up on a corrupted shadow call stack in nested tests
+// (docs/safety.md records it).
+[[gnu::always_inline]] inline context::transfer jump(void* to, switch_msg* m) noexcept {
+#if WEFT_TSAN
+    return context::jump(to, m);
+#else
+    return context::fast_jump(to, m);
+#endif
+}
+
+// switch_gap is what jump() leaves between a suspended context's frame and
+// the suspended function's data (see context::fast_jump_gap).
+inline constexpr std::size_t switch_gap = WEFT_TSAN ? 0 : context::fast_jump_gap;
+
+// check_guard() aborts when f's malloc_stack guard word was overwritten; in
+// builds of the including code without NDEBUG, at every switch.
+[[gnu::always_inline]] inline void check_guard([[maybe_unused]] const fiber_record* f) noexcept {
+#ifndef NDEBUG
+    if (f->guard_word && *f->guard_word != f->guard_value) [[unlikely]]
+        guard_broken(f);
+#endif
+}
+
+// settle() is the arriving side's half: the code of `self` (null: code
+// that is not a fiber) arrived with transfer t and installs `mine`, its
+// exception state.
+[[gnu::always_inline]] inline void settle(fiber_record* self, const eh_state& mine, context::transfer t) noexcept {
+    const switch_msg m = *static_cast<const switch_msg*>(t.data);  // I3
+    thread_state* ts = this_thread_state();
+    ts->current = self;
+    *ts->eh = mine;
+    if (m.kind == switch_kind::resume) {
+        // The fiber resumed; `self` differs when it was parked from inside a
+        // fiber it resumed (suspend_chain()).
+        m.entering->resumer = t.from;
+        return;
+    }
+    fiber_record* from = m.leaving;
+    if (m.kind == switch_kind::finish) {
+        if (from->copy) leave_shared(from, true);
+        from->state.store(fiber_state::done, std::memory_order_release);
+    } else {
+        from->ctx = t.from;
+        if (from->copy && (m.kind == switch_kind::switch_to || !from->keep_stack)) leave_shared(from, false);
+        from->state.store(fiber_state::suspended, std::memory_order_release);  // I1
+    }
+    if (m.hook) m.hook(m.hook_arg);
+}
+
+// claim() moves f from created or suspended to running (I2). Returns the
+// state it left, or, when that failed, the state it saw.
+[[gnu::always_inline]] inline bool claim(fiber_record* f, fiber_state& seen) noexcept {
+    seen = f->state.load(std::memory_order_relaxed);
+    while (seen == fiber_state::suspended || seen == fiber_state::created) {
+        if (f->state.compare_exchange_weak(seen, fiber_state::running, std::memory_order_acquire,
+                                           std::memory_order_relaxed))
+            return true;
+    }
+    return false;
+}
+
+// enter() switches from the caller into f, which it has claimed (and whose
+// shared stack holds its bytes). Returns the fiber that came back: f, or the
+// last fiber of a chain of switch_to()s that began in f.
+[[gnu::always_inline]] inline fiber_record* enter(fiber_record* f) noexcept {
+    thread_state* ts = this_thread_state();
+    fiber_record* self = ts->current;
+    const eh_state mine = *ts->eh;
+    switch_msg m{self, f, switch_kind::resume, nullptr, nullptr};
+    f->parent = self;
+    void* resumer_fake = nullptr;
+    sanitizer::enter(f->tools(), &resumer_fake, f->stack.base, f->stack.size);
+    context::transfer t = jump(f->ctx, &m);
+    sanitizer::returned(resumer_fake);
+    fiber_record* back = static_cast<const switch_msg*>(t.data)->leaving;
+    settle(self, mine, t);
+    return back;
+}
+
+// resume() claims f and enters it. Returns the fiber that came back, or
+// null when f is a copy-stack fiber whose shared stack is busy (f is left
+// as it was). Throws: coroutine_error on misuse; std::bad_alloc (copy-stack
+// save).
+[[gnu::always_inline]] inline fiber_record* resume(fiber_record* f) {
+    fiber_state seen;
+    if (!claim(f, seen)) [[unlikely]]
+        resume_misuse(f, seen);
+    if (f->copy) [[unlikely]] {
+        bool entered = false;
+        try {
+            entered = enter_shared(f);
+        } catch (...) {
+            f->state.store(seen, std::memory_order_release);
+            throw;
+        }
+        if (!entered) {
+            f->state.store(seen, std::memory_order_release);
+            return nullptr;
+        }
+    }
+    return enter(f);
+}
+
+// park() switches fiber f, running on this thread, back to its resumer.
+// The code calling it runs in `cur`, f itself or a fiber f resumed
+// (directly or further down), which stays running inside f and is current
+// again when f is resumed. Throws: forced_unwind when f is resumed to be
+// unwound.
+[[gnu::always_inline]] inline void park(fiber_record* f, fiber_record* cur, thread_state* ts, after_switch_fn hook,
+                                        void* arg) {
+    check_guard(f);
+    switch_msg m{f, nullptr, switch_kind::suspend, hook, arg};
+    f->eh = *ts->eh;
+    sanitizer::leave(f->tools(), false);
+    context::transfer t = jump(f->resumer, &m);
+    sanitizer::arrived(f->tools(), false, static_cast<const switch_msg*>(t.data)->kind == switch_kind::resume);
+    settle(cur, f->eh, t);
+    // Thrown right here rather than from an out-of-line helper: each frame
+    // between the throw and the entry is walked twice by the unwinder.
+    if (f->unwinding) [[unlikely]]
+        throw forced_unwind{};
+}
+
+// suspend() switches the running fiber f back to its resumer; the hook, if
+// any, runs there. Requires: called from f's own code. Throws:
+// coroutine_error (yield_outside); forced_unwind when f is resumed to be
+// unwound.
+[[gnu::always_inline]] inline void suspend(fiber_record* f, after_switch_fn hook = nullptr, void* arg = nullptr) {
+    thread_state* ts = this_thread_state();
+    if (ts->current != f || f->unwinding) [[unlikely]]
+        suspend_misuse(f);
+    park(f, f, ts, hook, arg);
+}
+
+// suspend_chain() is suspend() of f from code running in a fiber that f
+// resumed (directly or further down the chain); see this_fiber::suspend_outer().
+WEFT_API void suspend_chain(fiber_record* f, after_switch_fn hook, void* arg);
+
+// switch_to() hands the running fiber f over to next (symmetric transfer):
+// next inherits f's resumer, f stays suspended until somebody resumes it.
+// Throws: coroutine_error on misuse or when next's shared stack is busy;
+// forced_unwind when f is later resumed to be unwound.
+inline void switch_to(fiber_record* f, fiber_record* next, after_switch_fn hook = nullptr, void* arg = nullptr) {
+    if (this_thread_state()->current != f || f->unwinding) [[unlikely]]
+        suspend_misuse(f);
+    fiber_state seen;
+    if (next == f || !claim(next, seen)) [[unlikely]]
+        switch_misuse(f, next, next->state.load(std::memory_order_relaxed));
+    if (next->copy) [[unlikely]] {
+        bool entered = false;
+        try {
+            entered = enter_shared(next);
+        } catch (...) {
+            next->state.store(seen, std::memory_order_release);
+            throw;
+        }
+        if (!entered) {
+            next->state.store(seen, std::memory_order_release);
+            shared_busy(next);
+        }
+    }
+    check_guard(f);
+    next->resumer = f->resumer;
+    next->parent = f->parent;
+    sanitizer::inherit(next->tools(), f->tools());
+    switch_msg m{f, next, switch_kind::switch_to, hook, arg};
+    f->eh = *this_thread_state()->eh;
+    sanitizer::hand_over(f->tools(), next->tools(), next->stack.base, next->stack.size);
+    context::transfer t = jump(next->ctx, &m);
+    sanitizer::arrived(f->tools(), false, static_cast<const switch_msg*>(t.data)->kind == switch_kind::resume);
+    settle(f, f->eh, t);
+    if (f->unwinding) [[unlikely]]
+        throw forced_unwind{};
+}
+
+// first_arrival() is the start of a fiber's entry function.
+[[gnu::always_inline]] inline fiber_record* first_arrival(context::transfer t) noexcept {
+    const auto* m = static_cast<const switch_msg*>(t.data);
+    fiber_record* f = m->entering;
+    sanitizer::arrived(f->tools(), true, m->kind == switch_kind::resume);
+    settle(f, f->eh, t);
+    return f;
+}
+
+// entry_for() is the first function of a fiber whose typed block is Block:
+// one per block type, so the body is called from it directly (one frame
+// less to unwind and, in copy-stack mode, to save).
+template <class Block>
+void entry_for(context::transfer t) noexcept {
+    fiber_record* f = first_arrival(t);
+    bool unwound = false;
+    try {
+        Block::run(f);
+    } catch (const forced_unwind&) {
+        unwound = true;
+    } catch (...) {
+        entry_caught(f);
+    }
+    finish(f, unwound);
+}
+
+}  // namespace detail
+}  // namespace weft

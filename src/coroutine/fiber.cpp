@@ -1,0 +1,274 @@
+// fiber.cpp: the out-of-line parts of weft::fiber: per-thread state, the end
+// of a fiber, unwinding, destruction, misuse reporting.
+
+#include "weft/fiber.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "internal.hpp"
+
+// The C++ runtime's per-thread exception state (Itanium C++ ABI 2.2.2);
+// libstdc++ and libc++abi both export it. Declared here rather than through
+// <cxxabi.h> so that only its documented prefix is relied on.
+namespace __cxxabiv1 {
+struct __cxa_eh_globals;
+extern "C" __cxa_eh_globals* __cxa_get_globals() noexcept;
+}  // namespace __cxxabiv1
+
+namespace weft {
+
+namespace detail {
+
+thread_counter live_coroutines{1};
+
+namespace {
+thread_local thread_state state_of_thread;
+thread_local unsigned colour = 0;
+}  // namespace
+
+void fatal(const fiber_record* f, const char* what) noexcept {
+    char buf[512];
+    int n;
+    if (f && !f->name.empty())
+        n = std::snprintf(buf, sizeof buf, "weft: coroutine '%.*s' %s\n", static_cast<int>(f->name.size()),
+                          f->name.data(), what);
+    else
+        n = std::snprintf(buf, sizeof buf, "weft: coroutine <anonymous %p> %s\n", static_cast<const void*>(f), what);
+    if (n > 0) {
+        ssize_t ignored = ::write(STDERR_FILENO, buf, static_cast<std::size_t>(n) < sizeof buf ? n : sizeof buf - 1);
+        (void)ignored;
+    }
+    std::abort();
+}
+
+unsigned next_colour() noexcept {
+    // No switch happens between computing this address and using it.
+    const unsigned c = colour;
+    colour = c + 1 == cache_colours ? 0 : c + 1;
+    return c;
+}
+
+thread_state* this_thread_state() noexcept {
+    thread_state* ts = &state_of_thread;
+    // Every path into a fiber comes through here first, so this is where a
+    // thread gets its overflow diagnosis set up, once.
+    if (!ts->eh) [[unlikely]] {
+        ts->eh = reinterpret_cast<eh_state*>(__cxxabiv1::__cxa_get_globals());
+        prepare_thread();
+    }
+    // Hide the address from the optimiser so each call recomputes it on the
+    // thread that runs it.
+    asm volatile("" : "+r"(ts));
+    return ts;
+}
+
+fiber_record* current_for_signal() noexcept {
+    // Called from the fault handler on the interrupted thread: a plain read,
+    // no preparation (this_thread_state() may mmap and install handlers).
+    return state_of_thread.current;
+}
+
+void entry_caught(fiber_record* f) noexcept {
+    if (!f->unwinding) f->exception = std::current_exception();
+}
+
+void finish(fiber_record* f, bool unwound) noexcept {
+    if (f->unwinding && !unwound)
+        fatal(f, "swallowed weft::forced_unwind while being destroyed or unwound (a catch (...) must rethrow it)");
+    if (f->guard_word && *f->guard_word != f->guard_value) guard_broken(f);
+    switch_msg m{f, nullptr, switch_kind::finish, nullptr, nullptr};
+    sanitizer::leave(f->tools(), true);
+    jump(f->resumer, &m);
+    fatal(f, "was resumed after it finished");
+}
+
+bool unwind(fiber_record* f) {
+    fiber_state seen = f->state.load(std::memory_order_acquire);
+    for (;;) {
+        if (seen == fiber_state::done) return true;
+        if (seen == fiber_state::running) misuse(f, coroutine_errc::unwind_running);
+        // A fiber that never ran has nothing to unwind: it is done at once.
+        const fiber_state to = seen == fiber_state::created ? fiber_state::done : fiber_state::running;
+        if (f->state.compare_exchange_weak(seen, to, std::memory_order_acquire, std::memory_order_relaxed)) break;
+    }
+    if (seen == fiber_state::created) return true;
+    if (f->copy && !enter_shared(f)) {
+        f->state.store(seen, std::memory_order_release);
+        return false;
+    }
+    // Its pending suspend() throws forced_unwind (see suspend()), and the
+    // entry lets the fiber end there.
+    f->unwinding = true;
+    enter(f);
+    return true;
+}
+
+void destroy(fiber_record* f) noexcept {
+    switch (f->state.load(std::memory_order_acquire)) {
+    case fiber_state::running: fatal(f, "was destroyed while running");
+    case fiber_state::suspended:
+        if (f->copy) {
+            enter_shared_to_destroy(f);
+            f->state.store(fiber_state::running, std::memory_order_relaxed);
+            f->unwinding = true;
+            enter(f);
+        } else {
+            try {
+                (void)unwind(f);
+            } catch (...) {
+                fatal(f, "could not be unwound");
+            }
+        }
+        break;
+    case fiber_state::created:
+    case fiber_state::done: break;
+    }
+    if (f->guard_word && *f->guard_word != f->guard_value) guard_broken(f);
+    if (!f->copy) sanitizer::on_destroy(f->tools(), f->stack.base, f->stack.size);
+    f->release(f);
+    live_coroutines.add(-1);
+}
+
+std::string describe(const fiber_record* f) {
+    if (!f) return "<empty handle>";
+    const char* kind = f->flavour == fiber_flavour::fiber ? "fiber" : "coroutine";
+    if (!f->name.empty()) return std::string(kind) + " '" + std::string(f->name) + "'";
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%s <anonymous %p>", kind, static_cast<const void*>(f));
+    return buf;
+}
+
+void misuse(const fiber_record* f, coroutine_errc code) {
+    std::string who = describe(f);
+    std::string state = f ? std::string(" (state: ") + to_string(f->state.load(std::memory_order_relaxed)) + ")" : "";
+    std::string msg;
+    switch (code) {
+    case coroutine_errc::empty_handle: msg = "weft: operation on an empty coroutine handle (moved-from or default-constructed)"; break;
+    case coroutine_errc::resume_done: msg = "weft: resume of " + who + " which is done" + state; break;
+    case coroutine_errc::resume_running: msg = "weft: resume of " + who + " which is already running" + state; break;
+    case coroutine_errc::resume_self: msg = "weft: resume of " + who + " from inside itself" + state; break;
+    case coroutine_errc::yield_outside: msg = "weft: yield of " + who + " from outside that " + (f && f->flavour == fiber_flavour::fiber ? "fiber" : "coroutine") + state; break;
+    case coroutine_errc::yield_type:
+        msg = "weft: this_coroutine::yield() in " + who + ", which yields or receives values; use its yielder" + state;
+        break;
+    case coroutine_errc::no_result: msg = "weft: result() of " + who + ", which has not returned a value" + state; break;
+    case coroutine_errc::stack_too_small: msg = "weft: stack too small for " + who; break;
+    case coroutine_errc::shared_stack_busy: msg = "weft: shared stack of " + who + " is busy" + state; break;
+    case coroutine_errc::shared_stack_pointer: msg = "weft: pointer into a shared stack that is not live for " + who; break;
+    case coroutine_errc::unwind_running: msg = "weft: unwind of " + who + " which is running" + state; break;
+    }
+    throw coroutine_error(code, msg);
+}
+
+void resume_misuse(const fiber_record* f, fiber_state seen) {
+    switch (seen) {
+    case fiber_state::done: misuse(f, coroutine_errc::resume_done);
+    case fiber_state::running:
+        misuse(f, this_thread_state()->current == f ? coroutine_errc::resume_self : coroutine_errc::resume_running);
+    default: misuse(f, coroutine_errc::resume_running);
+    }
+}
+
+void suspend_misuse(const fiber_record* f) {
+    if (f->unwinding && this_thread_state()->current == f)
+        fatal(f, "tried to yield while being destroyed or unwound (weft::forced_unwind must not be swallowed)");
+    misuse(f, coroutine_errc::yield_outside);
+}
+
+void suspend_chain(fiber_record* f, after_switch_fn hook, void* arg) {
+    thread_state* ts = this_thread_state();
+    fiber_record* cur = ts->current;
+    if (cur == f) return suspend(f, hook, arg);
+    // f must be an ancestor of the running fiber on this thread, and every
+    // fiber from there up to f must keep its frames where they are: a
+    // copy-stack fiber's shared stack cannot stay held while f is away (it
+    // may come back on another thread).
+    bool found = false;
+    for (fiber_record* p = cur; p; p = p->parent) {
+        if (p->copy || p->unwinding) {
+            if (p->unwinding) suspend_misuse(p);
+            throw coroutine_error(coroutine_errc::yield_outside,
+                                  "weft: suspend_outer of " + describe(f) + " from inside " + describe(p) +
+                                      ", which runs on a shared stack (copy-stack fibers cannot stay suspended "
+                                      "inside another fiber)");
+        }
+        if (p == f) {
+            found = true;
+            break;
+        }
+    }
+    if (!found) misuse(f, coroutine_errc::yield_outside);
+    park(f, cur, ts, hook, arg);
+}
+
+void switch_misuse(const fiber_record* self, const fiber_record* next, fiber_state seen) {
+    if (!next) misuse(nullptr, coroutine_errc::empty_handle);
+    if (next == self) misuse(next, coroutine_errc::resume_self);
+    resume_misuse(next, seen);
+}
+
+void guard_broken(const fiber_record* f) noexcept {
+    fatal(f, "overflowed its malloc_stack: the guard word below the stack was overwritten (use a larger stack, or "
+             "mmap/pooled stacks, whose guard page stops an overflow where it happens)");
+}
+
+void stack_too_small(std::string_view name, std::size_t requested, std::size_t needed) {
+    std::string who = name.empty() ? std::string("a fiber") : "'" + std::string(name) + "'";
+    throw coroutine_error(coroutine_errc::stack_too_small, "weft: stack of " + std::to_string(requested) +
+                                                               " bytes too small for " + who + " (needs at least " +
+                                                               std::to_string(needed) + ")");
+}
+
+void rethrow(fiber_record* f) {
+    std::exception_ptr e = std::move(f->exception);
+    f->exception = nullptr;
+    std::rethrow_exception(std::move(e));
+}
+
+}  // namespace detail
+
+const char* to_string(fiber_state s) noexcept {
+    switch (s) {
+    case fiber_state::created: return "created";
+    case fiber_state::running: return "running";
+    case fiber_state::suspended: return "suspended";
+    case fiber_state::done: return "done";
+    }
+    return "invalid";
+}
+
+coroutine_error::coroutine_error(coroutine_errc code, const std::string& message)
+    : std::logic_error(message), code_(code) {}
+
+namespace this_fiber {
+
+fiber_ref current() noexcept { return fiber_ref(detail::this_thread_state()->current); }
+
+void suspend(after_switch_fn hook, void* arg) {
+    detail::fiber_record* f = detail::this_thread_state()->current;
+    if (!f) throw coroutine_error(coroutine_errc::yield_outside, "weft: this_fiber::suspend() outside any fiber");
+    detail::suspend(f, hook, arg);
+}
+
+void suspend_outer(fiber_ref f, after_switch_fn hook, void* arg) {
+    if (!f) detail::misuse(nullptr, coroutine_errc::empty_handle);
+    detail::suspend_chain(f.record(), hook, arg);
+}
+
+void switch_to(fiber_ref next, after_switch_fn hook, void* arg) {
+    detail::fiber_record* f = detail::this_thread_state()->current;
+    if (!f) throw coroutine_error(coroutine_errc::yield_outside, "weft: this_fiber::switch_to() outside any fiber");
+    if (!next) detail::misuse(nullptr, coroutine_errc::empty_handle);
+    detail::switch_to(f, next.record(), hook, arg);
+}
+
+}  // namespace this_fiber
+
+namespace stats {
+std::int64_t live_coroutines() noexcept { return detail::live_coroutines.read(); }
+}  // namespace stats
+
+}  // namespace weft
