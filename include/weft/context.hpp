@@ -22,6 +22,7 @@
 #include <cstddef>
 
 #include "weft/config.hpp"
+#include "weft/detail/context_frame.hpp"
 
 namespace weft::context {
 
@@ -97,58 +98,68 @@ inline transfer ontop(void* to, void* data, ontop_fn fn) { return weft_context_o
 // context + fast_jump_frame + fast_jump_gap; the gap holds data only if that
 // function is a leaf (only a leaf may keep data in the red zone). weft's
 // copy-stack coroutines skip the gap when they save a stack, because the
-// coroutine layer's suspend() always contains calls.
-#if defined(__x86_64__)
-inline constexpr std::size_t fast_jump_frame = 0x40;
-inline constexpr std::size_t fast_jump_gap = 0x80;
-#else
-inline constexpr std::size_t fast_jump_frame = 0xb0;
-inline constexpr std::size_t fast_jump_gap = 0;
-#endif
+// coroutine layer's suspend() always contains calls. Both are other names
+// for frame::size and frame::gap (weft/detail/context_frame.hpp, where the
+// whole frame layout is).
+inline constexpr std::size_t fast_jump_frame = frame::size;
+inline constexpr std::size_t fast_jump_gap = frame::gap;
+static_assert(fast_jump_frame == frame::size && fast_jump_frame == WEFT_FRAME_SIZE);
+static_assert(fast_jump_gap == frame::gap && fast_jump_gap == WEFT_FRAME_GAP);
 
 // min_frame_size is the smallest size make() accepts: the first frame plus
 // room for the entry function's own frame.
 inline constexpr std::size_t min_frame_size = 256;
 
+// WEFT_CONTEXT_OFF(slot) is the frame offset WEFT_FRAME_<slot> as a string
+// literal, pasted into fast_jump()'s asm text (offsets as "i" operands would
+// make clang's inliner count each one as an argument of the asm call, and
+// stop inlining some callers). Private to this header: #undef'd at its end.
+#define WEFT_CONTEXT_STR_(x) #x
+#define WEFT_CONTEXT_STR(x) WEFT_CONTEXT_STR_(x)
+#define WEFT_CONTEXT_OFF(slot) WEFT_CONTEXT_STR(WEFT_FRAME_##slot)
+
 #if defined(__x86_64__)
-// x86-64 System V. Frame layout: src/arch/context_x86_64_sysv.hpp (MXCSR at
+// x86-64 System V. Frame layout: weft/detail/context_frame.hpp (MXCSR at
 // +0, x87 CW at +4, r12 r13 r14 r15 rbx rbp at +8..+0x30, resume address at
-// +0x38). The frame goes below the caller's red zone (System V lets leaf
-// code keep data in the 128 bytes below rsp, and a function containing this
-// asm may be a leaf), so the context is rsp - 0xc0 and the resume point
-// climbs back by 0x80. Both resume paths (this one and the .S) leave rsp =
-// context + 0x40 at the resume point with {from, data} in rax:rdx.
+// +0x38); every offset in the asm is pasted from its WEFT_FRAME_* macro.
+// The frame goes below the caller's red zone (System V lets leaf code keep
+// data in the 128 bytes below rsp, and a function containing this asm may be
+// a leaf), so the context is rsp - (frame::size + frame::gap) = rsp - 0xc0
+// and the resume point climbs back by frame::gap = 0x80. Both resume paths
+// (this one and the .S) leave rsp = context + frame::size at the resume
+// point with {from, data} in rax:rdx.
 inline transfer fast_jump(void* to, void* data) noexcept {
     void* from;
     void* d;
     asm volatile(
-        "leaq -0xc0(%%rsp), %%rsp\n\t"  // below the red zone, room for the frame
+        // below the red zone, room for the frame: rsp - (size + gap)
+        "leaq -" WEFT_CONTEXT_OFF(SIZE) "-" WEFT_CONTEXT_OFF(GAP) "(%%rsp), %%rsp\n\t"
 #if !WEFT_SHARE_FP_ENV
-        "stmxcsr (%%rsp)\n\t"  // our FP control state
-        "fnstcw 4(%%rsp)\n\t"
+        "stmxcsr " WEFT_CONTEXT_OFF(MXCSR) "(%%rsp)\n\t"  // our FP control state
+        "fnstcw " WEFT_CONTEXT_OFF(FCW) "(%%rsp)\n\t"
 #endif
-        "movq %%rbp, 0x30(%%rsp)\n\t"  // rbp may be the frame pointer: kept by hand
-        "leaq 1f(%%rip), %%rcx\n\t"    // our resume address
-        "movq %%rcx, 0x38(%%rsp)\n\t"
+        "movq %%rbp, " WEFT_CONTEXT_OFF(RBP) "(%%rsp)\n\t"  // rbp may be the frame pointer: kept by hand
+        "leaq 1f(%%rip), %%rcx\n\t"                        // our resume address
+        "movq %%rcx, " WEFT_CONTEXT_OFF(RET) "(%%rsp)\n\t"
         "movq %%rsp, %%rax\n\t"  // from = our context
         "movq %%rdi, %%rsp\n\t"  // the switch
-        "movq 0x38(%%rsp), %%rcx\n\t"
+        "movq " WEFT_CONTEXT_OFF(RET) "(%%rsp), %%rcx\n\t"
 #if !WEFT_SHARE_FP_ENV
-        "ldmxcsr (%%rsp)\n\t"  // the target's FP control state
-        "fldcw 4(%%rsp)\n\t"
+        "ldmxcsr " WEFT_CONTEXT_OFF(MXCSR) "(%%rsp)\n\t"  // the target's FP control state
+        "fldcw " WEFT_CONTEXT_OFF(FCW) "(%%rsp)\n\t"
 #endif
-        "movq 0x08(%%rsp), %%r12\n\t"  // the target's callee-saved registers: real
-        "movq 0x10(%%rsp), %%r13\n\t"  // values if it was suspended by the .S jump,
-        "movq 0x18(%%rsp), %%r14\n\t"  // don't-cares if by fast_jump
-        "movq 0x20(%%rsp), %%r15\n\t"
-        "movq 0x28(%%rsp), %%rbx\n\t"
-        "movq 0x30(%%rsp), %%rbp\n\t"
-        "leaq 0x40(%%rsp), %%rsp\n\t"
+        "movq " WEFT_CONTEXT_OFF(R12) "(%%rsp), %%r12\n\t"  // the target's callee-saved registers: real
+        "movq " WEFT_CONTEXT_OFF(R13) "(%%rsp), %%r13\n\t"  // values if it was suspended by the .S jump,
+        "movq " WEFT_CONTEXT_OFF(R14) "(%%rsp), %%r14\n\t"  // don't-cares if by fast_jump
+        "movq " WEFT_CONTEXT_OFF(R15) "(%%rsp), %%r15\n\t"
+        "movq " WEFT_CONTEXT_OFF(RBX) "(%%rsp), %%rbx\n\t"
+        "movq " WEFT_CONTEXT_OFF(RBP) "(%%rsp), %%rbp\n\t"
+        "leaq " WEFT_CONTEXT_OFF(SIZE) "(%%rsp), %%rsp\n\t"
         "movq %%rsi, %%rdx\n\t"  // {rax = from, rdx = data}; rdi, rsi too, for a
         "movq %%rax, %%rdi\n\t"  // fresh context's trampoline (as the .S does)
         "notrack jmp *%%rcx\n"
         "1:\n\t"
-        "leaq 0x80(%%rsp), %%rsp"  // resumed: back above the red zone
+        "leaq " WEFT_CONTEXT_OFF(GAP) "(%%rsp), %%rsp"  // resumed: back above the red zone
         : "+D"(to), "+S"(data), "=a"(from), "=d"(d)
         :
         : "rbx", "rcx", "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15",  //
@@ -164,42 +175,45 @@ inline transfer fast_jump(void* to, void* data) noexcept {
     return {from, d};
 }
 #elif defined(__aarch64__)
-// AArch64 AAPCS64. Frame layout: src/arch/context_aarch64_aapcs.hpp (x29 x30
-// at +0, x19-x28 at +0x10, d8-d15 at +0x60, FPCR at +0xa0, 0xb0 in all).
-// AAPCS64 on Linux has no red zone. Both resume paths return to the resume
-// point with sp = context + 0xb0 and {from, data} in x0, x1. x18 is a
-// temporary on Linux (GCC allocates it), so it is clobbered like x0-x17.
+// AArch64 AAPCS64. Frame layout: weft/detail/context_frame.hpp (x29 x30 at
+// +0, x19-x28 at +0x10, d8-d15 at +0x60, FPCR at +0xa0, 0xb0 in all); every
+// offset in the asm is pasted from its WEFT_FRAME_* macro, and the ldp/stp
+// pairs rely on each pair's second slot following its first (checked by the
+// struct in src/arch/context_aarch64_aapcs.cpp). AAPCS64 on Linux has no red
+// zone (frame::gap is 0). Both resume paths return to the resume point with
+// sp = context + frame::size and {from, data} in x0, x1. x18 is a temporary
+// on Linux (GCC allocates it), so it is clobbered like x0-x17.
 inline transfer fast_jump(void* to, void* data) noexcept {
     register void* x0 asm("x0") = to;
     register void* x1 asm("x1") = data;
     asm volatile(
-        "sub sp, sp, #0xb0\n\t"
-        "adr x30, 1f\n\t"              // our resume address
-        "stp x29, x30, [sp]\n\t"       // x29 may be the frame pointer: kept by hand
+        "sub sp, sp, #" WEFT_CONTEXT_OFF(SIZE) "\n\t"
+        "adr x30, 1f\n\t"                                    // our resume address
+        "stp x29, x30, [sp, #" WEFT_CONTEXT_OFF(X29) "]\n\t"  // x29 may be the frame pointer: kept by hand
 #if !WEFT_SHARE_FP_ENV
         "mrs x9, fpcr\n\t"
-        "str x9, [sp, #0xa0]\n\t"
+        "str x9, [sp, #" WEFT_CONTEXT_OFF(FPCR) "]\n\t"
 #endif
-        "mov x2, sp\n\t"               // from = our context
-        "mov sp, x0\n\t"               // the switch
+        "mov x2, sp\n\t"  // from = our context
+        "mov sp, x0\n\t"  // the switch
 #if !WEFT_SHARE_FP_ENV
-        "ldr x10, [sp, #0xa0]\n\t"     // the target's FPCR, written only if it differs
+        "ldr x10, [sp, #" WEFT_CONTEXT_OFF(FPCR) "]\n\t"  // the target's FPCR, written if it differs
         "cmp x9, x10\n\t"
         "b.eq 2f\n\t"
         "msr fpcr, x10\n"
         "2:\n\t"
 #endif
-        "ldp x19, x20, [sp, #0x10]\n\t"  // the target's callee-saved registers: real
-        "ldp x21, x22, [sp, #0x20]\n\t"  // values if it was suspended by the .S jump,
-        "ldp x23, x24, [sp, #0x30]\n\t"  // don't-cares if by fast_jump
-        "ldp x25, x26, [sp, #0x40]\n\t"
-        "ldp x27, x28, [sp, #0x50]\n\t"
-        "ldp d8, d9, [sp, #0x60]\n\t"
-        "ldp d10, d11, [sp, #0x70]\n\t"
-        "ldp d12, d13, [sp, #0x80]\n\t"
-        "ldp d14, d15, [sp, #0x90]\n\t"
-        "ldp x29, x30, [sp]\n\t"
-        "add sp, sp, #0xb0\n\t"
+        "ldp x19, x20, [sp, #" WEFT_CONTEXT_OFF(X19) "]\n\t"  // the target's callee-saved registers: real
+        "ldp x21, x22, [sp, #" WEFT_CONTEXT_OFF(X21) "]\n\t"  // values if it was suspended by the .S jump,
+        "ldp x23, x24, [sp, #" WEFT_CONTEXT_OFF(X23) "]\n\t"  // don't-cares if by fast_jump
+        "ldp x25, x26, [sp, #" WEFT_CONTEXT_OFF(X25) "]\n\t"
+        "ldp x27, x28, [sp, #" WEFT_CONTEXT_OFF(X27) "]\n\t"
+        "ldp d8, d9, [sp, #" WEFT_CONTEXT_OFF(D8) "]\n\t"
+        "ldp d10, d11, [sp, #" WEFT_CONTEXT_OFF(D10) "]\n\t"
+        "ldp d12, d13, [sp, #" WEFT_CONTEXT_OFF(D12) "]\n\t"
+        "ldp d14, d15, [sp, #" WEFT_CONTEXT_OFF(D14) "]\n\t"
+        "ldp x29, x30, [sp, #" WEFT_CONTEXT_OFF(X29) "]\n\t"
+        "add sp, sp, #" WEFT_CONTEXT_OFF(SIZE) "\n\t"
         "mov x0, x2\n\t"  // {x0 = from, x1 = data}
         "ret\n"
         "1:"
@@ -213,5 +227,9 @@ inline transfer fast_jump(void* to, void* data) noexcept {
     return {x0, x1};
 }
 #endif
+
+#undef WEFT_CONTEXT_OFF
+#undef WEFT_CONTEXT_STR
+#undef WEFT_CONTEXT_STR_
 
 }  // namespace weft::context

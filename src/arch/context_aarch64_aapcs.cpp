@@ -4,15 +4,17 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 
-#include "context_aarch64_aapcs.hpp"
 #include "weft/context.hpp"
+#include "weft/detail/context_frame.hpp"
 
 extern "C" void weft_context_trampoline();
 
 namespace {
 
-// frame mirrors context_aarch64_aapcs.hpp; the asserts keep the two in step.
+// frame mirrors the AArch64 section of weft/detail/context_frame.hpp; the
+// asserts keep the two in step, the C++ names of the layout included.
 struct frame {
     std::uint64_t x29, x30;
     std::uint64_t x19, x20, x21, x22, x23, x24, x25, x26, x27, x28;
@@ -20,29 +22,41 @@ struct frame {
     std::uint64_t fpcr;
     std::uint64_t pad;
 };
-static_assert(offsetof(frame, x29) == WEFT_A64_FP);
-static_assert(offsetof(frame, x30) == WEFT_A64_LR);
-static_assert(offsetof(frame, x19) == WEFT_A64_X19);
-static_assert(offsetof(frame, x20) == WEFT_A64_X20);
-static_assert(offsetof(frame, x21) == WEFT_A64_X21);
-static_assert(offsetof(frame, x22) == WEFT_A64_X22);
-static_assert(offsetof(frame, x23) == WEFT_A64_X23);
-static_assert(offsetof(frame, x24) == WEFT_A64_X24);
-static_assert(offsetof(frame, x25) == WEFT_A64_X25);
-static_assert(offsetof(frame, x26) == WEFT_A64_X26);
-static_assert(offsetof(frame, x27) == WEFT_A64_X27);
-static_assert(offsetof(frame, x28) == WEFT_A64_X28);
-static_assert(offsetof(frame, d8) == WEFT_A64_D8);
-static_assert(offsetof(frame, d9) == WEFT_A64_D9);
-static_assert(offsetof(frame, d10) == WEFT_A64_D10);
-static_assert(offsetof(frame, d11) == WEFT_A64_D11);
-static_assert(offsetof(frame, d12) == WEFT_A64_D12);
-static_assert(offsetof(frame, d13) == WEFT_A64_D13);
-static_assert(offsetof(frame, d14) == WEFT_A64_D14);
-static_assert(offsetof(frame, d15) == WEFT_A64_D15);
-static_assert(offsetof(frame, fpcr) == WEFT_A64_FPCR);
-static_assert(offsetof(frame, pad) == WEFT_A64_PAD);
-static_assert(sizeof(frame) == WEFT_A64_FRAME);
+static_assert(offsetof(frame, x29) == WEFT_FRAME_X29);
+static_assert(offsetof(frame, x30) == WEFT_FRAME_X30);
+static_assert(offsetof(frame, x19) == WEFT_FRAME_X19);
+static_assert(offsetof(frame, x20) == WEFT_FRAME_X20);
+static_assert(offsetof(frame, x21) == WEFT_FRAME_X21);
+static_assert(offsetof(frame, x22) == WEFT_FRAME_X22);
+static_assert(offsetof(frame, x23) == WEFT_FRAME_X23);
+static_assert(offsetof(frame, x24) == WEFT_FRAME_X24);
+static_assert(offsetof(frame, x25) == WEFT_FRAME_X25);
+static_assert(offsetof(frame, x26) == WEFT_FRAME_X26);
+static_assert(offsetof(frame, x27) == WEFT_FRAME_X27);
+static_assert(offsetof(frame, x28) == WEFT_FRAME_X28);
+static_assert(offsetof(frame, d8) == WEFT_FRAME_D8);
+static_assert(offsetof(frame, d9) == WEFT_FRAME_D9);
+static_assert(offsetof(frame, d10) == WEFT_FRAME_D10);
+static_assert(offsetof(frame, d11) == WEFT_FRAME_D11);
+static_assert(offsetof(frame, d12) == WEFT_FRAME_D12);
+static_assert(offsetof(frame, d13) == WEFT_FRAME_D13);
+static_assert(offsetof(frame, d14) == WEFT_FRAME_D14);
+static_assert(offsetof(frame, d15) == WEFT_FRAME_D15);
+static_assert(offsetof(frame, fpcr) == WEFT_FRAME_FPCR);
+static_assert(offsetof(frame, pad) == WEFT_FRAME_PAD);
+static_assert(sizeof(frame) == WEFT_FRAME_SIZE);
+namespace layout = weft::context::frame;
+static_assert(layout::size == sizeof(frame));
+static_assert(layout::gap == 0);
+static_assert(layout::fp_control == offsetof(frame, fpcr));
+static_assert(layout::fp_control_size == sizeof(frame::fpcr));
+static_assert(layout::frame_pointer == offsetof(frame, x29));
+static_assert(layout::resume_address == offsetof(frame, x30));
+static_assert(std::size(layout::data_parts) == 2);
+static_assert(layout::data_parts[0].offset == offsetof(frame, x29));
+static_assert(layout::data_parts[0].size == sizeof(frame::x29) + sizeof(frame::x30));
+static_assert(layout::data_parts[1].offset == offsetof(frame, fpcr));
+static_assert(layout::data_parts[1].size == sizeof(frame::fpcr));
 // The context handle is the frame's address and the trampoline runs at its
 // end, so both are 16-aligned only if the frame size is.
 static_assert(sizeof(frame) % 16 == 0);

@@ -3,7 +3,8 @@
  * AAPCS64, ELF, GNU as. Only switching lives here; context_aarch64_aapcs.cpp
  * lays out the first frame.
  *
- * Frame at a suspended context's stack pointer (context_aarch64_aapcs.hpp):
+ * Frame at a suspended context's stack pointer (the offsets, WEFT_FRAME_*,
+ * are in include/weft/detail/context_frame.hpp, shared with the C++):
  *
  *   +0x00 x29    +0x08 x30 (resume address)
  *   +0x10 x19    +0x18 x20    +0x20 x21    +0x28 x22
@@ -56,7 +57,7 @@
  * BTI only in its GNU property note, not PAC and not GCS.
  */
 
-#include "context_aarch64_aapcs.hpp"
+#include "weft/detail/context_frame.hpp"
 
 /* Symbol visibility, as for x86-64: hidden in a static library; in a shared
    libweft the switch is part of the public L0 API, so it is exported but
@@ -74,54 +75,54 @@
 #endif
 
 /* Save the callee-saved state of the running context into a fresh frame
-   at sp. Requires: sp already lowered by WEFT_A64_FRAME. */
+   at sp. Requires: sp already lowered by WEFT_FRAME_SIZE. */
 .macro weft_save_frame
-    stp     x29, x30, [sp, #WEFT_A64_FP]            /* frame pointer and resume address */
-    stp     x19, x20, [sp, #WEFT_A64_X19]           /* callee-saved integer registers */
-    stp     x21, x22, [sp, #WEFT_A64_X21]
-    stp     x23, x24, [sp, #WEFT_A64_X23]
-    stp     x25, x26, [sp, #WEFT_A64_X25]
-    stp     x27, x28, [sp, #WEFT_A64_X27]
-    stp     d8,  d9,  [sp, #WEFT_A64_D8]            /* callee-saved low halves of v8-v15 */
-    stp     d10, d11, [sp, #WEFT_A64_D10]
-    stp     d12, d13, [sp, #WEFT_A64_D12]
-    stp     d14, d15, [sp, #WEFT_A64_D14]
-    .cfi_rel_offset x29, WEFT_A64_FP
-    .cfi_rel_offset x30, WEFT_A64_LR
-    .cfi_rel_offset x19, WEFT_A64_X19
-    .cfi_rel_offset x20, WEFT_A64_X20
-    .cfi_rel_offset x21, WEFT_A64_X21
-    .cfi_rel_offset x22, WEFT_A64_X22
-    .cfi_rel_offset x23, WEFT_A64_X23
-    .cfi_rel_offset x24, WEFT_A64_X24
-    .cfi_rel_offset x25, WEFT_A64_X25
-    .cfi_rel_offset x26, WEFT_A64_X26
-    .cfi_rel_offset x27, WEFT_A64_X27
-    .cfi_rel_offset x28, WEFT_A64_X28
-    .cfi_rel_offset d8,  WEFT_A64_D8
-    .cfi_rel_offset d9,  WEFT_A64_D9
-    .cfi_rel_offset d10, WEFT_A64_D10
-    .cfi_rel_offset d11, WEFT_A64_D11
-    .cfi_rel_offset d12, WEFT_A64_D12
-    .cfi_rel_offset d13, WEFT_A64_D13
-    .cfi_rel_offset d14, WEFT_A64_D14
-    .cfi_rel_offset d15, WEFT_A64_D15
+    stp     x29, x30, [sp, #WEFT_FRAME_X29]         /* frame pointer and resume address */
+    stp     x19, x20, [sp, #WEFT_FRAME_X19]         /* callee-saved integer registers */
+    stp     x21, x22, [sp, #WEFT_FRAME_X21]
+    stp     x23, x24, [sp, #WEFT_FRAME_X23]
+    stp     x25, x26, [sp, #WEFT_FRAME_X25]
+    stp     x27, x28, [sp, #WEFT_FRAME_X27]
+    stp     d8,  d9,  [sp, #WEFT_FRAME_D8]          /* callee-saved low halves of v8-v15 */
+    stp     d10, d11, [sp, #WEFT_FRAME_D10]
+    stp     d12, d13, [sp, #WEFT_FRAME_D12]
+    stp     d14, d15, [sp, #WEFT_FRAME_D14]
+    .cfi_rel_offset x29, WEFT_FRAME_X29
+    .cfi_rel_offset x30, WEFT_FRAME_X30
+    .cfi_rel_offset x19, WEFT_FRAME_X19
+    .cfi_rel_offset x20, WEFT_FRAME_X20
+    .cfi_rel_offset x21, WEFT_FRAME_X21
+    .cfi_rel_offset x22, WEFT_FRAME_X22
+    .cfi_rel_offset x23, WEFT_FRAME_X23
+    .cfi_rel_offset x24, WEFT_FRAME_X24
+    .cfi_rel_offset x25, WEFT_FRAME_X25
+    .cfi_rel_offset x26, WEFT_FRAME_X26
+    .cfi_rel_offset x27, WEFT_FRAME_X27
+    .cfi_rel_offset x28, WEFT_FRAME_X28
+    .cfi_rel_offset d8,  WEFT_FRAME_D8
+    .cfi_rel_offset d9,  WEFT_FRAME_D9
+    .cfi_rel_offset d10, WEFT_FRAME_D10
+    .cfi_rel_offset d11, WEFT_FRAME_D11
+    .cfi_rel_offset d12, WEFT_FRAME_D12
+    .cfi_rel_offset d13, WEFT_FRAME_D13
+    .cfi_rel_offset d14, WEFT_FRAME_D14
+    .cfi_rel_offset d15, WEFT_FRAME_D15
 .endm
 
 /* Load the target's callee-saved state from its frame at sp and pop the
    frame. x30 becomes the target's resume address. */
 .macro weft_load_frame
-    ldp     x19, x20, [sp, #WEFT_A64_X19]           /* target's callee-saved integer registers */
-    ldp     x21, x22, [sp, #WEFT_A64_X21]
-    ldp     x23, x24, [sp, #WEFT_A64_X23]
-    ldp     x25, x26, [sp, #WEFT_A64_X25]
-    ldp     x27, x28, [sp, #WEFT_A64_X27]
-    ldp     d8,  d9,  [sp, #WEFT_A64_D8]            /* target's d8-d15 */
-    ldp     d10, d11, [sp, #WEFT_A64_D10]
-    ldp     d12, d13, [sp, #WEFT_A64_D12]
-    ldp     d14, d15, [sp, #WEFT_A64_D14]
-    ldp     x29, x30, [sp, #WEFT_A64_FP]            /* target's frame pointer and resume address */
-    add     sp, sp, #WEFT_A64_FRAME                 /* pop the frame only after the last load */
+    ldp     x19, x20, [sp, #WEFT_FRAME_X19]         /* target's callee-saved integer registers */
+    ldp     x21, x22, [sp, #WEFT_FRAME_X21]
+    ldp     x23, x24, [sp, #WEFT_FRAME_X23]
+    ldp     x25, x26, [sp, #WEFT_FRAME_X25]
+    ldp     x27, x28, [sp, #WEFT_FRAME_X27]
+    ldp     d8,  d9,  [sp, #WEFT_FRAME_D8]          /* target's d8-d15 */
+    ldp     d10, d11, [sp, #WEFT_FRAME_D10]
+    ldp     d12, d13, [sp, #WEFT_FRAME_D12]
+    ldp     d14, d15, [sp, #WEFT_FRAME_D14]
+    ldp     x29, x30, [sp, #WEFT_FRAME_X29]         /* target's frame pointer and resume address */
+    add     sp, sp, #WEFT_FRAME_SIZE                /* pop the frame only after the last load */
     .cfi_def_cfa_offset 0
     .cfi_restore x29
     .cfi_restore x30
@@ -157,20 +158,20 @@
 weft_context_jump:
     .cfi_startproc
     bti     c                                       /* landing pad for blr callers */
-    sub     sp, sp, #WEFT_A64_FRAME                 /* make room first: nothing below sp */
-    .cfi_def_cfa_offset WEFT_A64_FRAME
+    sub     sp, sp, #WEFT_FRAME_SIZE                /* make room first: nothing below sp */
+    .cfi_def_cfa_offset WEFT_FRAME_SIZE
 #if WEFT_SAVE_FP
     mrs     x9, fpcr                                /* our FPCR, early: stored and compared below */
 #endif
     weft_save_frame                                 /* x19-x30, d8-d15 into our frame */
 #if WEFT_SAVE_FP
-    str     x9, [sp, #WEFT_A64_FPCR]                /* and FPCR */
+    str     x9, [sp, #WEFT_FRAME_FPCR]              /* and FPCR */
 #endif
     mov     x2, sp                                  /* x2 = our context, the transfer's `from` */
     mov     sp, x0                                  /* the switch: sp = target context */
                                                     /* (same frame layout, so the CFI above still holds) */
 #if WEFT_SAVE_FP
-    ldr     x10, [sp, #WEFT_A64_FPCR]               /* target's FPCR ... */
+    ldr     x10, [sp, #WEFT_FRAME_FPCR]             /* target's FPCR ... */
     cmp     x9, x10                                 /* ... equal to ours in the common case: */
     b.eq    1f                                      /* skip the expensive write */
     msr     fpcr, x10                               /* rare path: control state differs */
@@ -193,19 +194,19 @@ weft_context_jump:
 weft_context_ontop:
     .cfi_startproc
     bti     c                                       /* landing pad for blr callers */
-    sub     sp, sp, #WEFT_A64_FRAME                 /* make room first: nothing below sp */
-    .cfi_def_cfa_offset WEFT_A64_FRAME
+    sub     sp, sp, #WEFT_FRAME_SIZE                /* make room first: nothing below sp */
+    .cfi_def_cfa_offset WEFT_FRAME_SIZE
 #if WEFT_SAVE_FP
     mrs     x9, fpcr                                /* our FPCR, as in jump */
 #endif
     weft_save_frame                                 /* x19-x30, d8-d15 into our frame */
 #if WEFT_SAVE_FP
-    str     x9, [sp, #WEFT_A64_FPCR]
+    str     x9, [sp, #WEFT_FRAME_FPCR]
 #endif
     mov     x3, sp                                  /* x3 = our context */
     mov     sp, x0                                  /* the switch */
 #if WEFT_SAVE_FP
-    ldr     x10, [sp, #WEFT_A64_FPCR]               /* restore FPCR only if it differs */
+    ldr     x10, [sp, #WEFT_FRAME_FPCR]             /* restore FPCR only if it differs */
     cmp     x9, x10
     b.eq    1f
     msr     fpcr, x10

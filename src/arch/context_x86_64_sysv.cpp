@@ -4,15 +4,17 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 
-#include "context_x86_64_sysv.hpp"
 #include "weft/context.hpp"
+#include "weft/detail/context_frame.hpp"
 
 extern "C" void weft_context_trampoline();
 
 namespace {
 
-// frame mirrors context_x86_64_sysv.hpp; the asserts keep the two in step.
+// frame mirrors the x86-64 section of weft/detail/context_frame.hpp; the
+// asserts keep the two in step, the C++ names of the layout included.
 struct frame {
     std::uint32_t mxcsr;
     std::uint16_t fcw;
@@ -20,17 +22,30 @@ struct frame {
     std::uint64_t r12, r13, r14, r15, rbx, rbp;
     std::uint64_t ret;
 };
-static_assert(offsetof(frame, mxcsr) == WEFT_X64_MXCSR);
-static_assert(offsetof(frame, fcw) == WEFT_X64_FCW);
-static_assert(offsetof(frame, pad) == WEFT_X64_FP_UNUSED);
-static_assert(offsetof(frame, r12) == WEFT_X64_R12);
-static_assert(offsetof(frame, r13) == WEFT_X64_R13);
-static_assert(offsetof(frame, r14) == WEFT_X64_R14);
-static_assert(offsetof(frame, r15) == WEFT_X64_R15);
-static_assert(offsetof(frame, rbx) == WEFT_X64_RBX);
-static_assert(offsetof(frame, rbp) == WEFT_X64_RBP);
-static_assert(offsetof(frame, ret) == WEFT_X64_RET);
-static_assert(sizeof(frame) == WEFT_X64_FRAME);
+static_assert(offsetof(frame, mxcsr) == WEFT_FRAME_MXCSR);
+static_assert(offsetof(frame, fcw) == WEFT_FRAME_FCW);
+static_assert(offsetof(frame, pad) == WEFT_FRAME_FPCTL_PAD);
+static_assert(offsetof(frame, r12) == WEFT_FRAME_R12);
+static_assert(offsetof(frame, r13) == WEFT_FRAME_R13);
+static_assert(offsetof(frame, r14) == WEFT_FRAME_R14);
+static_assert(offsetof(frame, r15) == WEFT_FRAME_R15);
+static_assert(offsetof(frame, rbx) == WEFT_FRAME_RBX);
+static_assert(offsetof(frame, rbp) == WEFT_FRAME_RBP);
+static_assert(offsetof(frame, ret) == WEFT_FRAME_RET);
+static_assert(sizeof(frame) == WEFT_FRAME_SIZE);
+static_assert(sizeof(frame) == WEFT_FRAME_SAVE_SIZE + sizeof(frame::ret));
+namespace layout = weft::context::frame;
+static_assert(layout::size == sizeof(frame));
+static_assert(layout::gap == 128);  // the System V red zone, which fast_jump() skips
+static_assert(layout::fp_control == offsetof(frame, mxcsr));
+static_assert(layout::fp_control_size == offsetof(frame, r12) - offsetof(frame, mxcsr));
+static_assert(layout::frame_pointer == offsetof(frame, rbp));
+static_assert(layout::resume_address == offsetof(frame, ret));
+static_assert(std::size(layout::data_parts) == 2);
+static_assert(layout::data_parts[0].offset == offsetof(frame, mxcsr));
+static_assert(layout::data_parts[0].size == sizeof(frame::mxcsr) + sizeof(frame::fcw) + sizeof(frame::pad));
+static_assert(layout::data_parts[1].offset == offsetof(frame, rbp));
+static_assert(layout::data_parts[1].size == sizeof(frame::rbp) + sizeof(frame::ret));
 
 }  // namespace
 

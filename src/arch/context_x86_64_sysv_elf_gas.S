@@ -3,7 +3,8 @@
  * ELF, GNU as. Only switching lives here; context_x86_64_sysv.cpp lays out
  * the first frame.
  *
- * Frame at a suspended context's stack pointer (context_x86_64_sysv.hpp):
+ * Frame at a suspended context's stack pointer (the offsets, WEFT_FRAME_*,
+ * are in include/weft/detail/context_frame.hpp, shared with the C++):
  *
  *   +0x00 MXCSR  +0x04 x87 CW  +0x06 unused
  *   +0x08 r12    +0x10 r13     +0x18 r14     +0x20 r15
@@ -37,7 +38,7 @@
  * marked IBT-compatible only: shadow stacks are not switched.
  */
 
-#include "context_x86_64_sysv.hpp"
+#include "weft/detail/context_frame.hpp"
 
 /* Symbol visibility: hidden in a static library; in a shared libweft the
    switch is part of the public L0 API, so it is exported but protected
@@ -66,41 +67,41 @@
 weft_context_jump:
     .cfi_startproc
     endbr64
-    leaq    -WEFT_X64_SAVE_SIZE(%rsp), %rsp        /* make room first: nothing below rsp */
-    .cfi_adjust_cfa_offset WEFT_X64_SAVE_SIZE
+    leaq    -WEFT_FRAME_SAVE_SIZE(%rsp), %rsp      /* make room first: nothing below rsp */
+    .cfi_adjust_cfa_offset WEFT_FRAME_SAVE_SIZE
 #if WEFT_SAVE_FP
-    stmxcsr WEFT_X64_MXCSR(%rsp)                    /* FP control state: MXCSR ... */
-    fnstcw  WEFT_X64_FCW(%rsp)                      /* ... and the x87 control word */
+    stmxcsr WEFT_FRAME_MXCSR(%rsp)                  /* FP control state: MXCSR ... */
+    fnstcw  WEFT_FRAME_FCW(%rsp)                    /* ... and the x87 control word */
 #endif
-    movq    %r12, WEFT_X64_R12(%rsp)                /* callee-saved integer registers */
-    movq    %r13, WEFT_X64_R13(%rsp)
-    movq    %r14, WEFT_X64_R14(%rsp)
-    movq    %r15, WEFT_X64_R15(%rsp)
-    movq    %rbx, WEFT_X64_RBX(%rsp)
-    movq    %rbp, WEFT_X64_RBP(%rsp)
-    .cfi_rel_offset r12, WEFT_X64_R12
-    .cfi_rel_offset r13, WEFT_X64_R13
-    .cfi_rel_offset r14, WEFT_X64_R14
-    .cfi_rel_offset r15, WEFT_X64_R15
-    .cfi_rel_offset rbx, WEFT_X64_RBX
-    .cfi_rel_offset rbp, WEFT_X64_RBP
+    movq    %r12, WEFT_FRAME_R12(%rsp)              /* callee-saved integer registers */
+    movq    %r13, WEFT_FRAME_R13(%rsp)
+    movq    %r14, WEFT_FRAME_R14(%rsp)
+    movq    %r15, WEFT_FRAME_R15(%rsp)
+    movq    %rbx, WEFT_FRAME_RBX(%rsp)
+    movq    %rbp, WEFT_FRAME_RBP(%rsp)
+    .cfi_rel_offset r12, WEFT_FRAME_R12
+    .cfi_rel_offset r13, WEFT_FRAME_R13
+    .cfi_rel_offset r14, WEFT_FRAME_R14
+    .cfi_rel_offset r15, WEFT_FRAME_R15
+    .cfi_rel_offset rbx, WEFT_FRAME_RBX
+    .cfi_rel_offset rbp, WEFT_FRAME_RBP
 
     movq    %rsp, %rax                              /* rax = our context, the transfer's `from` */
     movq    %rdi, %rsp                              /* the switch: rsp = target context */
                                                     /* (the target's frame has the same layout, so the CFI above still holds) */
-    movq    WEFT_X64_RET(%rsp), %rcx                /* fetch the resume address early for the predictor */
+    movq    WEFT_FRAME_RET(%rsp), %rcx              /* fetch the resume address early for the predictor */
 #if WEFT_SAVE_FP
-    ldmxcsr WEFT_X64_MXCSR(%rsp)                    /* target's MXCSR ... */
-    fldcw   WEFT_X64_FCW(%rsp)                      /* ... and x87 control word */
+    ldmxcsr WEFT_FRAME_MXCSR(%rsp)                  /* target's MXCSR ... */
+    fldcw   WEFT_FRAME_FCW(%rsp)                    /* ... and x87 control word */
 #endif
-    movq    WEFT_X64_R12(%rsp), %r12                /* target's callee-saved registers */
-    movq    WEFT_X64_R13(%rsp), %r13
-    movq    WEFT_X64_R14(%rsp), %r14
-    movq    WEFT_X64_R15(%rsp), %r15
-    movq    WEFT_X64_RBX(%rsp), %rbx
-    movq    WEFT_X64_RBP(%rsp), %rbp
-    leaq    WEFT_X64_FRAME(%rsp), %rsp              /* drop the whole frame, return address included */
-    .cfi_adjust_cfa_offset -WEFT_X64_FRAME
+    movq    WEFT_FRAME_R12(%rsp), %r12              /* target's callee-saved registers */
+    movq    WEFT_FRAME_R13(%rsp), %r13
+    movq    WEFT_FRAME_R14(%rsp), %r14
+    movq    WEFT_FRAME_R15(%rsp), %r15
+    movq    WEFT_FRAME_RBX(%rsp), %rbx
+    movq    WEFT_FRAME_RBP(%rsp), %rbp
+    leaq    WEFT_FRAME_SIZE(%rsp), %rsp             /* drop the whole frame, return address included */
+    .cfi_adjust_cfa_offset -WEFT_FRAME_SIZE
 
     movq    %rsi, %rdx                              /* transfer.data (return pair rax:rdx) */
     movq    %rax, %rdi                              /* first entry: trampoline arguments rdi, rsi */
@@ -119,40 +120,40 @@ weft_context_jump:
 weft_context_ontop:
     .cfi_startproc
     endbr64
-    leaq    -WEFT_X64_SAVE_SIZE(%rsp), %rsp        /* make room first: nothing below rsp */
-    .cfi_adjust_cfa_offset WEFT_X64_SAVE_SIZE
+    leaq    -WEFT_FRAME_SAVE_SIZE(%rsp), %rsp      /* make room first: nothing below rsp */
+    .cfi_adjust_cfa_offset WEFT_FRAME_SAVE_SIZE
 #if WEFT_SAVE_FP
-    stmxcsr WEFT_X64_MXCSR(%rsp)                    /* FP control state, as in jump */
-    fnstcw  WEFT_X64_FCW(%rsp)
+    stmxcsr WEFT_FRAME_MXCSR(%rsp)                  /* FP control state, as in jump */
+    fnstcw  WEFT_FRAME_FCW(%rsp)
 #endif
-    movq    %r12, WEFT_X64_R12(%rsp)                /* callee-saved integer registers */
-    movq    %r13, WEFT_X64_R13(%rsp)
-    movq    %r14, WEFT_X64_R14(%rsp)
-    movq    %r15, WEFT_X64_R15(%rsp)
-    movq    %rbx, WEFT_X64_RBX(%rsp)
-    movq    %rbp, WEFT_X64_RBP(%rsp)
-    .cfi_rel_offset r12, WEFT_X64_R12
-    .cfi_rel_offset r13, WEFT_X64_R13
-    .cfi_rel_offset r14, WEFT_X64_R14
-    .cfi_rel_offset r15, WEFT_X64_R15
-    .cfi_rel_offset rbx, WEFT_X64_RBX
-    .cfi_rel_offset rbp, WEFT_X64_RBP
+    movq    %r12, WEFT_FRAME_R12(%rsp)              /* callee-saved integer registers */
+    movq    %r13, WEFT_FRAME_R13(%rsp)
+    movq    %r14, WEFT_FRAME_R14(%rsp)
+    movq    %r15, WEFT_FRAME_R15(%rsp)
+    movq    %rbx, WEFT_FRAME_RBX(%rsp)
+    movq    %rbp, WEFT_FRAME_RBP(%rsp)
+    .cfi_rel_offset r12, WEFT_FRAME_R12
+    .cfi_rel_offset r13, WEFT_FRAME_R13
+    .cfi_rel_offset r14, WEFT_FRAME_R14
+    .cfi_rel_offset r15, WEFT_FRAME_R15
+    .cfi_rel_offset rbx, WEFT_FRAME_RBX
+    .cfi_rel_offset rbp, WEFT_FRAME_RBP
 
     movq    %rdx, %r10                              /* keep fn: rdx becomes transfer.data */
     movq    %rsp, %rax                              /* rax = our context */
     movq    %rdi, %rsp                              /* the switch */
 #if WEFT_SAVE_FP
-    ldmxcsr WEFT_X64_MXCSR(%rsp)                    /* target's MXCSR ... */
-    fldcw   WEFT_X64_FCW(%rsp)                      /* ... and x87 control word */
+    ldmxcsr WEFT_FRAME_MXCSR(%rsp)                  /* target's MXCSR ... */
+    fldcw   WEFT_FRAME_FCW(%rsp)                    /* ... and x87 control word */
 #endif
-    movq    WEFT_X64_R12(%rsp), %r12                /* target's callee-saved registers */
-    movq    WEFT_X64_R13(%rsp), %r13
-    movq    WEFT_X64_R14(%rsp), %r14
-    movq    WEFT_X64_R15(%rsp), %r15
-    movq    WEFT_X64_RBX(%rsp), %rbx
-    movq    WEFT_X64_RBP(%rsp), %rbp
-    leaq    WEFT_X64_SAVE_SIZE(%rsp), %rsp          /* rsp -> target's resume address, */
-    .cfi_adjust_cfa_offset -WEFT_X64_SAVE_SIZE      /* which stays as fn's return address */
+    movq    WEFT_FRAME_R12(%rsp), %r12              /* target's callee-saved registers */
+    movq    WEFT_FRAME_R13(%rsp), %r13
+    movq    WEFT_FRAME_R14(%rsp), %r14
+    movq    WEFT_FRAME_R15(%rsp), %r15
+    movq    WEFT_FRAME_RBX(%rsp), %rbx
+    movq    WEFT_FRAME_RBP(%rsp), %rbp
+    leaq    WEFT_FRAME_SAVE_SIZE(%rsp), %rsp        /* rsp -> target's resume address, */
+    .cfi_adjust_cfa_offset -WEFT_FRAME_SAVE_SIZE    /* which stays as fn's return address */
 
     movq    %rsi, %rdx                              /* transfer {rax, rdx} for a fresh trampoline */
     movq    %rax, %rdi                              /* fn's argument: transfer {rdi = from, */
