@@ -34,31 +34,27 @@ void grow(copy_state& cs, std::size_t n) {
     cs.external = true;
 }
 
-// Every copy-stack coroutine that is not running was suspended by
-// switch_to() (in suspend(), or entry_end()'s last switch), so its
-// stack holds, from the context up: the switch frame, the unused gap below
-// the suspended function's stack pointer (fast_jump_gap, the x86-64 red
-// zone: free here, because a function containing suspend() makes calls and
-// so is not a leaf), then live frames. save() and restore() skip the gap.
-constexpr std::size_t frame_bytes = context::fast_jump_frame;
-constexpr std::size_t gap_bytes = switch_gap;  // 0 in TSan builds (see switch_to())
+// Every copy-stack fiber that is not running was suspended by jump() (in
+// park(), switch_to(), or finish()'s last switch), so its stack holds, from
+// the context up: the switch frame, the unused gap below the suspended
+// function's stack pointer (context::frame::gap, the x86-64 red zone: free
+// here, because the functions that switch make calls and so are not
+// leaves), then live frames. save() and restore() skip the gap.
+constexpr std::size_t frame_bytes = context::frame::size;
+constexpr std::size_t gap_bytes = switch_gap;  // 0 in TSan builds (see jump())
+static_assert(WEFT_TSAN || gap_bytes == context::frame::gap);
 
-// A switch frame's slots that hold data. fast_jump() stores only the frame
-// pointer, the resume address and the FP control state; it loads the other
-// slots (callee-saved registers, real values only in frames of the .S jump)
-// into registers it declares clobbered, so their bytes need not survive a
-// save. TSan builds switch with the .S jump, whose frames are all data.
-struct frame_part {
-    std::size_t offset, size;
-};
+// A switch frame's slots that hold data (weft/detail/context_frame.hpp):
+// fast_jump() stores only the FP control state, the frame pointer and the
+// resume address; it loads the other slots (callee-saved registers, real
+// values only in frames of the .S jump) into registers it declares
+// clobbered, so their bytes need not survive a save. TSan builds switch
+// with the .S jump, whose frames are all data.
+using frame_part = context::frame::data_part;
 #if WEFT_TSAN
 constexpr frame_part frame_parts[] = {{0, frame_bytes}};
-#elif defined(__x86_64__)
-// MXCSR and x87 CW at +0, rbp at +0x30, resume address at +0x38.
-constexpr frame_part frame_parts[] = {{0x00, 0x08}, {0x30, 0x10}};
-#elif defined(__aarch64__)
-// x29 and x30 (the resume address) at +0, FPCR at +0xa0.
-constexpr frame_part frame_parts[] = {{0x00, 0x10}, {0xa0, 0x08}};
+#else
+constexpr auto& frame_parts = context::frame::data_parts;
 #endif
 constexpr std::size_t frame_kept = [] {
     std::size_t n = 0;
@@ -101,6 +97,11 @@ void restore(fiber_record* cb, shared_stack_slot& s) noexcept {
     sanitizer::release_stack(s.stack.base, s.stack.size);
     if (!cb->ctx) {
         cb->ctx = context::make(top_of(s), s.stack.size, cb->start);
+        // A fiber starts with its creator's FP control state, whatever the
+        // stack (make() takes the state of the thread calling it: here the
+        // first resumer).
+        std::memcpy(static_cast<std::byte*>(cb->ctx) + context::frame::fp_control, &cs.fp_control,
+                    context::frame::fp_control_size);
         return;
     }
     const std::size_t above = cs.saved - frame_kept;
@@ -200,8 +201,22 @@ void* copy_allocate(std::size_t bytes, std::size_t align, std::size_t* usable) {
     return p;
 }
 
+namespace {
+// creator_fp_control() is the calling thread's FP control state, as make()
+// records it in a first frame.
+std::uint64_t creator_fp_control() noexcept {
+    static_assert(context::frame::fp_control_size <= sizeof(std::uint64_t));
+    alignas(16) std::byte scratch[context::min_frame_size + 32];
+    void* ctx = context::make(scratch + sizeof scratch, sizeof scratch, [](context::transfer) noexcept {});
+    std::uint64_t fp = 0;
+    std::memcpy(&fp, static_cast<std::byte*>(ctx) + context::frame::fp_control, context::frame::fp_control_size);
+    return fp;
+}
+}  // namespace
+
 void copy_created(fiber_record* cb, copy_state* cs, shared_stack_pool& pool, std::byte* buffer,
                   std::size_t capacity) noexcept {
+    cs->fp_control = creator_fp_control();
     cb->copy = cs;
     cs->slot = &pool.assign();
     cs->buffer = buffer;

@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "weft/detail/support.hpp"
+
 #include "internal.hpp"
 
 // The C++ runtime's per-thread exception state (Itanium C++ ABI 2.2.2);
@@ -22,26 +24,27 @@ namespace weft {
 
 namespace detail {
 
-thread_counter live_coroutines{1};
+thread_counter live_coroutines{counter_id::live_coroutines};
 
 namespace {
 thread_local thread_state state_of_thread;
 thread_local unsigned colour = 0;
 }  // namespace
 
+namespace {
+const char* kind_of(const fiber_record* f) noexcept {
+    return f && f->flavour == fiber_flavour::fiber ? "fiber" : "coroutine";
+}
+}  // namespace
+
 void fatal(const fiber_record* f, const char* what) noexcept {
     char buf[512];
-    int n;
-    if (f && !f->name.empty())
-        n = std::snprintf(buf, sizeof buf, "weft: coroutine '%.*s' %s\n", static_cast<int>(f->name.size()),
-                          f->name.data(), what);
-    else
-        n = std::snprintf(buf, sizeof buf, "weft: coroutine <anonymous %p> %s\n", static_cast<const void*>(f), what);
-    if (n > 0) {
-        ssize_t ignored = ::write(STDERR_FILENO, buf, static_cast<std::size_t>(n) < sizeof buf ? n : sizeof buf - 1);
-        (void)ignored;
-    }
-    std::abort();
+    text_writer w(buf, sizeof buf);
+    w.text("weft: ");
+    char name[300];
+    format_named(name, sizeof name, kind_of(f), f ? f->name : std::string_view{}, f);
+    w.text(name).text(" ").text(what);
+    fatal_message(w.c_str());
 }
 
 unsigned next_colour() noexcept {
@@ -134,11 +137,7 @@ void destroy(fiber_record* f) noexcept {
 
 std::string describe(const fiber_record* f) {
     if (!f) return "<empty handle>";
-    const char* kind = f->flavour == fiber_flavour::fiber ? "fiber" : "coroutine";
-    if (!f->name.empty()) return std::string(kind) + " '" + std::string(f->name) + "'";
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%s <anonymous %p>", kind, static_cast<const void*>(f));
-    return buf;
+    return describe_named(kind_of(f), f->name, f);
 }
 
 void misuse(const fiber_record* f, coroutine_errc code) {
@@ -150,7 +149,7 @@ void misuse(const fiber_record* f, coroutine_errc code) {
     case coroutine_errc::resume_done: msg = "weft: resume of " + who + " which is done" + state; break;
     case coroutine_errc::resume_running: msg = "weft: resume of " + who + " which is already running" + state; break;
     case coroutine_errc::resume_self: msg = "weft: resume of " + who + " from inside itself" + state; break;
-    case coroutine_errc::yield_outside: msg = "weft: yield of " + who + " from outside that " + (f && f->flavour == fiber_flavour::fiber ? "fiber" : "coroutine") + state; break;
+    case coroutine_errc::yield_outside: msg = "weft: yield of " + who + " from outside that " + kind_of(f) + state; break;
     case coroutine_errc::yield_type:
         msg = "weft: this_coroutine::yield() in " + who + ", which yields or receives values; use its yielder" + state;
         break;

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "support/leak_check.hpp"
+#include "weft/fiber.hpp"
 #include "weft/stack.hpp"
 
 namespace {
@@ -50,6 +51,25 @@ TEST_F(malloc_guard_DeathTest, a_write_into_the_lowest_guard_byte_is_caught_too)
         alloc.deallocate(s);
     };
     EXPECT_DEATH(statement(), "weft: malloc_stack overflow detected at release");
+}
+
+// A fiber on a malloc_stack that overwrote its guard word is caught, naming
+// the fiber: at its next switch in builds without NDEBUG, at its destruction
+// otherwise (before the stack is freed).
+TEST_F(malloc_guard_DeathTest, a_fiber_that_overwrote_its_guard_word_is_named) {
+    auto statement = [] {
+        weft::fiber f(
+            std::allocator_arg, weft::malloc_stack{},
+            [] {
+                auto* below = static_cast<volatile unsigned char*>(weft::this_fiber::current().stack().base) - 1;
+                *below = static_cast<unsigned char>(*below ^ 0xff);
+                weft::this_fiber::suspend();
+            },
+            {.stack_size = 16 * 1024, .name = "spiller"});
+        f.resume();
+        f.reset();
+    };
+    EXPECT_DEATH(statement(), "weft: fiber 'spiller' overflowed its malloc_stack: the guard word below the stack was overwritten");
 }
 
 }  // namespace

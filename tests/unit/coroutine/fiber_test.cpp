@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cfenv>
 #include <chrono>
 #include <cstring>
 #include <exception>
@@ -558,6 +559,24 @@ TEST_F(fiber_core, a_shared_stack_busy_on_another_thread_is_reported_not_waited_
     EXPECT_TRUE(waiting.try_resume());
     EXPECT_TRUE(ran);
     EXPECT_TRUE(holder.done());
+}
+
+// ------------------------------------------------------------ FP control state
+
+// One rule for every kind of stack: a fiber starts in its creator's FP
+// rounding mode (as a new thread inherits its creator's), not its first
+// resumer's; with WEFT_SHARE_FP_ENV the mode is simply the thread's.
+TEST_F(fiber_core, a_fiber_starts_in_its_creators_rounding_mode) {
+    const int before = std::fegetround();
+    ASSERT_EQ(std::fesetround(FE_UPWARD), 0);
+    int seen = -1;
+    weft::fiber f = make_fiber([&] { seen = std::fegetround(); });
+    ASSERT_EQ(std::fesetround(FE_TOWARDZERO), 0);
+    f.resume();
+    const int after = std::fegetround();
+    std::fesetround(before);
+    EXPECT_EQ(seen, WEFT_SHARE_FP_ENV ? FE_TOWARDZERO : FE_UPWARD);
+    EXPECT_EQ(after, FE_TOWARDZERO);  // the fiber's mode stayed with it
 }
 
 // ------------------------------------------------------------ coroutine<bool>
