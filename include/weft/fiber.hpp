@@ -322,7 +322,13 @@ namespace this_fiber {
 // runs there once this fiber is saved. Returns when the fiber is resumed.
 // Throws: coroutine_error (yield_outside); forced_unwind when the fiber is
 // being unwound (let it pass).
-WEFT_API void suspend(after_switch_fn hook = nullptr, void* arg = nullptr);
+inline void suspend(after_switch_fn hook = nullptr, void* arg = nullptr) {
+    detail::thread_state* ts = detail::this_thread_state();
+    detail::fiber_record* f = ts->current;
+    if (!f || f->unwinding) [[unlikely]]
+        detail::suspend_misuse(f);
+    detail::park(f, f, ts, hook, arg);
+}
 
 // suspend_outer() suspends fiber f, which runs on this thread, from code in
 // a fiber that f resumed (directly or further down a chain of resumes): a

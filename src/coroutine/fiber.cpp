@@ -82,9 +82,9 @@ void finish(fiber_record* f, bool unwound) noexcept {
     if (f->unwinding && !unwound)
         fatal(f, "swallowed weft::forced_unwind while being destroyed or unwound (a catch (...) must rethrow it)");
     if (f->guard_word && *f->guard_word != f->guard_value) guard_broken(f);
-    switch_msg m{f, nullptr, switch_kind::finish, nullptr, nullptr};
+    leave_to_resumer(f, f->ts);
     sanitizer::leave(f->tools(), true);
-    jump(f->resumer, &m);
+    jump(f->resumer, tag(f, switch_kind::finish));
     fatal(f, "was resumed after it finished");
 }
 
@@ -172,6 +172,7 @@ void resume_misuse(const fiber_record* f, fiber_state seen) {
 }
 
 void suspend_misuse(const fiber_record* f) {
+    if (!f) throw coroutine_error(coroutine_errc::yield_outside, "weft: this_fiber::suspend() outside any fiber");
     if (f->unwinding && this_thread_state()->current == f)
         fatal(f, "tried to yield while being destroyed or unwound (weft::forced_unwind must not be swallowed)");
     misuse(f, coroutine_errc::yield_outside);
@@ -245,12 +246,6 @@ coroutine_error::coroutine_error(coroutine_errc code, const std::string& message
 namespace this_fiber {
 
 fiber_ref current() noexcept { return fiber_ref(detail::this_thread_state()->current); }
-
-void suspend(after_switch_fn hook, void* arg) {
-    detail::fiber_record* f = detail::this_thread_state()->current;
-    if (!f) throw coroutine_error(coroutine_errc::yield_outside, "weft: this_fiber::suspend() outside any fiber");
-    detail::suspend(f, hook, arg);
-}
 
 void suspend_outer(fiber_ref f, after_switch_fn hook, void* arg) {
     if (!f) detail::misuse(nullptr, coroutine_errc::empty_handle);

@@ -4,17 +4,17 @@
 // through. Nothing here is API.
 //
 // The funnel. Every transfer of control between fibers (or between a fiber
-// and the code that resumed it) is one context::fast_jump() carrying a
-// switch_msg that lives on the departing stack. Each side does its own half
-// on the thread it runs on, and never keeps a thread-local address across
-// the jump:
-//   departing  save this thread's C++ exception state into its own slot,
-//              announce the switch to the tools, jump;
-//   arriving   finish the tools' hand-over, write "current" and install its
-//              own exception state (through a fresh this_thread_state()),
-//              then settle the departing fiber: record its context, publish
-//              its new state (release), give back its shared stack, and run
-//              its after-switch hook.
+// and the code that resumed it) is one context::fast_jump() carrying one
+// word: the record of the fiber concerned, tagged with the kind of switch.
+// All per-thread work is done on the fiber's side, on the thread it runs on
+// at that moment, through a this_thread_state() read after its last switch:
+//   fiber arrives   remembers the resumer (still this thread's current
+//                   code) and the resumer's C++ exception state, makes
+//                   itself current with its own exception state;
+//   fiber leaves    (suspend, end) saves its exception state, makes the
+//                   resumer current again with the resumer's state;
+//   resumer gets    the fiber's context and publishes its state (release),
+//     control back  gives back its shared stack, runs its after-switch hook.
 // Invariants:
 //   I1  A fiber's ctx is valid only while its state is created or suspended;
 //       "suspended" and "done" are published by the arriving side after the
@@ -22,12 +22,17 @@
 //       to ctx, and whoever acquires "done" may free the stack.
 //   I2  created/suspended -> running only by compare-and-swap (acquire):
 //       of two threads resuming one fiber exactly one wins.
-//   I3  The switch_msg is copied by the arriving side before it publishes
-//       anything: once published, the departing fiber may run again (on
-//       another thread) and its stack, where the message lies, changes.
-//   I4  The thread's exception state (libstdc++'s __cxa_eh_globals) always
-//       belongs to the code running on the thread: each side saves it before
-//       leaving and installs its own after arriving.
+//   I3  The arriving side reads what the departing fiber left in its record
+//       (hook, handoff) before it publishes anything: once published, the
+//       departing fiber may run again (on another thread) and change them.
+//   I4  The thread's exception state (the C++ runtime's __cxa_eh_globals)
+//       always belongs to the code running on the thread; a fiber keeps its
+//       own in `eh` while away and its resumer's in `resumer_eh` while it runs.
+//   I5  A running fiber's resumer waits on the thread the fiber runs on (a
+//       resume() does not return until the fiber comes back), so the fiber
+//       may make the resumer current there before it leaves; and a running
+//       fiber's `ts` is the state of the thread it runs on, rewritten at every
+//       arrival (and by a nested fiber that returns to it).
 // It is included by weft/fiber.hpp after the public vocabulary (fiber_state,
 // forced_unwind, coroutine_errc, after_switch_fn) and uses it.
 #pragma once
@@ -90,8 +95,9 @@ struct no_tools {};
 // fiber_record is the type-erased part of every fiber: at the top of its
 // own stack, or at the start of a heap block in copy-stack mode. Typed
 // wrappers derive from it (values, the body, the allocator).
-struct fiber_record {
+struct alignas(16) fiber_record {
     void* ctx = nullptr;      // own suspended context (I1)
+    thread_state* ts = nullptr;  // the state of the thread it runs on (valid while it runs, I5)
     void* resumer = nullptr;  // where suspend() and the end go: the context of the last resume()
     fiber_record* parent = nullptr;  // the fiber that resumed it (null: code outside any fiber), while it runs
     std::atomic<fiber_state> state{fiber_state::created};
@@ -99,6 +105,10 @@ struct fiber_record {
     bool unwinding = false;   // unwind() resumed it to throw forced_unwind
     bool keep_stack = false;  // copy-stack: the resumer gives the shared stack back (a value lies there)
     eh_state eh;              // the fiber's exception state while it is not running
+    eh_state resumer_eh;      // its resumer's, while it runs (I4)
+    after_switch_fn hook = nullptr;  // what the side it switches to runs for it (I3)
+    void* hook_arg = nullptr;
+    fiber_record* handoff = nullptr;  // the fiber it switches to (switch_to)
     std::exception_ptr exception;  // what the body let escape
     std::string_view name;
     std::byte* private_data = nullptr;
@@ -190,32 +200,37 @@ WEFT_API void leave_shared(fiber_record* f, bool finished) noexcept;
 
 // ------------------------------------------------------------ the funnel
 
-// switch_kind is what a switch does to the fiber that leaves.
-enum class switch_kind : std::uint8_t {
-    resume,     // a resumer enters `entering`; nothing leaves
-    suspend,    // `leaving` goes back to its resumer
-    switch_to,  // `leaving` hands over to `entering`, which inherits its resumer
-    finish      // `leaving` has ended and goes back to its resumer
+// switch_kind is what a switch does. Every switch passes one word, the
+// record of the fiber it concerns with the kind in its low bits (records are
+// 16-byte aligned); what else the arriving side needs (the hook, the fiber
+// switched to) is in that record, written by the departing side while it
+// still owns it.
+enum class switch_kind : std::uintptr_t {
+    resume = 0,     // a resumer enters the fiber
+    suspend = 1,    // the fiber goes back to its resumer
+    switch_to = 2,  // the fiber hands over to its handoff, which inherits its resumer
+    finish = 3      // the fiber has ended and goes back to its resumer
 };
 
-// switch_msg travels with every switch, on the departing stack (I3).
-struct switch_msg {
-    fiber_record* leaving;
-    fiber_record* entering;
-    switch_kind kind;
-    after_switch_fn hook;
-    void* hook_arg;
-};
+inline void* tag(fiber_record* f, switch_kind k) noexcept {
+    return reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(f) | static_cast<std::uintptr_t>(k));
+}
+inline fiber_record* record_of(void* word) noexcept {
+    return reinterpret_cast<fiber_record*>(reinterpret_cast<std::uintptr_t>(word) & ~std::uintptr_t{3});
+}
+inline switch_kind kind_of(void* word) noexcept {
+    return static_cast<switch_kind>(reinterpret_cast<std::uintptr_t>(word) & 3);
+}
 
 // jump() is the one raw switch: the inline context::fast_jump(). TSan builds
 // use the out-of-line context::jump(): with the inline switch, clang 14's
 // TSan runtime ended up on a corrupted shadow call stack in nested tests
 // (docs/safety.md records it).
-[[gnu::always_inline]] inline context::transfer jump(void* to, switch_msg* m) noexcept {
+[[gnu::always_inline]] inline context::transfer jump(void* to, void* word) noexcept {
 #if WEFT_TSAN
-    return context::jump(to, m);
+    return context::jump(to, word);
 #else
-    return context::fast_jump(to, m);
+    return context::fast_jump(to, word);
 #endif
 }
 
@@ -232,59 +247,101 @@ inline constexpr std::size_t switch_gap = WEFT_TSAN ? 0 : context::fast_jump_gap
 #endif
 }
 
-// settle() is the arriving side's half: the code of `self` (null: code
-// that is not a fiber) arrived with transfer t and installs `mine`, its
-// exception state.
-[[gnu::always_inline]] inline void settle(fiber_record* self, const eh_state& mine, context::transfer t) noexcept {
-    const switch_msg m = *static_cast<const switch_msg*>(t.data);  // I3
+// save_eh() keeps this thread's exception state in `to`.
+[[gnu::always_inline]] inline void save_eh(eh_state& to, const thread_state* ts) noexcept {
+    const eh_state* eh = ts->eh;
+    to.caught = eh->caught;
+    to.uncaught = eh->uncaught;
+}
+
+// install() makes `code` (null: code that is not a fiber) this thread's
+// current code, with exception state `eh`.
+[[gnu::always_inline]] inline void install(thread_state* ts, fiber_record* code, const eh_state& eh) noexcept {
+    ts->current = code;
+    eh_state* to = ts->eh;
+    to->caught = eh.caught;
+    to->uncaught = eh.uncaught;
+}
+
+// leave_to_resumer() is what a fiber does just before it switches back to
+// its resumer, which waits on this very thread (I5): the resumer becomes
+// current again, with its own exception state.
+[[gnu::always_inline]] inline void leave_to_resumer(fiber_record* f, thread_state* ts) noexcept {
+    fiber_record* parent = f->parent;
+    install(ts, parent, f->resumer_eh);
+    if (parent) parent->ts = ts;
+}
+
+// settle_fiber() is the arriving side's half in fiber f, which arrives
+// where it parked or handed over (or at its entry); the code running there
+// is `self`'s (f itself, or a fiber it resumed when it was parked from
+// inside that one: suspend_chain()). f was resumed (the word names f) or
+// switched to (the word names the fiber that handed over).
+[[gnu::always_inline]] inline void settle_fiber(fiber_record* self, fiber_record* f, context::transfer t) noexcept {
     thread_state* ts = this_thread_state();
-    ts->current = self;
-    *ts->eh = mine;
-    if (m.kind == switch_kind::resume) {
-        // The fiber resumed; `self` differs when it was parked from inside a
-        // fiber it resumed (suspend_chain()).
-        m.entering->resumer = t.from;
+    fiber_record* r = record_of(t.data);
+    if (kind_of(t.data) == switch_kind::resume) [[likely]] {
+        // The resumer is still this thread's current code: remember it,
+        // and its exception state, until f goes back to it.
+        f->resumer = t.from;
+        f->parent = ts->current;
+        save_eh(f->resumer_eh, ts);
+        install(ts, self, f->eh);
+        self->ts = ts;
         return;
     }
-    fiber_record* from = m.leaving;
-    if (m.kind == switch_kind::finish) {
-        if (from->copy) leave_shared(from, true);
-        from->state.store(fiber_state::done, std::memory_order_release);
-    } else {
-        from->ctx = t.from;
-        if (from->copy && (m.kind == switch_kind::switch_to || !from->keep_stack)) leave_shared(from, false);
-        from->state.store(fiber_state::suspended, std::memory_order_release);  // I1
+    // r handed over to f, which inherited r's resumer. Read what r left
+    // before publishing it (I3).
+    install(ts, self, f->eh);
+    self->ts = ts;
+    const after_switch_fn hook = r->hook;
+    void* const arg = r->hook_arg;
+    r->ctx = t.from;
+    if (r->copy) [[unlikely]]
+        leave_shared(r, false);
+    r->state.store(fiber_state::suspended, std::memory_order_release);  // I1
+    if (hook) hook(arg);
+}
+
+// settle_resumer() is the arriving side's half in a resumer that gets
+// control back from the fiber the word names, which suspended or ended (it
+// made the resumer current again before it left: leave_to_resumer()).
+[[gnu::always_inline]] inline void settle_resumer(context::transfer t) noexcept {
+    fiber_record* r = record_of(t.data);
+    if (kind_of(t.data) == switch_kind::finish) [[unlikely]] {
+        if (r->copy) leave_shared(r, true);
+        r->state.store(fiber_state::done, std::memory_order_release);
+        return;
     }
-    if (m.hook) m.hook(m.hook_arg);
+    // Read what r left before publishing it (I3).
+    const after_switch_fn hook = r->hook;
+    void* const arg = r->hook_arg;
+    r->ctx = t.from;
+    if (r->copy && !r->keep_stack) [[unlikely]]
+        leave_shared(r, false);
+    r->state.store(fiber_state::suspended, std::memory_order_release);  // I1
+    if (hook) hook(arg);
 }
 
 // claim() moves f from created or suspended to running (I2). Returns the
 // state it left, or, when that failed, the state it saw.
 [[gnu::always_inline]] inline bool claim(fiber_record* f, fiber_state& seen) noexcept {
     seen = f->state.load(std::memory_order_relaxed);
-    while (seen == fiber_state::suspended || seen == fiber_state::created) {
-        if (f->state.compare_exchange_weak(seen, fiber_state::running, std::memory_order_acquire,
-                                           std::memory_order_relaxed))
-            return true;
-    }
-    return false;
+    return (seen == fiber_state::suspended || seen == fiber_state::created) &&
+           f->state.compare_exchange_strong(seen, fiber_state::running, std::memory_order_acquire,
+                                            std::memory_order_relaxed);
 }
 
 // enter() switches from the caller into f, which it has claimed (and whose
 // shared stack holds its bytes). Returns the fiber that came back: f, or the
 // last fiber of a chain of switch_to()s that began in f.
 [[gnu::always_inline]] inline fiber_record* enter(fiber_record* f) noexcept {
-    thread_state* ts = this_thread_state();
-    fiber_record* self = ts->current;
-    const eh_state mine = *ts->eh;
-    switch_msg m{self, f, switch_kind::resume, nullptr, nullptr};
-    f->parent = self;
     void* resumer_fake = nullptr;
     sanitizer::enter(f->tools(), &resumer_fake, f->stack.base, f->stack.size);
-    context::transfer t = jump(f->ctx, &m);
+    context::transfer t = jump(f->ctx, tag(f, switch_kind::resume));
     sanitizer::returned(resumer_fake);
-    fiber_record* back = static_cast<const switch_msg*>(t.data)->leaving;
-    settle(self, mine, t);
+    fiber_record* back = record_of(t.data);
+    settle_resumer(t);
     return back;
 }
 
@@ -320,12 +377,14 @@ inline constexpr std::size_t switch_gap = WEFT_TSAN ? 0 : context::fast_jump_gap
 [[gnu::always_inline]] inline void park(fiber_record* f, fiber_record* cur, thread_state* ts, after_switch_fn hook,
                                         void* arg) {
     check_guard(f);
-    switch_msg m{f, nullptr, switch_kind::suspend, hook, arg};
-    f->eh = *ts->eh;
+    f->hook = hook;
+    f->hook_arg = arg;
+    save_eh(f->eh, ts);
+    leave_to_resumer(f, ts);
     sanitizer::leave(f->tools(), false);
-    context::transfer t = jump(f->resumer, &m);
-    sanitizer::arrived(f->tools(), false, static_cast<const switch_msg*>(t.data)->kind == switch_kind::resume);
-    settle(cur, f->eh, t);
+    context::transfer t = jump(f->resumer, tag(f, switch_kind::suspend));
+    sanitizer::arrived(f->tools(), false, kind_of(t.data) == switch_kind::resume);
+    settle_fiber(cur, f, t);
     // Thrown right here rather than from an out-of-line helper: each frame
     // between the throw and the entry is walked twice by the unwinder.
     if (f->unwinding) [[unlikely]]
@@ -337,10 +396,12 @@ inline constexpr std::size_t switch_gap = WEFT_TSAN ? 0 : context::fast_jump_gap
 // coroutine_error (yield_outside); forced_unwind when f is resumed to be
 // unwound.
 [[gnu::always_inline]] inline void suspend(fiber_record* f, after_switch_fn hook = nullptr, void* arg = nullptr) {
-    thread_state* ts = this_thread_state();
-    if (ts->current != f || f->unwinding) [[unlikely]]
+    // Running, and this code on its stack: then this thread runs it, and
+    // f->ts is this thread's state (written when f last arrived).
+    if (f->state.load(std::memory_order_relaxed) != fiber_state::running ||
+        !f->stack.contains(__builtin_frame_address(0)) || f->unwinding) [[unlikely]]
         suspend_misuse(f);
-    park(f, f, ts, hook, arg);
+    park(f, f, f->ts, hook, arg);
 }
 
 // suspend_chain() is suspend() of f from code running in a fiber that f
@@ -352,7 +413,8 @@ WEFT_API void suspend_chain(fiber_record* f, after_switch_fn hook, void* arg);
 // Throws: coroutine_error on misuse or when next's shared stack is busy;
 // forced_unwind when f is later resumed to be unwound.
 inline void switch_to(fiber_record* f, fiber_record* next, after_switch_fn hook = nullptr, void* arg = nullptr) {
-    if (this_thread_state()->current != f || f->unwinding) [[unlikely]]
+    if (f->state.load(std::memory_order_relaxed) != fiber_state::running ||
+        !f->stack.contains(__builtin_frame_address(0)) || f->unwinding) [[unlikely]]
         suspend_misuse(f);
     fiber_state seen;
     if (next == f || !claim(next, seen)) [[unlikely]]
@@ -373,23 +435,27 @@ inline void switch_to(fiber_record* f, fiber_record* next, after_switch_fn hook 
     check_guard(f);
     next->resumer = f->resumer;
     next->parent = f->parent;
+    next->resumer_eh = f->resumer_eh;
     sanitizer::inherit(next->tools(), f->tools());
-    switch_msg m{f, next, switch_kind::switch_to, hook, arg};
-    f->eh = *this_thread_state()->eh;
+    f->hook = hook;
+    f->hook_arg = arg;
+    f->handoff = next;
+    save_eh(f->eh, f->ts);
     sanitizer::hand_over(f->tools(), next->tools(), next->stack.base, next->stack.size);
-    context::transfer t = jump(next->ctx, &m);
-    sanitizer::arrived(f->tools(), false, static_cast<const switch_msg*>(t.data)->kind == switch_kind::resume);
-    settle(f, f->eh, t);
+    context::transfer t = jump(next->ctx, tag(f, switch_kind::switch_to));
+    sanitizer::arrived(f->tools(), false, kind_of(t.data) == switch_kind::resume);
+    settle_fiber(f, f, t);
     if (f->unwinding) [[unlikely]]
         throw forced_unwind{};
 }
 
 // first_arrival() is the start of a fiber's entry function.
 [[gnu::always_inline]] inline fiber_record* first_arrival(context::transfer t) noexcept {
-    const auto* m = static_cast<const switch_msg*>(t.data);
-    fiber_record* f = m->entering;
-    sanitizer::arrived(f->tools(), true, m->kind == switch_kind::resume);
-    settle(f, f->eh, t);
+    fiber_record* r = record_of(t.data);
+    const bool resumed = kind_of(t.data) == switch_kind::resume;
+    fiber_record* f = resumed ? r : r->handoff;
+    sanitizer::arrived(f->tools(), true, resumed);
+    settle_fiber(f, f, t);
     return f;
 }
 
