@@ -91,6 +91,15 @@ inline transfer ontop(void* to, void* data, ontop_fn fn) { return weft_context_o
 // switch returns.
 [[gnu::always_inline]] inline transfer fast_jump(void* to, void* data) noexcept;
 
+// fiber_jump() is fast_jump() for a closed world of contexts: it requires
+// `to` to be fresh from make() or suspended by fast_jump() or fiber_jump(),
+// never by the out-of-line jump() or ontop(), and then restores only what
+// such a context needs (the frame pointer, the resume address, the FP control
+// state, and a fresh context's entry function), not the callee-saved
+// registers that fast_jump() declares clobbered anyway. The coroutine layer
+// switches with it, since no other switch touches its contexts.
+[[gnu::always_inline]] inline transfer fiber_jump(void* to, void* data) noexcept;
+
 // fast_jump_frame is the size of the frame fast_jump() leaves at a suspended
 // context, and fast_jump_gap the bytes between that frame and the
 // suspended function's own stack pointer (x86-64: the red zone it skips; 0
@@ -128,50 +137,74 @@ inline constexpr std::size_t min_frame_size = 256;
 // and the resume point climbs back by frame::gap = 0x80. Both resume paths
 // (this one and the .S) leave rsp = context + frame::size at the resume
 // point with {from, data} in rax:rdx.
+#if WEFT_SHARE_FP_ENV
+#define WEFT_CONTEXT_SAVE_FP ""
+#define WEFT_CONTEXT_LOAD_FP ""
+#else
+#define WEFT_CONTEXT_SAVE_FP                                                      \
+    "stmxcsr " WEFT_CONTEXT_OFF(MXCSR) "(%%rsp)\n\t" /* our FP control state */ \
+    "fnstcw " WEFT_CONTEXT_OFF(FCW) "(%%rsp)\n\t"
+#define WEFT_CONTEXT_LOAD_FP                                                            \
+    "ldmxcsr " WEFT_CONTEXT_OFF(MXCSR) "(%%rsp)\n\t" /* the target's FP control state */ \
+    "fldcw " WEFT_CONTEXT_OFF(FCW) "(%%rsp)\n\t"
+#endif
+// The target's callee-saved registers: real values if it was suspended by
+// the .S jump, don't-cares if by fast_jump(). A fresh context needs only r12
+// (the entry function, for the trampoline).
+#define WEFT_CONTEXT_LOAD_ALL                         \
+    "movq " WEFT_CONTEXT_OFF(R12) "(%%rsp), %%r12\n\t" \
+    "movq " WEFT_CONTEXT_OFF(R13) "(%%rsp), %%r13\n\t" \
+    "movq " WEFT_CONTEXT_OFF(R14) "(%%rsp), %%r14\n\t" \
+    "movq " WEFT_CONTEXT_OFF(R15) "(%%rsp), %%r15\n\t" \
+    "movq " WEFT_CONTEXT_OFF(RBX) "(%%rsp), %%rbx\n\t"
+#define WEFT_CONTEXT_LOAD_ENTRY "movq " WEFT_CONTEXT_OFF(R12) "(%%rsp), %%r12\n\t"
+// WEFT_CONTEXT_JUMP(LOAD) is the whole switch, with LOAD for the target's
+// callee-saved registers other than rbp.
+#define WEFT_CONTEXT_JUMP(LOAD)                                                                                \
+    asm volatile(/* below the red zone, room for the frame: rsp - (size + gap) */                              \
+                 "leaq -" WEFT_CONTEXT_OFF(SIZE) "-" WEFT_CONTEXT_OFF(GAP) "(%%rsp), %%rsp\n\t"                 \
+                 WEFT_CONTEXT_SAVE_FP                                                                          \
+                 "movq %%rbp, " WEFT_CONTEXT_OFF(RBP) "(%%rsp)\n\t" /* rbp may be the frame pointer */          \
+                 "leaq 1f(%%rip), %%rcx\n\t"                        /* our resume address */                  \
+                 "movq %%rcx, " WEFT_CONTEXT_OFF(RET) "(%%rsp)\n\t"                                              \
+                 "movq %%rsp, %%rax\n\t" /* from = our context */                                              \
+                 "movq %%rdi, %%rsp\n\t" /* the switch */                                                      \
+                 "movq " WEFT_CONTEXT_OFF(RET) "(%%rsp), %%rcx\n\t"                                              \
+                 WEFT_CONTEXT_LOAD_FP                                                                          \
+                 LOAD                                                                                          \
+                 "movq " WEFT_CONTEXT_OFF(RBP) "(%%rsp), %%rbp\n\t"                                              \
+                 "leaq " WEFT_CONTEXT_OFF(SIZE) "(%%rsp), %%rsp\n\t"                                             \
+                 "movq %%rsi, %%rdx\n\t" /* {rax = from, rdx = data}; rdi, rsi too, for a */                   \
+                 "movq %%rax, %%rdi\n\t" /* fresh context's trampoline (as the .S does) */                     \
+                 "notrack jmp *%%rcx\n"                                                                        \
+                 "1:\n\t"                                                                                      \
+                 "leaq " WEFT_CONTEXT_OFF(GAP) "(%%rsp), %%rsp" /* resumed: back above the red zone */          \
+                 : "+D"(to), "+S"(data), "=a"(from), "=d"(d)                                                   \
+                 :                                                                                             \
+                 : "rbx", "rcx", "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15", "xmm0", "xmm1", "xmm2",   \
+                   "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13",   \
+                   "xmm14", "xmm15", WEFT_CONTEXT_AVX512_CLOBBERS "st", "st(1)", "st(2)", "st(3)", "st(4)",      \
+                   "st(5)", "st(6)", "st(7)", "mm0", "mm1", "mm2", "mm3", "mm4", "mm5", "mm6", "mm7", "memory",  \
+                   "cc", "fpsr")
+#if defined(__AVX512F__)
+#define WEFT_CONTEXT_AVX512_CLOBBERS                                                                         \
+    "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", "xmm23", "xmm24", "xmm25", "xmm26", "xmm27", \
+        "xmm28", "xmm29", "xmm30", "xmm31", "k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7",
+#else
+#define WEFT_CONTEXT_AVX512_CLOBBERS
+#endif
+
 inline transfer fast_jump(void* to, void* data) noexcept {
     void* from;
     void* d;
-    asm volatile(
-        // below the red zone, room for the frame: rsp - (size + gap)
-        "leaq -" WEFT_CONTEXT_OFF(SIZE) "-" WEFT_CONTEXT_OFF(GAP) "(%%rsp), %%rsp\n\t"
-#if !WEFT_SHARE_FP_ENV
-        "stmxcsr " WEFT_CONTEXT_OFF(MXCSR) "(%%rsp)\n\t"  // our FP control state
-        "fnstcw " WEFT_CONTEXT_OFF(FCW) "(%%rsp)\n\t"
-#endif
-        "movq %%rbp, " WEFT_CONTEXT_OFF(RBP) "(%%rsp)\n\t"  // rbp may be the frame pointer: kept by hand
-        "leaq 1f(%%rip), %%rcx\n\t"                        // our resume address
-        "movq %%rcx, " WEFT_CONTEXT_OFF(RET) "(%%rsp)\n\t"
-        "movq %%rsp, %%rax\n\t"  // from = our context
-        "movq %%rdi, %%rsp\n\t"  // the switch
-        "movq " WEFT_CONTEXT_OFF(RET) "(%%rsp), %%rcx\n\t"
-#if !WEFT_SHARE_FP_ENV
-        "ldmxcsr " WEFT_CONTEXT_OFF(MXCSR) "(%%rsp)\n\t"  // the target's FP control state
-        "fldcw " WEFT_CONTEXT_OFF(FCW) "(%%rsp)\n\t"
-#endif
-        "movq " WEFT_CONTEXT_OFF(R12) "(%%rsp), %%r12\n\t"  // the target's callee-saved registers: real
-        "movq " WEFT_CONTEXT_OFF(R13) "(%%rsp), %%r13\n\t"  // values if it was suspended by the .S jump,
-        "movq " WEFT_CONTEXT_OFF(R14) "(%%rsp), %%r14\n\t"  // don't-cares if by fast_jump
-        "movq " WEFT_CONTEXT_OFF(R15) "(%%rsp), %%r15\n\t"
-        "movq " WEFT_CONTEXT_OFF(RBX) "(%%rsp), %%rbx\n\t"
-        "movq " WEFT_CONTEXT_OFF(RBP) "(%%rsp), %%rbp\n\t"
-        "leaq " WEFT_CONTEXT_OFF(SIZE) "(%%rsp), %%rsp\n\t"
-        "movq %%rsi, %%rdx\n\t"  // {rax = from, rdx = data}; rdi, rsi too, for a
-        "movq %%rax, %%rdi\n\t"  // fresh context's trampoline (as the .S does)
-        "notrack jmp *%%rcx\n"
-        "1:\n\t"
-        "leaq " WEFT_CONTEXT_OFF(GAP) "(%%rsp), %%rsp"  // resumed: back above the red zone
-        : "+D"(to), "+S"(data), "=a"(from), "=d"(d)
-        :
-        : "rbx", "rcx", "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15",  //
-          "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7",      //
-          "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15",
-#if defined(__AVX512F__)
-          "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", "xmm23",  //
-          "xmm24", "xmm25", "xmm26", "xmm27", "xmm28", "xmm29", "xmm30", "xmm31",  //
-          "k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7",
-#endif
-          "st", "st(1)", "st(2)", "st(3)", "st(4)", "st(5)", "st(6)", "st(7)",  //
-          "mm0", "mm1", "mm2", "mm3", "mm4", "mm5", "mm6", "mm7", "memory", "cc", "fpsr");
+    WEFT_CONTEXT_JUMP(WEFT_CONTEXT_LOAD_ALL);
+    return {from, d};
+}
+
+inline transfer fiber_jump(void* to, void* data) noexcept {
+    void* from;
+    void* d;
+    WEFT_CONTEXT_JUMP(WEFT_CONTEXT_LOAD_ENTRY);
     return {from, d};
 }
 #elif defined(__aarch64__)
@@ -183,51 +216,81 @@ inline transfer fast_jump(void* to, void* data) noexcept {
 // zone (frame::gap is 0). Both resume paths return to the resume point with
 // sp = context + frame::size and {from, data} in x0, x1. x18 is a temporary
 // on Linux (GCC allocates it), so it is clobbered like x0-x17.
+#if WEFT_SHARE_FP_ENV
+#define WEFT_CONTEXT_SAVE_FP ""
+#define WEFT_CONTEXT_LOAD_FP ""
+#else
+#define WEFT_CONTEXT_SAVE_FP \
+    "mrs x9, fpcr\n\t"      \
+    "str x9, [sp, #" WEFT_CONTEXT_OFF(FPCR) "]\n\t"
+#define WEFT_CONTEXT_LOAD_FP                                                                  \
+    "ldr x10, [sp, #" WEFT_CONTEXT_OFF(FPCR) "]\n\t" /* the target's FPCR, written if it differs */ \
+    "cmp x9, x10\n\t"                                                                         \
+    "b.eq 2f\n\t"                                                                             \
+    "msr fpcr, x10\n"                                                                         \
+    "2:\n\t"
+#endif
+// The target's callee-saved registers: real values if it was suspended by
+// the .S jump, don't-cares if by fast_jump(). A fresh context needs only x19
+// (the entry function, for the trampoline).
+#define WEFT_CONTEXT_LOAD_ALL                             \
+    "ldp x19, x20, [sp, #" WEFT_CONTEXT_OFF(X19) "]\n\t" \
+    "ldp x21, x22, [sp, #" WEFT_CONTEXT_OFF(X21) "]\n\t" \
+    "ldp x23, x24, [sp, #" WEFT_CONTEXT_OFF(X23) "]\n\t" \
+    "ldp x25, x26, [sp, #" WEFT_CONTEXT_OFF(X25) "]\n\t" \
+    "ldp x27, x28, [sp, #" WEFT_CONTEXT_OFF(X27) "]\n\t" \
+    "ldp d8, d9, [sp, #" WEFT_CONTEXT_OFF(D8) "]\n\t"    \
+    "ldp d10, d11, [sp, #" WEFT_CONTEXT_OFF(D10) "]\n\t" \
+    "ldp d12, d13, [sp, #" WEFT_CONTEXT_OFF(D12) "]\n\t" \
+    "ldp d14, d15, [sp, #" WEFT_CONTEXT_OFF(D14) "]\n\t"
+#define WEFT_CONTEXT_LOAD_ENTRY "ldr x19, [sp, #" WEFT_CONTEXT_OFF(X19) "]\n\t"
+// WEFT_CONTEXT_JUMP(LOAD) is the whole switch, with LOAD for the target's
+// callee-saved registers other than x29 and x30.
+#define WEFT_CONTEXT_JUMP(LOAD)                                                                                  \
+    asm volatile("sub sp, sp, #" WEFT_CONTEXT_OFF(SIZE) "\n\t"                                                  \
+                 "adr x30, 1f\n\t" /* our resume address */                                                   \
+                 "stp x29, x30, [sp, #" WEFT_CONTEXT_OFF(X29) "]\n\t" /* x29 may be the frame pointer */       \
+                 WEFT_CONTEXT_SAVE_FP                                                                           \
+                 "mov x2, sp\n\t" /* from = our context */                                                    \
+                 "mov sp, x0\n\t" /* the switch */                                                            \
+                 WEFT_CONTEXT_LOAD_FP                                                                           \
+                 LOAD                                                                                           \
+                 "ldp x29, x30, [sp, #" WEFT_CONTEXT_OFF(X29) "]\n\t"                                           \
+                 "add sp, sp, #" WEFT_CONTEXT_OFF(SIZE) "\n\t"                                                  \
+                 "mov x0, x2\n\t" /* {x0 = from, x1 = data} */                                                \
+                 "ret\n"                                                                                        \
+                 "1:"                                                                                          \
+                 : "+r"(x0), "+r"(x1)                                                                          \
+                 :                                                                                             \
+                 : "x2", "x3", "x4", "x5", "x6", "x7", "x8", "x9", "x10", "x11", "x12", "x13", "x14", "x15",     \
+                   "x16", "x17", "x18", "x19", "x20", "x21", "x22", "x23", "x24", "x25", "x26", "x27", "x28",    \
+                   "x30", "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v13", \
+                   "v14", "v15", "v16", "v17", "v18", "v19", "v20", "v21", "v22", "v23", "v24", "v25", "v26",    \
+                   "v27", "v28", "v29", "v30", "v31", "memory", "cc")
+
 inline transfer fast_jump(void* to, void* data) noexcept {
     register void* x0 asm("x0") = to;
     register void* x1 asm("x1") = data;
-    asm volatile(
-        "sub sp, sp, #" WEFT_CONTEXT_OFF(SIZE) "\n\t"
-        "adr x30, 1f\n\t"                                    // our resume address
-        "stp x29, x30, [sp, #" WEFT_CONTEXT_OFF(X29) "]\n\t"  // x29 may be the frame pointer: kept by hand
-#if !WEFT_SHARE_FP_ENV
-        "mrs x9, fpcr\n\t"
-        "str x9, [sp, #" WEFT_CONTEXT_OFF(FPCR) "]\n\t"
-#endif
-        "mov x2, sp\n\t"  // from = our context
-        "mov sp, x0\n\t"  // the switch
-#if !WEFT_SHARE_FP_ENV
-        "ldr x10, [sp, #" WEFT_CONTEXT_OFF(FPCR) "]\n\t"  // the target's FPCR, written if it differs
-        "cmp x9, x10\n\t"
-        "b.eq 2f\n\t"
-        "msr fpcr, x10\n"
-        "2:\n\t"
-#endif
-        "ldp x19, x20, [sp, #" WEFT_CONTEXT_OFF(X19) "]\n\t"  // the target's callee-saved registers: real
-        "ldp x21, x22, [sp, #" WEFT_CONTEXT_OFF(X21) "]\n\t"  // values if it was suspended by the .S jump,
-        "ldp x23, x24, [sp, #" WEFT_CONTEXT_OFF(X23) "]\n\t"  // don't-cares if by fast_jump
-        "ldp x25, x26, [sp, #" WEFT_CONTEXT_OFF(X25) "]\n\t"
-        "ldp x27, x28, [sp, #" WEFT_CONTEXT_OFF(X27) "]\n\t"
-        "ldp d8, d9, [sp, #" WEFT_CONTEXT_OFF(D8) "]\n\t"
-        "ldp d10, d11, [sp, #" WEFT_CONTEXT_OFF(D10) "]\n\t"
-        "ldp d12, d13, [sp, #" WEFT_CONTEXT_OFF(D12) "]\n\t"
-        "ldp d14, d15, [sp, #" WEFT_CONTEXT_OFF(D14) "]\n\t"
-        "ldp x29, x30, [sp, #" WEFT_CONTEXT_OFF(X29) "]\n\t"
-        "add sp, sp, #" WEFT_CONTEXT_OFF(SIZE) "\n\t"
-        "mov x0, x2\n\t"  // {x0 = from, x1 = data}
-        "ret\n"
-        "1:"
-        : "+r"(x0), "+r"(x1)
-        :
-        : "x2", "x3", "x4", "x5", "x6", "x7", "x8", "x9", "x10", "x11", "x12", "x13", "x14", "x15", "x16", "x17", "x18",
-          "x19", "x20", "x21", "x22", "x23", "x24", "x25", "x26", "x27", "x28", "x30",  //
-          "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v13", "v14", "v15",
-          "v16", "v17", "v18", "v19", "v20", "v21", "v22", "v23", "v24", "v25", "v26", "v27", "v28", "v29", "v30",
-          "v31", "memory", "cc");
+    WEFT_CONTEXT_JUMP(WEFT_CONTEXT_LOAD_ALL);
+    return {x0, x1};
+}
+
+inline transfer fiber_jump(void* to, void* data) noexcept {
+    register void* x0 asm("x0") = to;
+    register void* x1 asm("x1") = data;
+    WEFT_CONTEXT_JUMP(WEFT_CONTEXT_LOAD_ENTRY);
     return {x0, x1};
 }
 #endif
 
+#undef WEFT_CONTEXT_JUMP
+#undef WEFT_CONTEXT_LOAD_ALL
+#undef WEFT_CONTEXT_LOAD_ENTRY
+#undef WEFT_CONTEXT_SAVE_FP
+#undef WEFT_CONTEXT_LOAD_FP
+#ifdef WEFT_CONTEXT_AVX512_CLOBBERS
+#undef WEFT_CONTEXT_AVX512_CLOBBERS
+#endif
 #undef WEFT_CONTEXT_OFF
 #undef WEFT_CONTEXT_STR
 #undef WEFT_CONTEXT_STR_

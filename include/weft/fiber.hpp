@@ -168,7 +168,7 @@ public:
     // coroutine_error (empty_handle, resume_done, resume_running,
     // resume_self, shared_stack_busy); std::bad_alloc (copy-stack save;
     // nothing changed then). Never rethrows the body's exception.
-    fiber_ref resume() {
+    [[gnu::always_inline]] fiber_ref resume() {
         check();
         detail::fiber_record* back = detail::resume(f_);
         if (!back) [[unlikely]]
@@ -177,7 +177,7 @@ public:
     }
     // try_resume() is resume() that returns an empty fiber_ref, changing
     // nothing, when the fiber's shared stack is busy.
-    [[nodiscard]] fiber_ref try_resume() {
+    [[nodiscard, gnu::always_inline]] fiber_ref try_resume() {
         check();
         return fiber_ref(detail::resume(f_));
     }
@@ -289,8 +289,8 @@ public:
     ~fiber() { reset(); }
 
     // resume(), try_resume(), unwind(), state() ... : see fiber_ref.
-    fiber_ref resume() { return ref().resume(); }
-    [[nodiscard]] fiber_ref try_resume() { return ref().try_resume(); }
+    [[gnu::always_inline]] fiber_ref resume() { return ref().resume(); }
+    [[nodiscard, gnu::always_inline]] fiber_ref try_resume() { return ref().try_resume(); }
     void unwind() { ref().unwind(); }
     [[nodiscard]] fiber_state state() const { return ref().state(); }
     [[nodiscard]] bool done() const { return ref().done(); }

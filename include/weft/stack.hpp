@@ -32,9 +32,8 @@ struct stack_view {
     [[nodiscard]] void* top() const noexcept { return static_cast<std::byte*>(base) + size; }
     // contains() says whether p lies in [base, top()).
     [[nodiscard]] bool contains(const void* p) const noexcept {
-        auto a = reinterpret_cast<std::uintptr_t>(p);
-        auto b = reinterpret_cast<std::uintptr_t>(base);
-        return a >= b && a - b < size;
+        // One unsigned compare: below base, a - b wraps to a huge value.
+        return reinterpret_cast<std::uintptr_t>(p) - reinterpret_cast<std::uintptr_t>(base) < size;
     }
     [[nodiscard]] explicit operator bool() const noexcept { return base != nullptr; }
 };

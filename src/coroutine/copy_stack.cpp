@@ -152,6 +152,20 @@ bool enter_shared(fiber_record* f) {
     return true;
 }
 
+void enter_copy(fiber_record* f, fiber_state seen) {
+    bool entered = false;
+    try {
+        entered = enter_shared(f);
+    } catch (...) {
+        f->state.store(seen, std::memory_order_release);
+        throw;
+    }
+    if (!entered) {
+        f->state.store(seen, std::memory_order_release);
+        shared_busy(f);
+    }
+}
+
 void shared_busy(const fiber_record* f) {
     const shared_stack_slot& s = *f->copy->slot;
     const void* holder = s.holder.load(std::memory_order_relaxed);

@@ -85,8 +85,12 @@ struct shared_hold {
 // (shared_stack_busy included); whatever the body threw.
 template <class Take>
 inline auto resume_typed(coroutine_record* cb, Take take) -> decltype(take()) {
-    if (!resume(cb)) [[unlikely]]
-        shared_busy(cb);
+    fiber_state seen;
+    if (!claim(cb, seen)) [[unlikely]]
+        resume_misuse(cb, seen);
+    if (cb->copy) [[unlikely]]
+        enter_copy(cb, seen);
+    enter(cb);
     if (cb->exception) [[unlikely]]
         rethrow(cb);
     if (cb->keep_stack) [[unlikely]] {

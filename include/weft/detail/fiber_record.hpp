@@ -40,6 +40,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <exception>
 #include <string>
 #include <string_view>
@@ -192,6 +193,10 @@ WEFT_API void destroy(fiber_record* f) noexcept;
 // running on this thread or on another one). Throws: std::bad_alloc when the
 // evicted fiber's buffer cannot grow (nothing has changed then).
 [[nodiscard]] WEFT_API bool enter_shared(fiber_record* f);
+// enter_copy() is enter_shared() for a resume that claimed f from state
+// `seen`: when the stack is busy or the save fails it puts f back in `seen`
+// and throws coroutine_error (shared_stack_busy) or std::bad_alloc.
+WEFT_API void enter_copy(fiber_record* f, fiber_state seen);
 // shared_busy() throws coroutine_error (shared_stack_busy) for f.
 [[noreturn]] WEFT_API void shared_busy(const fiber_record* f);
 // leave_shared() gives f's shared stack back once f has switched out;
@@ -211,18 +216,28 @@ enum class switch_kind : std::uintptr_t {
     switch_to = 2,  // the fiber hands over to its handoff, which inherits its resumer
     finish = 3      // the fiber has ended and goes back to its resumer
 };
+// hooked is or'ed into the word when the fiber left an after-switch hook.
+inline constexpr std::uintptr_t hooked = 4;
 
 inline void* tag(fiber_record* f, switch_kind k) noexcept {
     return reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(f) | static_cast<std::uintptr_t>(k));
 }
+// tag_hook() is tag() that also leaves `hook` for the arriving side.
+[[gnu::always_inline]] inline void* tag_hook(fiber_record* f, switch_kind k, after_switch_fn hook, void* arg) noexcept {
+    if (!hook) return tag(f, k);
+    f->hook = hook;
+    f->hook_arg = arg;
+    return reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(tag(f, k)) | hooked);
+}
 inline fiber_record* record_of(void* word) noexcept {
-    return reinterpret_cast<fiber_record*>(reinterpret_cast<std::uintptr_t>(word) & ~std::uintptr_t{3});
+    return reinterpret_cast<fiber_record*>(reinterpret_cast<std::uintptr_t>(word) & ~std::uintptr_t{15});
 }
 inline switch_kind kind_of(void* word) noexcept {
     return static_cast<switch_kind>(reinterpret_cast<std::uintptr_t>(word) & 3);
 }
 
-// jump() is the one raw switch: the inline context::fast_jump(). TSan builds
+// jump() is the one raw switch: the inline context::fiber_jump() (every
+// context it meets is fresh from make() or suspended by it). TSan builds
 // use the out-of-line context::jump(): with the inline switch, clang 14's
 // TSan runtime ended up on a corrupted shadow call stack in nested tests
 // (docs/safety.md records it).
@@ -230,13 +245,26 @@ inline switch_kind kind_of(void* word) noexcept {
 #if WEFT_TSAN
     return context::jump(to, word);
 #else
-    return context::fast_jump(to, word);
+    return context::fiber_jump(to, word);
 #endif
 }
 
 // switch_gap is what jump() leaves between a suspended context's frame and
 // the suspended function's data (see context::fast_jump_gap).
 inline constexpr std::size_t switch_gap = WEFT_TSAN ? 0 : context::fast_jump_gap;
+
+// stack_pointer() is the caller's stack pointer. Read with asm rather than
+// __builtin_frame_address(0), which would force a frame pointer and take a
+// register the switch preserves away from the caller's live values.
+[[gnu::always_inline]] inline const void* stack_pointer() noexcept {
+    const void* sp;
+#if defined(__x86_64__)
+    asm("movq %%rsp, %0" : "=r"(sp));
+#else
+    asm("mov %0, sp" : "=r"(sp));
+#endif
+    return sp;
+}
 
 // check_guard() aborts when f's malloc_stack guard word was overwritten; in
 // builds of the including code without NDEBUG, at every switch.
@@ -247,28 +275,36 @@ inline constexpr std::size_t switch_gap = WEFT_TSAN ? 0 : context::fast_jump_gap
 #endif
 }
 
-// save_eh() keeps this thread's exception state in `to`.
-[[gnu::always_inline]] inline void save_eh(eh_state& to, const thread_state* ts) noexcept {
-    const eh_state* eh = ts->eh;
-    to.caught = eh->caught;
-    to.uncaught = eh->uncaught;
+// copy_eh() copies an exception state: the 16 bytes of __cxa_eh_globals on
+// LP64 targets, its two fields and the padding after them, in one load and
+// one store.
+[[gnu::always_inline]] inline void copy_eh(eh_state& to, const eh_state& from) noexcept {
+    static_assert(sizeof(eh_state) == 16 && alignof(eh_state) == 8);
+    std::memcpy(static_cast<void*>(&to), static_cast<const void*>(&from), sizeof(eh_state));
 }
+
+// save_eh() keeps this thread's exception state in `to`.
+[[gnu::always_inline]] inline void save_eh(eh_state& to, const thread_state* ts) noexcept { copy_eh(to, *ts->eh); }
 
 // install() makes `code` (null: code that is not a fiber) this thread's
 // current code, with exception state `eh`.
 [[gnu::always_inline]] inline void install(thread_state* ts, fiber_record* code, const eh_state& eh) noexcept {
-    ts->current = code;
     eh_state* to = ts->eh;
-    to->caught = eh.caught;
-    to->uncaught = eh.uncaught;
+    copy_eh(*to, eh);
+    ts->current = code;
 }
 
 // leave_to_resumer() is what a fiber does just before it switches back to
-// its resumer, which waits on this very thread (I5): the resumer becomes
-// current again, with its own exception state.
+// its resumer, which waits on this very thread (I5): it keeps its own
+// exception state (unless it has ended) and makes the resumer current again,
+// with the resumer's.
+template <bool Keep = true>
 [[gnu::always_inline]] inline void leave_to_resumer(fiber_record* f, thread_state* ts) noexcept {
+    eh_state* eh = ts->eh;
+    if constexpr (Keep) copy_eh(f->eh, *eh);
+    copy_eh(*eh, f->resumer_eh);
     fiber_record* parent = f->parent;
-    install(ts, parent, f->resumer_eh);
+    ts->current = parent;
     if (parent) parent->ts = ts;
 }
 
@@ -278,29 +314,33 @@ inline constexpr std::size_t switch_gap = WEFT_TSAN ? 0 : context::fast_jump_gap
 // inside that one: suspend_chain()). f was resumed (the word names f) or
 // switched to (the word names the fiber that handed over).
 [[gnu::always_inline]] inline void settle_fiber(fiber_record* self, fiber_record* f, context::transfer t) noexcept {
-    thread_state* ts = this_thread_state();
     fiber_record* r = record_of(t.data);
     if (kind_of(t.data) == switch_kind::resume) [[likely]] {
+        f->resumer = t.from;
+        thread_state* ts = this_thread_state();
         // The resumer is still this thread's current code: remember it,
         // and its exception state, until f goes back to it.
-        f->resumer = t.from;
         f->parent = ts->current;
-        save_eh(f->resumer_eh, ts);
-        install(ts, self, f->eh);
+        eh_state* eh = ts->eh;
+        copy_eh(f->resumer_eh, *eh);
+        copy_eh(*eh, f->eh);
+        ts->current = self;
         self->ts = ts;
         return;
     }
     // r handed over to f, which inherited r's resumer. Read what r left
     // before publishing it (I3).
+    r->ctx = t.from;
+    const bool has_hook = reinterpret_cast<std::uintptr_t>(t.data) & hooked;
+    const after_switch_fn hook = has_hook ? r->hook : nullptr;
+    void* const arg = has_hook ? r->hook_arg : nullptr;
+    thread_state* ts = this_thread_state();
     install(ts, self, f->eh);
     self->ts = ts;
-    const after_switch_fn hook = r->hook;
-    void* const arg = r->hook_arg;
-    r->ctx = t.from;
     if (r->copy) [[unlikely]]
         leave_shared(r, false);
     r->state.store(fiber_state::suspended, std::memory_order_release);  // I1
-    if (hook) hook(arg);
+    if (has_hook) hook(arg);
 }
 
 // settle_resumer() is the arriving side's half in a resumer that gets
@@ -314,13 +354,14 @@ inline constexpr std::size_t switch_gap = WEFT_TSAN ? 0 : context::fast_jump_gap
         return;
     }
     // Read what r left before publishing it (I3).
-    const after_switch_fn hook = r->hook;
-    void* const arg = r->hook_arg;
+    const bool has_hook = reinterpret_cast<std::uintptr_t>(t.data) & hooked;
+    const after_switch_fn hook = has_hook ? r->hook : nullptr;
+    void* const arg = has_hook ? r->hook_arg : nullptr;
     r->ctx = t.from;
     if (r->copy && !r->keep_stack) [[unlikely]]
         leave_shared(r, false);
     r->state.store(fiber_state::suspended, std::memory_order_release);  // I1
-    if (hook) hook(arg);
+    if (has_hook) hook(arg);
 }
 
 // claim() moves f from created or suspended to running (I2). Returns the
@@ -377,12 +418,10 @@ inline constexpr std::size_t switch_gap = WEFT_TSAN ? 0 : context::fast_jump_gap
 [[gnu::always_inline]] inline void park(fiber_record* f, fiber_record* cur, thread_state* ts, after_switch_fn hook,
                                         void* arg) {
     check_guard(f);
-    f->hook = hook;
-    f->hook_arg = arg;
-    save_eh(f->eh, ts);
+    void* word = tag_hook(f, switch_kind::suspend, hook, arg);
     leave_to_resumer(f, ts);
     sanitizer::leave(f->tools(), false);
-    context::transfer t = jump(f->resumer, tag(f, switch_kind::suspend));
+    context::transfer t = jump(f->resumer, word);
     sanitizer::arrived(f->tools(), false, kind_of(t.data) == switch_kind::resume);
     settle_fiber(cur, f, t);
     // Thrown right here rather than from an out-of-line helper: each frame
@@ -399,7 +438,7 @@ inline constexpr std::size_t switch_gap = WEFT_TSAN ? 0 : context::fast_jump_gap
     // Running, and this code on its stack: then this thread runs it, and
     // f->ts is this thread's state (written when f last arrived).
     if (f->state.load(std::memory_order_relaxed) != fiber_state::running ||
-        !f->stack.contains(__builtin_frame_address(0)) || f->unwinding) [[unlikely]]
+        !f->stack.contains(stack_pointer()) || f->unwinding) [[unlikely]]
         suspend_misuse(f);
     park(f, f, f->ts, hook, arg);
 }
@@ -414,7 +453,7 @@ WEFT_API void suspend_chain(fiber_record* f, after_switch_fn hook, void* arg);
 // forced_unwind when f is later resumed to be unwound.
 inline void switch_to(fiber_record* f, fiber_record* next, after_switch_fn hook = nullptr, void* arg = nullptr) {
     if (f->state.load(std::memory_order_relaxed) != fiber_state::running ||
-        !f->stack.contains(__builtin_frame_address(0)) || f->unwinding) [[unlikely]]
+        !f->stack.contains(stack_pointer()) || f->unwinding) [[unlikely]]
         suspend_misuse(f);
     fiber_state seen;
     if (next == f || !claim(next, seen)) [[unlikely]]
@@ -437,12 +476,11 @@ inline void switch_to(fiber_record* f, fiber_record* next, after_switch_fn hook 
     next->parent = f->parent;
     next->resumer_eh = f->resumer_eh;
     sanitizer::inherit(next->tools(), f->tools());
-    f->hook = hook;
-    f->hook_arg = arg;
+    void* word = tag_hook(f, switch_kind::switch_to, hook, arg);
     f->handoff = next;
     save_eh(f->eh, f->ts);
     sanitizer::hand_over(f->tools(), next->tools(), next->stack.base, next->stack.size);
-    context::transfer t = jump(next->ctx, tag(f, switch_kind::switch_to));
+    context::transfer t = jump(next->ctx, word);
     sanitizer::arrived(f->tools(), false, kind_of(t.data) == switch_kind::resume);
     settle_fiber(f, f, t);
     if (f->unwinding) [[unlikely]]
