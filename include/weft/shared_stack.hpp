@@ -25,10 +25,9 @@
 // coroutine whose stack is in use by a coroutine running on the calling
 // thread (the resumer itself, or a coroutine further up its chain of
 // resumers) throws coroutine_error(shared_stack_busy): its frames would be
-// overwritten. When the stack is in use on another thread, resume() waits
-// until that coroutine suspends or finishes. Two threads that each wait for
-// a stack the other one holds wait forever: a program whose coroutines
-// resume each other across threads gives each thread its own pool. A
+// overwritten. When the stack is in use on another thread, resume() throws
+// the same error and fiber::try_resume() returns an empty fiber_ref, without
+// waiting: a scheduler tries again later (only destruction waits). A
 // suspended coroutine may be resumed on any thread (migration).
 #pragma once
 

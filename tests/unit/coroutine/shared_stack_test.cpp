@@ -284,12 +284,14 @@ TEST_F(shared_stack_test, a_coroutine_migrates_while_its_stack_mate_stays) {
     }
 }
 
-TEST_F(shared_stack_test, threads_sharing_one_stack_take_turns) {
-    // One stack, two threads each driving its own coroutine: a resume waits
-    // while the other thread's coroutine runs there.
+TEST_F(shared_stack_test, threads_sharing_one_stack_retry_while_it_is_busy) {
+    // One stack, two threads each driving its own coroutine. A resume never
+    // waits for the stack: while the other thread's coroutine runs there it
+    // is refused with shared_stack_busy, changing nothing, and the thread
+    // tries again (as a scheduler requeues).
     weft::shared_stack_pool pool({.stack_size = 64 * 1024, .stacks = 1});
     constexpr int rounds = 2000;
-    std::atomic<int> bad{0};
+    std::atomic<int> bad{0}, other_errors{0};
     auto drive = [&](int id) {
         weft::coroutine<int> co(std::allocator_arg, weft::shared_stack(pool), [id](weft::yielder<int>& y) {
             std::array<int, 64> mine;
@@ -299,13 +301,26 @@ TEST_F(shared_stack_test, threads_sharing_one_stack_take_turns) {
                 y.yield(mine[static_cast<std::size_t>(r % 64)] * 100000 + r);
             }
         });
-        for (int r = 0; r < rounds; ++r)
-            if (co.resume() != std::optional<int>(id * 100000 + r)) bad.fetch_add(1);
+        for (int r = 0; r < rounds; ++r) {
+            for (int attempt = 0;; ++attempt) {
+                try {
+                    if (co.resume() != std::optional<int>(id * 100000 + r)) bad.fetch_add(1);
+                    break;
+                } catch (const weft::coroutine_error& e) {
+                    if (e.code() != weft::coroutine_errc::shared_stack_busy || attempt > 10'000'000) {
+                        other_errors.fetch_add(1);
+                        return;
+                    }
+                    std::this_thread::yield();
+                }
+            }
+        }
     };
     std::thread t1(drive, 1), t2(drive, 2);
     t1.join();
     t2.join();
     EXPECT_EQ(bad.load(), 0);
+    EXPECT_EQ(other_errors.load(), 0);
 }
 
 TEST_F(shared_stack_test, generator_on_a_shared_stack) {
