@@ -199,10 +199,11 @@ public:
     // coroutine(allocator_arg, alloc, body, options) uses the given stack
     // allocator; it is moved onto the coroutine's stack. With a
     // shared_stack instead, the coroutine runs in copy-stack mode on a stack
-    // of that pool (weft/shared_stack.hpp): its control block, body, name,
-    // private data and saved stack bytes share one heap block, and
-    // options.stack_size and paint_stack are ignored (the pool fixes the
-    // size). Throws: as above; std::bad_alloc in copy-stack mode.
+    // of that pool (weft/shared_stack.hpp): its record, body, name, private
+    // data and saved stack bytes share one heap block, and paint_stack is
+    // ignored. Throws: as above (stack_too_small also when
+    // options.stack_size exceeds the pool's stacks); std::bad_alloc in
+    // copy-stack mode.
     template <coroutine_stack Alloc, class F>
     coroutine(std::allocator_arg_t, Alloc alloc, F&& body, const coroutine_options& options = {})
         : cb_(static_cast<detail::coroutine_record*>(detail::make_block<detail::coroutine_base<Yield, Resume, Return>>(

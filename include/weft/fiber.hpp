@@ -113,12 +113,17 @@ using after_switch_fn = void (*)(void* arg) noexcept;
 
 // fiber_options configure a fiber or coroutine at creation.
 struct fiber_options {
-    // stack_size is the size of the stack asked from the allocator (a stack
-    // of its own); the record, the body, the name, the private data and the
-    // extension come out of its top. Copy-stack mode ignores it: the
-    // shared_stack_pool sets the size of every stack (and every fiber's
-    // record lives on the heap).
-    std::size_t stack_size = default_stack_size;
+    // stack_size is the least stack the fiber gets, in bytes; 0 (the
+    // default) means default_stack_size on a stack of its own and the pool's
+    // size in copy-stack mode. On a stack of its own it is what the allocator
+    // is asked for (mmap_stack rounds it up to whole pages, a pooled_stack
+    // gives a whole stack of its pool, or a stack of its own when stack_size
+    // is larger), and the record, the body, the name, the private data and
+    // the extension come out of its top. In copy-stack mode the
+    // shared_stack_pool sets the size of every stack and the record lives on
+    // the heap: a stack_size larger than the pool's stacks throws
+    // coroutine_error (stack_too_small) instead of silently giving less.
+    std::size_t stack_size = 0;
     // name appears in error messages and diagnostics; it is copied.
     std::string_view name = {};
     // private_data_size bytes, 16-byte aligned and zero-filled, are reserved

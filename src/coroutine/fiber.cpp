@@ -215,8 +215,13 @@ void guard_broken(const fiber_record* f) noexcept {
              "mmap/pooled stacks, whose guard page stops an overflow where it happens)");
 }
 
-void stack_too_small(std::string_view name, std::size_t requested, std::size_t needed) {
+void stack_too_small(std::string_view name, std::size_t requested, std::size_t needed, bool shared) {
     std::string who = name.empty() ? std::string("a fiber") : "'" + std::string(name) + "'";
+    if (shared)
+        throw coroutine_error(coroutine_errc::stack_too_small,
+                              "weft: " + who + " asked for a stack of " + std::to_string(requested) +
+                                  " bytes, but the stacks of its shared_stack_pool have " + std::to_string(needed) +
+                                  " (copy-stack mode: the pool sets the size; use a pool with larger stacks)");
     throw coroutine_error(coroutine_errc::stack_too_small, "weft: stack of " + std::to_string(requested) +
                                                                " bytes too small for " + who + " (needs at least " +
                                                                std::to_string(needed) + ")");

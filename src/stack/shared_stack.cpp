@@ -89,20 +89,8 @@ shared_stack_pool::shared_stack_pool(const options& o) {
         slots_[i].pool = this;
         slots_[i].index = static_cast<std::uint32_t>(i);
     }
-    for (std::size_t i = 0; i < count_; ++i) {
-        [[maybe_unused]] auto* base = static_cast<std::byte*>(slots_[i].stack.base);
-#if WEFT_ASAN
-        // The fiber whose frames are on the stack may hold the only pointer
-        // to a heap block (evicted ones keep theirs in save buffers of the
-        // layer above, which LeakSanitizer scans like any reachable block).
-        __lsan_register_root_region(base, stack_size_);
-#endif
-#if WEFT_VALGRIND
-        // Registered once per stack, not per coroutine: every coroutine of
-        // the stack runs in the same range.
-        slots_[i].valgrind_id = VALGRIND_STACK_REGISTER(base, base + stack_size_);
-#endif
-    }
+    for (std::size_t i = 0; i < count_; ++i)
+        slots_[i].valgrind_id = detail::sanitizer::on_shared_stack(slots_[i].stack.base, stack_size_);
     std::lock_guard<std::mutex> lock(registry_mutex);
     next_pool_ = registry;
     if (registry) registry->prev_ = this;
@@ -127,12 +115,7 @@ shared_stack_pool::~shared_stack_pool() {
         live_pools.fetch_sub(1, std::memory_order_release);
     }
     for (std::size_t i = 0; i < count_; ++i) {
-#if WEFT_ASAN
-        __lsan_unregister_root_region(slots_[i].stack.base, stack_size_);
-#endif
-#if WEFT_VALGRIND
-        VALGRIND_STACK_DEREGISTER(slots_[i].valgrind_id);
-#endif
+        detail::sanitizer::off_shared_stack(slots_[i].stack.base, stack_size_, slots_[i].valgrind_id);
         detail::sanitizer::release_stack(slots_[i].stack.base, stack_size_);
     }
     ::munmap(mapping_, mapping_size_);

@@ -23,8 +23,10 @@ WEFT_API void paint(fiber_record* f, std::byte* limit) noexcept;
 // stack's top), or 0 if the stack was not painted.
 [[nodiscard]] WEFT_API std::size_t high_water(const fiber_record* f) noexcept;
 // stack_too_small() throws coroutine_error (stack_too_small) for a fiber
-// named `name` that asked for `requested` bytes of stack.
-[[noreturn]] WEFT_API void stack_too_small(std::string_view name, std::size_t requested, std::size_t needed);
+// named `name` that asked for `requested` bytes of stack, which needed
+// `needed` (shared: asked a shared_stack_pool whose stacks have `needed`).
+[[noreturn]] WEFT_API void stack_too_small(std::string_view name, std::size_t requested, std::size_t needed,
+                                           bool shared = false);
 // copy_allocate() returns a heap block of at least `bytes` bytes aligned to
 // `align`, and in *usable how many bytes it really has. Throws: bad_alloc.
 [[nodiscard]] WEFT_API void* copy_allocate(std::size_t bytes, std::size_t align, std::size_t* usable);
@@ -61,14 +63,15 @@ Block* create(Alloc alloc, F&& fn, const fiber_options& opts) {
     // Everything placed above the first frame must leave room for a frame.
     constexpr std::size_t min_room = 1024;
     check_extension(opts);
-    stack_view s = alloc.allocate(opts.stack_size);
+    const std::size_t wanted = opts.stack_size ? opts.stack_size : default_stack_size;
+    stack_view s = alloc.allocate(wanted);
     auto* top = static_cast<std::byte*>(s.top());
     auto* base = static_cast<std::byte*>(s.base);
     std::size_t fixed = opts.name.size() + 1 + sizeof(Block) + alignof(Block) + 16 + opts.extension_align;
     if (__builtin_add_overflow(fixed, opts.private_data_size, &fixed) ||
         __builtin_add_overflow(fixed, opts.extension_size, &fixed) || fixed > s.size || s.size - fixed < min_room) {
         alloc.deallocate(s);
-        stack_too_small(opts.name, opts.stack_size, fixed + min_room);
+        stack_too_small(opts.name, wanted, fixed + min_room);
     }
     if (opts.cache_colouring) {
         std::size_t colour = std::size_t{next_colour()} * 64;
@@ -99,7 +102,7 @@ Block* create(Alloc alloc, F&& fn, const fiber_options& opts) {
     b->extension = opts.extension_size ? ext : nullptr;
     b->extension_size = opts.extension_size;
     b->stack = view;
-    b->requested_stack = opts.stack_size;
+    b->requested_stack = wanted;
     if constexpr (requires { Alloc::guard_word(view); }) {
         b->guard_word = Alloc::guard_word(view);
         b->guard_value = Alloc::guard_value;
@@ -119,6 +122,10 @@ Block* create(Alloc alloc, F&& fn, const fiber_options& opts) {
 template <class Block, class F>
 Block* create_copy(shared_stack where, F&& fn, const fiber_options& opts) {
     check_extension(opts);
+    // The pool fixes the stack size; asking for more than it has would
+    // silently get less.
+    if (opts.stack_size > where.pool().stack_size())
+        stack_too_small(opts.name, opts.stack_size, where.pool().stack_size(), true);
     std::size_t size = sizeof(Block) + opts.name.size() + 1;
     size = (size + 63) & ~std::size_t{63};
     const std::size_t ext_offset = size;

@@ -92,6 +92,33 @@ inline void reading_suspended_frames([[maybe_unused]] void* p, [[maybe_unused]] 
 #endif
 }
 
+// on_shared_stack() registers a shared stack [base, base + size) once, for
+// every fiber that will run on it: LeakSanitizer scans it as a root (the
+// fiber whose frames are there may hold the only pointer to a heap block;
+// evicted ones keep theirs in save buffers, which are scanned like any
+// reachable block), valgrind knows it as a stack. Returns valgrind's id.
+inline unsigned on_shared_stack([[maybe_unused]] void* base, [[maybe_unused]] std::size_t size) noexcept {
+#if WEFT_ASAN
+    __lsan_register_root_region(base, size);
+#endif
+#if WEFT_VALGRIND
+    return VALGRIND_STACK_REGISTER(base, static_cast<char*>(base) + size);
+#else
+    return 0;
+#endif
+}
+
+// off_shared_stack() undoes on_shared_stack().
+inline void off_shared_stack([[maybe_unused]] void* base, [[maybe_unused]] std::size_t size,
+                             [[maybe_unused]] unsigned valgrind_id) noexcept {
+#if WEFT_ASAN
+    __lsan_unregister_root_region(base, size);
+#endif
+#if WEFT_VALGRIND
+    VALGRIND_STACK_DEREGISTER(valgrind_id);
+#endif
+}
+
 // enter() runs on the resumer just before it switches into the coroutine
 // whose stack is [base, base + size); *resumer_fake receives the resumer's
 // ASan fake stack, to be handed back to entered().

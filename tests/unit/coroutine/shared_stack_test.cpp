@@ -323,6 +323,23 @@ TEST_F(shared_stack_test, threads_sharing_one_stack_retry_while_it_is_busy) {
     EXPECT_EQ(other_errors.load(), 0);
 }
 
+TEST_F(shared_stack_test, a_stack_size_larger_than_the_pools_stacks_is_refused) {
+    weft::shared_stack_pool pool({.stack_size = 64 * 1024, .stacks = 1});
+    auto body = [](weft::yielder<>&) {};
+    try {
+        weft::coroutine<> co(std::allocator_arg, weft::shared_stack(pool), body, {.stack_size = 256 * 1024, .name = "big"});
+        ADD_FAILURE() << "a copy-stack coroutine asking for more stack than its pool has was created";
+    } catch (const weft::coroutine_error& e) {
+        EXPECT_EQ(e.code(), weft::coroutine_errc::stack_too_small);
+        EXPECT_NE(std::string(e.what()).find("shared_stack_pool"), std::string::npos) << e.what();
+    }
+    // The default (0) and anything up to the pool's size are fine.
+    weft::coroutine<> fits(std::allocator_arg, weft::shared_stack(pool), body, {.stack_size = 64 * 1024});
+    weft::coroutine<> plain(std::allocator_arg, weft::shared_stack(pool), body);
+    EXPECT_FALSE(fits.resume());
+    EXPECT_FALSE(plain.resume());
+}
+
 TEST_F(shared_stack_test, generator_on_a_shared_stack) {
     weft::shared_stack_pool pool({.stack_size = 64 * 1024, .stacks = 1});
     weft::generator<int> evens(std::allocator_arg, weft::shared_stack(pool), [](weft::generator<int>::yielder_type& y) {
