@@ -85,7 +85,7 @@ struct shared_stack_slot {
 // thread_token() identifies the calling thread (the address of one of its
 // thread-locals). Out of line and behind an asm barrier: a coroutine may
 // have migrated since the caller last computed it.
-[[nodiscard]] WEFT_API const void* thread_token() noexcept;
+[[nodiscard, gnu::noinline]] WEFT_API const void* thread_token() noexcept;
 
 // find_shared_slot() is the shared stack of any live pool whose usable range
 // contains p, or null. Takes a process-wide lock; for diagnostics.

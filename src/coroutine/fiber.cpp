@@ -54,7 +54,7 @@ unsigned next_colour() noexcept {
     return c;
 }
 
-thread_state* this_thread_state() noexcept {
+[[gnu::noinline]] thread_state* this_thread_state() noexcept {
     thread_state* ts = &state_of_thread;
     // Every path into a fiber comes through here first, so this is where a
     // thread gets its overflow diagnosis set up, once.

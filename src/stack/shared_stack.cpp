@@ -35,7 +35,7 @@ thread_local char token_anchor;
 
 namespace detail {
 
-const void* thread_token() noexcept {
+[[gnu::noinline]] const void* thread_token() noexcept {
     const void* p = &token_anchor;
     asm volatile("" : "+r"(p));
     return p;

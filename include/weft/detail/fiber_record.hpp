@@ -75,12 +75,14 @@ struct thread_state {
     eh_state* eh = nullptr;           // this thread's __cxa_eh_globals
 };
 
-// this_thread_state() is the calling thread's state. It is out of line and
-// its result goes through an asm barrier, so the compiler cannot reuse an
-// address computed before a switch that may have moved the caller to
-// another thread. The first call on a thread prepares it (alternate signal
+// this_thread_state() is the calling thread's state. It is never inlined
+// (also not into weft's own sources, where a caller that switches would let
+// the compiler compute the thread-local address once for both sides of the
+// switch: gcc does on AArch64) and its result goes through an asm barrier,
+// so the compiler cannot reuse an address computed before a switch that may
+// have moved the caller to another thread. The first call on a thread prepares it (alternate signal
 // stack, overflow handler).
-[[nodiscard]] WEFT_API thread_state* this_thread_state() noexcept;
+[[nodiscard, gnu::noinline]] WEFT_API thread_state* this_thread_state() noexcept;
 
 // fiber_flavour says which typed wrapper a record belongs to.
 enum class fiber_flavour : std::uint8_t {

@@ -30,6 +30,18 @@ class exception_state : public weft::test::leak_checked {};
 
 long thread_id() noexcept { return ::syscall(SYS_gettid); }
 
+// what_of() is what a fiber's body let escape, for failure messages.
+std::string what_of(const std::exception_ptr& e) {
+    if (!e) return "nothing";
+    try {
+        std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+        return x.what();
+    } catch (...) {
+        return "a non-std exception";
+    }
+}
+
 template <class F>
 weft::fiber make_fiber(F&& body, weft::fiber_options opts = {}) {
     return weft::fiber(std::allocator_arg, weft::test::stack(), std::forward<F>(body), opts);
@@ -497,6 +509,7 @@ TEST_F(fiber_core, a_fiber_parked_inside_a_nested_coroutine_resumes_on_another_t
     });
     t.join();
     EXPECT_TRUE(outer.done());
+    EXPECT_EQ(outer.exception(), nullptr) << what_of(outer.exception());
     EXPECT_EQ(received, 7);
     EXPECT_NE(gen_thread_before, gen_thread_after);
     EXPECT_TRUE(gen_current_after);

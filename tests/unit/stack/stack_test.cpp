@@ -719,9 +719,11 @@ TEST(support, text_writer_never_writes_past_its_buffer) {
 using support_DeathTest = ::testing::Test;
 
 TEST_F(support_DeathTest, fatal_message_writes_the_text_and_aborts) {
-    EXPECT_DEATH(weft::detail::fatal_message("weft: test failure 42"), "weft: test failure 42\n$");
+    // Not anchored at the end: qemu-user adds a line of its own when the
+    // emulated process aborts.
+    EXPECT_DEATH(weft::detail::fatal_message("weft: test failure 42"), "weft: test failure 42\n");
     EXPECT_EXIT(weft::detail::fatal_message("weft: ends in a newline\n"), ::testing::KilledBySignal(SIGABRT),
-                "weft: ends in a newline\n$");
+                "weft: ends in a newline\n([^\n]|$)");
 }
 
 }  // namespace
