@@ -152,7 +152,7 @@ bool enter_shared(fiber_record* f) {
     return true;
 }
 
-void enter_copy(fiber_record* f, fiber_state seen) {
+bool try_enter_copy(fiber_record* f, fiber_state seen) {
     bool entered = false;
     try {
         entered = enter_shared(f);
@@ -160,10 +160,12 @@ void enter_copy(fiber_record* f, fiber_state seen) {
         f->state.store(seen, std::memory_order_release);
         throw;
     }
-    if (!entered) {
-        f->state.store(seen, std::memory_order_release);
-        shared_busy(f);
-    }
+    if (!entered) f->state.store(seen, std::memory_order_release);
+    return entered;
+}
+
+void enter_copy(fiber_record* f, fiber_state seen) {
+    if (!try_enter_copy(f, seen)) shared_busy(f);
 }
 
 void shared_busy(const fiber_record* f) {

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "internal.hpp"
+#include "weft/detail/support.hpp"
 #include "weft/coroutine.hpp"
 
 namespace weft::detail {
@@ -112,90 +113,42 @@ void reset_default(int sig) noexcept {
     ::sigaction(sig, &dfl, nullptr);
 }
 
-// line is a fixed buffer that the report is formatted into without libc's
-// formatting (snprintf is not async-signal-safe). Output past the end is
-// dropped.
-struct line {
-    char buf[640];
-    std::size_t len = 0;
-
-    void add(const char* s, std::size_t n) noexcept {
-        n = std::min(n, sizeof buf - len);
-        for (std::size_t i = 0; i < n; ++i) buf[len + i] = s[i];
-        len += n;
-    }
-    void add(const char* s) noexcept {
-        std::size_t n = 0;
-        while (s[n]) ++n;
-        add(s, n);
-    }
-    void dec(std::uintmax_t v) noexcept {
-        char d[24];
-        std::size_t i = sizeof d;
-        do {
-            d[--i] = static_cast<char>('0' + v % 10);
-            v /= 10;
-        } while (v);
-        add(d + i, sizeof d - i);
-    }
-    void hex(std::uintptr_t v) noexcept {
-        char d[2 + 2 * sizeof v];
-        std::size_t i = sizeof d;
-        do {
-            d[--i] = "0123456789abcdef"[v & 0xF];
-            v >>= 4;
-        } while (v);
-        d[--i] = 'x';
-        d[--i] = '0';
-        add(d + i, sizeof d - i);
-    }
-    void write_to(int fd) const noexcept {
-        std::size_t done = 0;
-        while (done < len) {
-            const ssize_t n = ::write(fd, buf + done, len - done);
-            if (n > 0)
-                done += static_cast<std::size_t>(n);
-            else if (n < 0 && errno == EINTR)
-                continue;
-            else
-                return;
-        }
-    }
-};
 
 constexpr std::size_t max_name_in_report = 200;
 
 void report_overflow(const fiber_record* cb, const void* addr) noexcept {
     const auto base = reinterpret_cast<std::uintptr_t>(cb->stack.base);
-    line l;
-    l.add("weft: stack overflow in coroutine ");
+    // Formatted without libc (snprintf is not async-signal-safe).
+    char buf[640];
+    text_writer l(buf, sizeof buf);
+    l.text(cb->flavour == fiber_flavour::fiber ? "weft: stack overflow in fiber " : "weft: stack overflow in coroutine ");
     if (cb->name.empty()) {
-        l.add("<anonymous ");
+        l.text("<anonymous ");
         l.hex(reinterpret_cast<std::uintptr_t>(cb));
-        l.add(">");
+        l.text(">");
     } else {
         // The name lives at the top of the coroutine's stack, far from the
         // guard, so it is intact. A very long one is shortened to keep the
         // report in one write(2).
-        l.add("'");
-        l.add(cb->name.data(), std::min(cb->name.size(), max_name_in_report));
-        if (cb->name.size() > max_name_in_report) l.add("...");
-        l.add("'");
+        l.text("'");
+        l.text(cb->name.substr(0, max_name_in_report));
+        if (cb->name.size() > max_name_in_report) l.text("...");
+        l.text("'");
     }
-    l.add(": fault address ");
+    l.text(": fault address ");
     l.hex(reinterpret_cast<std::uintptr_t>(addr));
-    l.add(", stack [");
+    l.text(", stack [");
     l.hex(base);
-    l.add(", ");
+    l.text(", ");
     l.hex(base + cb->stack.size);
-    l.add(") (");
+    l.text(") (");
     l.dec(cb->stack.size);
-    l.add(" bytes, guard ");
+    l.text(" bytes, guard ");
     l.dec(cb->stack.guard);
-    l.add(" bytes), stack size requested ");
+    l.text(" bytes), stack size requested ");
     l.dec(cb->requested_stack);
-    l.add(" bytes\n");
-    l.write_to(STDERR_FILENO);
+    l.text(" bytes\n");
+    write_stderr(l.c_str(), l.size());
 }
 
 // in_guard() says whether addr lies in the inaccessible region just below the

@@ -195,9 +195,12 @@ WEFT_API void destroy(fiber_record* f) noexcept;
 // running on this thread or on another one). Throws: std::bad_alloc when the
 // evicted fiber's buffer cannot grow (nothing has changed then).
 [[nodiscard]] WEFT_API bool enter_shared(fiber_record* f);
-// enter_copy() is enter_shared() for a resume that claimed f from state
-// `seen`: when the stack is busy or the save fails it puts f back in `seen`
-// and throws coroutine_error (shared_stack_busy) or std::bad_alloc.
+// try_enter_copy() is enter_shared() for a resume that claimed f from
+// state `seen`: when the stack is busy it puts f back in `seen` and returns
+// false; when the save fails, the same, and throws std::bad_alloc.
+[[nodiscard]] WEFT_API bool try_enter_copy(fiber_record* f, fiber_state seen);
+// enter_copy() is try_enter_copy() that throws coroutine_error
+// (shared_stack_busy) when the stack is busy.
 WEFT_API void enter_copy(fiber_record* f, fiber_state seen);
 // shared_busy() throws coroutine_error (shared_stack_busy) for f.
 [[noreturn]] WEFT_API void shared_busy(const fiber_record* f);
@@ -396,19 +399,8 @@ template <bool Keep = true>
     fiber_state seen;
     if (!claim(f, seen)) [[unlikely]]
         resume_misuse(f, seen);
-    if (f->copy) [[unlikely]] {
-        bool entered = false;
-        try {
-            entered = enter_shared(f);
-        } catch (...) {
-            f->state.store(seen, std::memory_order_release);
-            throw;
-        }
-        if (!entered) {
-            f->state.store(seen, std::memory_order_release);
-            return nullptr;
-        }
-    }
+    if (f->copy && !try_enter_copy(f, seen)) [[unlikely]]
+        return nullptr;
     return enter(f);
 }
 
@@ -460,19 +452,8 @@ inline void switch_to(fiber_record* f, fiber_record* next, after_switch_fn hook 
     fiber_state seen;
     if (next == f || !claim(next, seen)) [[unlikely]]
         switch_misuse(f, next, next->state.load(std::memory_order_relaxed));
-    if (next->copy) [[unlikely]] {
-        bool entered = false;
-        try {
-            entered = enter_shared(next);
-        } catch (...) {
-            next->state.store(seen, std::memory_order_release);
-            throw;
-        }
-        if (!entered) {
-            next->state.store(seen, std::memory_order_release);
-            shared_busy(next);
-        }
-    }
+    if (next->copy) [[unlikely]]
+        enter_copy(next, seen);
     check_guard(f);
     next->resumer = f->resumer;
     next->parent = f->parent;
