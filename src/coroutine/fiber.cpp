@@ -83,7 +83,7 @@ void finish(fiber_record* f, bool unwound) noexcept {
         fatal(f, "swallowed weft::forced_unwind while being destroyed or unwound (a catch (...) must rethrow it)");
     if (f->guard_word && *f->guard_word != f->guard_value) guard_broken(f);
     leave_to_resumer<false>(f, f->ts);
-    sanitizer::leave(f->tools(), true);
+    sanitizer::leave(f->tools(), f->tools(), true);
     jump(f->resumer, tag(f, switch_kind::finish));
     fatal(f, "was resumed after it finished");
 }

@@ -103,6 +103,7 @@ struct alignas(16) fiber_record {
     thread_state* ts = nullptr;  // the state of the thread it runs on (valid while it runs, I5)
     void* resumer = nullptr;  // where suspend() and the end go: the context of the last resume()
     fiber_record* parent = nullptr;  // the fiber that resumed it (null: code outside any fiber), while it runs
+    fiber_record* active = nullptr;  // tool builds: whose code runs where it parked (null: its own)
     std::atomic<fiber_state> state{fiber_state::created};
     fiber_flavour flavour = fiber_flavour::fiber;
     bool unwinding = false;   // unwind() resumed it to throw forced_unwind
@@ -369,6 +370,14 @@ template <bool Keep = true>
     if (has_hook) hook(arg);
 }
 
+// running_in() is the fiber whose code runs where f is suspended: f, or
+// the fiber f resumed from inside which it was parked (suspend_chain()).
+// Only the tools need to know (ASan's stack bounds, TSan's fibers).
+[[gnu::always_inline]] inline fiber_record* running_in(fiber_record* f) noexcept {
+    if constexpr (with_tools) return f->active ? f->active : f;
+    return f;
+}
+
 // claim() moves f from created or suspended to running (I2). Returns the
 // state it left, or, when that failed, the state it saw.
 [[gnu::always_inline]] inline bool claim(fiber_record* f, fiber_state& seen) noexcept {
@@ -383,7 +392,8 @@ template <bool Keep = true>
 // last fiber of a chain of switch_to()s that began in f.
 [[gnu::always_inline]] inline fiber_record* enter(fiber_record* f) noexcept {
     void* resumer_fake = nullptr;
-    sanitizer::enter(f->tools(), &resumer_fake, f->stack.base, f->stack.size);
+    fiber_record* a = running_in(f);
+    sanitizer::enter(f->tools(), a->tools(), &resumer_fake, a->stack.base, a->stack.size);
     context::transfer t = jump(f->ctx, tag(f, switch_kind::resume));
     sanitizer::returned(resumer_fake);
     fiber_record* back = record_of(t.data);
@@ -414,9 +424,10 @@ template <bool Keep = true>
     check_guard(f);
     void* word = tag_hook(f, switch_kind::suspend, hook, arg);
     leave_to_resumer(f, ts);
-    sanitizer::leave(f->tools(), false);
+    if constexpr (with_tools) f->active = cur == f ? nullptr : cur;
+    sanitizer::leave(f->tools(), cur->tools(), false);
     context::transfer t = jump(f->resumer, word);
-    sanitizer::arrived(f->tools(), false, kind_of(t.data) == switch_kind::resume);
+    sanitizer::arrived(f->tools(), cur->tools(), false, kind_of(t.data) == switch_kind::resume);
     settle_fiber(cur, f, t);
     // Thrown right here rather than from an out-of-line helper: each frame
     // between the throw and the entry is walked twice by the unwinder.
@@ -462,9 +473,11 @@ inline void switch_to(fiber_record* f, fiber_record* next, after_switch_fn hook 
     void* word = tag_hook(f, switch_kind::switch_to, hook, arg);
     f->handoff = next;
     save_eh(f->eh, f->ts);
-    sanitizer::hand_over(f->tools(), next->tools(), next->stack.base, next->stack.size);
+    if constexpr (with_tools) f->active = nullptr;
+    fiber_record* a = running_in(next);
+    sanitizer::hand_over(f->tools(), a->tools(), a->stack.base, a->stack.size);
     context::transfer t = jump(next->ctx, word);
-    sanitizer::arrived(f->tools(), false, kind_of(t.data) == switch_kind::resume);
+    sanitizer::arrived(f->tools(), f->tools(), false, kind_of(t.data) == switch_kind::resume);
     settle_fiber(f, f, t);
     if (f->unwinding) [[unlikely]]
         throw forced_unwind{};
@@ -475,7 +488,7 @@ inline void switch_to(fiber_record* f, fiber_record* next, after_switch_fn hook 
     fiber_record* r = record_of(t.data);
     const bool resumed = kind_of(t.data) == switch_kind::resume;
     fiber_record* f = resumed ? r : r->handoff;
-    sanitizer::arrived(f->tools(), true, resumed);
+    sanitizer::arrived(f->tools(), f->tools(), true, resumed);
     settle_fiber(f, f, t);
     return f;
 }

@@ -119,17 +119,20 @@ inline void off_shared_stack([[maybe_unused]] void* base, [[maybe_unused]] std::
 #endif
 }
 
-// enter() runs on the resumer just before it switches into the coroutine
-// whose stack is [base, base + size); *resumer_fake receives the resumer's
-// ASan fake stack, to be handed back to entered().
-inline void enter([[maybe_unused]] tool_state& f, [[maybe_unused]] void** resumer_fake,
-                  [[maybe_unused]] const void* base, [[maybe_unused]] std::size_t size) noexcept {
+// enter() runs on the resumer just before it switches into fiber `f`,
+// whose code runs on the stack [base, base + size) of fiber `running` (f
+// itself, or a fiber f resumed when f was parked from inside it);
+// *resumer_fake receives the resumer's ASan fake stack, to be handed back to
+// returned().
+inline void enter([[maybe_unused]] tool_state& f, [[maybe_unused]] tool_state& running,
+                  [[maybe_unused]] void** resumer_fake, [[maybe_unused]] const void* base,
+                  [[maybe_unused]] std::size_t size) noexcept {
 #if WEFT_ASAN
     __sanitizer_start_switch_fiber(resumer_fake, base, size);
 #endif
 #if WEFT_TSAN
     f.tsan_caller = __tsan_get_current_fiber();
-    __tsan_switch_to_fiber(f.tsan_fiber, 0);
+    __tsan_switch_to_fiber(running.tsan_fiber, 0);
 #endif
 }
 
@@ -140,17 +143,17 @@ inline void returned([[maybe_unused]] void* resumer_fake) noexcept {
 #endif
 }
 
-// arrived() runs on a fiber's stack right after it was switched to (first
-// entry: first = true). record_caller: it was resumed, so the resumer's stack
-// is the one it goes back to (false: it was switched to and has inherited
-// where to go back, see inherit()).
-inline void arrived([[maybe_unused]] tool_state& f, [[maybe_unused]] bool first,
-                    [[maybe_unused]] bool record_caller) noexcept {
+// arrived() runs right after fiber `f` was switched to (first entry: first
+// = true), in the code of fiber `running` (see enter()). record_caller: f
+// was resumed, so the resumer's stack is the one it goes back to (false: it
+// was switched to and has inherited where to go back, see inherit()).
+inline void arrived([[maybe_unused]] tool_state& f, [[maybe_unused]] tool_state& running,
+                    [[maybe_unused]] bool first, [[maybe_unused]] bool record_caller) noexcept {
 #if WEFT_ASAN
     if (record_caller)
-        __sanitizer_finish_switch_fiber(first ? nullptr : f.asan_fake_stack, &f.caller_bottom, &f.caller_size);
+        __sanitizer_finish_switch_fiber(first ? nullptr : running.asan_fake_stack, &f.caller_bottom, &f.caller_size);
     else
-        __sanitizer_finish_switch_fiber(first ? nullptr : f.asan_fake_stack, nullptr, nullptr);
+        __sanitizer_finish_switch_fiber(first ? nullptr : running.asan_fake_stack, nullptr, nullptr);
 #endif
 }
 
@@ -177,11 +180,13 @@ inline void hand_over([[maybe_unused]] tool_state& from, [[maybe_unused]] tool_s
 #endif
 }
 
-// leave() runs on the coroutine just before it switches back to its
-// resumer; last = true when it will never run again (its fake stack can go).
-inline void leave([[maybe_unused]] tool_state& f, [[maybe_unused]] bool last) noexcept {
+// leave() runs just before fiber `f` switches back to its resumer, in the
+// code of fiber `running` (f, or a fiber it resumed: see enter()); last =
+// true when f will never run again (its fake stack can go).
+inline void leave([[maybe_unused]] tool_state& f, [[maybe_unused]] tool_state& running,
+                  [[maybe_unused]] bool last) noexcept {
 #if WEFT_ASAN
-    __sanitizer_start_switch_fiber(last ? nullptr : &f.asan_fake_stack, f.caller_bottom, f.caller_size);
+    __sanitizer_start_switch_fiber(last ? nullptr : &running.asan_fake_stack, f.caller_bottom, f.caller_size);
 #endif
 #if WEFT_TSAN
     __tsan_switch_to_fiber(f.tsan_caller, 0);
