@@ -215,8 +215,9 @@ void guard_broken(const fiber_record* f) noexcept {
              "mmap/pooled stacks, whose guard page stops an overflow where it happens)");
 }
 
-void stack_too_small(std::string_view name, std::size_t requested, std::size_t needed, bool shared) {
-    std::string who = name.empty() ? std::string("a fiber") : "'" + std::string(name) + "'";
+void stack_too_small(std::string_view name, std::size_t requested, std::size_t needed, bool shared, bool fiber) {
+    const std::string kind = fiber ? "fiber" : "coroutine";
+    std::string who = name.empty() ? "a " + kind : kind + " '" + std::string(name) + "'";
     if (shared)
         throw coroutine_error(coroutine_errc::stack_too_small,
                               "weft: " + who + " asked for a stack of " + std::to_string(requested) +

@@ -14,6 +14,12 @@
 
 namespace weft::detail {
 
+struct plain_fiber;
+
+// is_plain_fiber says whether Block is a weft::fiber's (for messages).
+template <class Block>
+inline constexpr bool is_plain_fiber = std::is_base_of_v<plain_fiber, Block>;
+
 // next_colour() steps through 0 .. cache_colours - 1 on each thread: the
 // cache line offset of the next fiber's record (see create()).
 [[nodiscard]] WEFT_API unsigned next_colour() noexcept;
@@ -26,7 +32,7 @@ WEFT_API void paint(fiber_record* f, std::byte* limit) noexcept;
 // named `name` that asked for `requested` bytes of stack, which needed
 // `needed` (shared: asked a shared_stack_pool whose stacks have `needed`).
 [[noreturn]] WEFT_API void stack_too_small(std::string_view name, std::size_t requested, std::size_t needed,
-                                           bool shared = false);
+                                           bool shared = false, bool fiber = false);
 // copy_allocate() returns a heap block of at least `bytes` bytes aligned to
 // `align`, and in *usable how many bytes it really has. Throws: bad_alloc.
 [[nodiscard]] WEFT_API void* copy_allocate(std::size_t bytes, std::size_t align, std::size_t* usable);
@@ -71,7 +77,7 @@ Block* create(Alloc alloc, F&& fn, const fiber_options& opts) {
     if (__builtin_add_overflow(fixed, opts.private_data_size, &fixed) ||
         __builtin_add_overflow(fixed, opts.extension_size, &fixed) || fixed > s.size || s.size - fixed < min_room) {
         alloc.deallocate(s);
-        stack_too_small(opts.name, wanted, fixed + min_room);
+        stack_too_small(opts.name, wanted, fixed + min_room, false, is_plain_fiber<Block>);
     }
     if (opts.cache_colouring) {
         std::size_t colour = std::size_t{next_colour()} * 64;
@@ -125,7 +131,7 @@ Block* create_copy(shared_stack where, F&& fn, const fiber_options& opts) {
     // The pool fixes the stack size; asking for more than it has would
     // silently get less.
     if (opts.stack_size > where.pool().stack_size())
-        stack_too_small(opts.name, opts.stack_size, where.pool().stack_size(), true);
+        stack_too_small(opts.name, opts.stack_size, where.pool().stack_size(), true, is_plain_fiber<Block>);
     std::size_t size = sizeof(Block) + opts.name.size() + 1;
     size = (size + 63) & ~std::size_t{63};
     const std::size_t ext_offset = size;
