@@ -1,20 +1,27 @@
 // candidates_weft.hpp: weft's candidates for the peer report, one per stack
-// mode, plus the raw L0 context switch (the level of Boost.Context's
-// jump_fcontext). Every candidate has the same shape (see report_main.cpp):
+// mode, the type-erased weft::fiber (resume + suspend, and a ring handing
+// over with switch_to), plus the raw L0 context switch (the level of
+// Boost.Context's jump_fcontext). Every candidate has the same shape (see
+// report_main.cpp):
 //   explicit C(const bench::config&)   untimed setup (pools, handle arrays)
 //   create(i)   allocate stack and control block, construct; body not run
 //   enter(i)    the first resume: runs the body to its first yield
 //   resume(i)   one resume + yield round trip (two switches)
 //   destroy(i)  destroy the suspended coroutine (weft unwinds its stack)
 //   end_round() untimed cleanup after a round of destroy()s
+// The switch_to ring has ring(k) instead of resume(i): k transfers of
+// control around the ring, one switch each (see fiber_ring).
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
 #include "harness.hpp"
 #include "weft/context.hpp"
 #include "weft/coroutine.hpp"
+#include "weft/fiber.hpp"
 #include "weft/pooled_stack.hpp"
 #include "weft/stack.hpp"
 
@@ -86,6 +93,106 @@ template <std::size_t Live>
 using pooled = pooled_impl<Live, true>;
 template <std::size_t Live>
 using pooled_nocolour = pooled_impl<Live, false>;
+
+// fiber_pool is a stack_pool sized for a scenario, shared by the fiber
+// candidates: the first round maps new stacks, later rounds reuse them.
+inline std::unique_ptr<weft::stack_pool> fiber_pool(const config& c, std::size_t count) {
+    return std::make_unique<weft::stack_pool>(weft::stack_pool_options{
+        .stack_size = c.stack_size, .max_cached_per_thread = std::min<std::size_t>(count, 65536)});
+}
+
+// weft::fiber, the type-erased core under coroutine<>, on weft::pooled_stack:
+// resume() + this_fiber::suspend() round trips, as weft-pooled does with a
+// coroutine (same pool, same cache colouring, same work between switches).
+template <std::size_t Live>
+struct fiber_body {
+    void operator()() const {
+        work_loop<Live>([] { weft::this_fiber::suspend(); });
+    }
+};
+
+template <std::size_t Live>
+class fiber_resume {
+public:
+    explicit fiber_resume(const config& c) : stack_size_(c.stack_size), pool_(fiber_pool(c, c.count)) {
+        fs_.reserve(c.count);
+    }
+    ~fiber_resume() { fs_.clear(); }  // before the pool goes
+    void create(std::size_t) {
+        fs_.emplace_back(std::allocator_arg, weft::pooled_stack(*pool_), fiber_body<Live>{},
+                         weft::fiber_options{.stack_size = stack_size_});
+    }
+    void enter(std::size_t i) { (void)fs_[i].resume(); }
+    void resume(std::size_t i) { (void)fs_[i].resume(); }
+    void destroy(std::size_t i) { fs_[i].reset(); }
+    void end_round() { fs_.clear(); }
+
+private:
+    std::size_t stack_size_;
+    std::unique_ptr<weft::stack_pool> pool_;
+    std::vector<weft::fiber> fs_;
+};
+
+// fiber_ring: N weft::fibers (at least 2) on weft::pooled_stack in a ring,
+// each handing over to the next with this_fiber::switch_to(): one switch
+// per transfer, no driver in between. ring(k) resumes the fiber that
+// stopped last; the ring runs until k transfers have been made (counting
+// that resume), and the fiber holding control then suspends back to the
+// driver (next inherits the resumer at every switch_to). So ring(k) is k+1
+// switches: k - 1 switch_to()s plus the driver's resume and the final
+// suspend. Before each hand-over a fiber touches its own state, as every
+// candidate does before its yield. enter(i) runs fiber i to its first
+// hand-over and suspends it there; destroy(i) unwinds it.
+template <std::size_t Live>
+class fiber_ring {
+public:
+    static constexpr std::size_t min_count = 2;  // a ring of one cannot switch_to
+
+    explicit fiber_ring(const config& c)
+        : stack_size_(c.stack_size), pool_(fiber_pool(c, std::max(c.count, min_count))) {
+        fs_.reserve(std::max(c.count, min_count));
+    }
+    ~fiber_ring() { fs_.clear(); }  // before the pool goes
+    void create(std::size_t i) {
+        fs_.emplace_back(std::allocator_arg, weft::pooled_stack(*pool_), member{this, i},
+                         weft::fiber_options{.stack_size = stack_size_});
+    }
+    void enter(std::size_t i) {
+        remaining_ = 1;
+        (void)fs_[i].resume();
+    }
+    void ring(std::uint64_t transfers) {
+        remaining_ = transfers;
+        (void)fs_[stopped_].resume();
+    }
+    void destroy(std::size_t i) { fs_[i].reset(); }
+    void end_round() { fs_.clear(); }
+
+private:
+    struct member {
+        fiber_ring* ring;
+        std::size_t i;
+        void operator()() const {
+            fiber_ring* r = ring;
+            const std::size_t self = i;
+            work_loop<Live>([r, self] { r->hand_over(self); });
+        }
+    };
+    void hand_over(std::size_t i) {
+        if (--remaining_ == 0) {
+            stopped_ = i;
+            weft::this_fiber::suspend();
+        } else {
+            const std::size_t next = i + 1 == fs_.size() ? 0 : i + 1;
+            weft::this_fiber::switch_to(fs_[next].ref());
+        }
+    }
+    std::size_t stack_size_;
+    std::unique_ptr<weft::stack_pool> pool_;
+    std::vector<weft::fiber> fs_;
+    std::uint64_t remaining_ = 0;
+    std::size_t stopped_ = 0;
+};
 
 #if WEFT_BENCH_HAVE_COPY_STACK
 // copy-stack mode: coroutines share shared_stack_pool's stacks and save

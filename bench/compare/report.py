@@ -53,6 +53,9 @@ LIVE_STACK = 64 * KiB
 M1_STACK = 16 * KiB
 M1_COUNTS = ([1_000_000, 10_000_000], [100_000])
 CALLGRIND_ITERS = 10000
+# Instructions per round trip of weft's coroutine before the fiber funnel
+# (the full run of 2026-11-22, measured at ff2ea53): the funnel's budget.
+FUNNEL_BUDGET = 121
 
 # --- candidates (rows) ------------------------------------------------------------
 
@@ -69,6 +72,12 @@ def rows_for(scenario):
     add("weft-mmap", "weft coroutine, mmap_stack", "cpp", "weft-mmap")
     add("weft-pooled", "weft coroutine, pooled_stack", "cpp", "weft-pooled")
     add("weft-pooled-nocolour", "weft coroutine, pooled_stack, cache colouring off", "cpp", "weft-pooled-nocolour")
+    add("weft-fiber", "weft fiber, pooled_stack (resume + this_fiber::suspend)", "cpp", "weft-fiber")
+    # A ring hands control over with this_fiber::switch_to: no driver in
+    # between, one switch per transfer; a ring needs two fibers (S1). Its
+    # lifecycle is weft-fiber's, so it has no lifecycle row.
+    add("weft-fiber-switch", "weft fiber ring, pooled_stack (this_fiber::switch_to)"
+        + (", 2 fibers" if scenario == "S1" else ""), "cpp", "weft-fiber-switch", lifecycle=False)
     for live, name in ((0, "~0 B"), (1024, "1 KB"), (4096, "4 KB")):
         add(f"weft-copy-{live}", f"weft coroutine, copy-stack, {name} live", "cpp", "weft-copy", live)
     add("weft-context", "weft context::jump (L0)", "cpp", "weft-context")
@@ -110,6 +119,8 @@ M1_ROWS = [
 
 CALLGRIND_ROWS = [
     ("weft-mmap", "weft coroutine resume+yield", "cpp", "weft-mmap"),
+    ("weft-fiber", "weft fiber resume + this_fiber::suspend", "cpp", "weft-fiber"),
+    ("weft-fiber-switch", "weft fiber this_fiber::switch_to x2 (ring of 2)", "cpp", "weft-fiber-switch"),
     ("weft-context", "weft context::jump x2", "cpp", "weft-context"),
     ("weft-fast", "weft context::fast_jump x2", "cpp", "weft-fast"),
     ("weft-mmap-fp", "weft coroutine resume+yield (FP env shared)", "cpp-sharefp", "weft-mmap"),
@@ -486,7 +497,12 @@ How to read this:
   jump_fcontext, create ratios against boost::context::fiber with pooled_fixedsize_stack and against
   the C++20 generator;
 - weft context::jump and jump_fcontext are the raw switch (no coroutine object); Go's stacks
-  grow on demand (the stack column does not apply), C++20 frames are on the heap."""
+  grow on demand (the stack column does not apply), C++20 frames are on the heap;
+- **weft fiber** is the type-erased core under weft's coroutine (`weft::fiber`): the same
+  resume + suspend round trips; **weft fiber ring** is N fibers (2 in S1) handing control to the
+  next with `this_fiber::switch_to`, one switch per transfer and no driver in between (the driver
+  resumes one fiber, the ring runs for the whole pass, the last fiber suspends back), so its
+  figure is ns per transfer, each preceded by the departing fiber's touch of its state."""
 
 
 def scenario_title(r, name):
@@ -593,7 +609,9 @@ def callgrind_table(r):
     out = ["## Instructions per round trip (callgrind)", "",
            f"`valgrind --tool=callgrind`, one coroutine, bare resume+yield (no state touched): total "
            f"instructions with {2 * CALLGRIND_ITERS:,} round trips minus with {CALLGRIND_ITERS:,}, divided by "
-           f"{CALLGRIND_ITERS:,}. Deterministic; includes the benchmark loop's own few instructions. A system "
+           f"{CALLGRIND_ITERS:,}. Deterministic; includes the benchmark loop's own few instructions. The "
+           "switch_to ring has two fibers and makes two transfers for each round trip of the others (its loop "
+           "is the ring's countdown). A system "
            "call counts as one instruction: ucontext's sigprocmask per switch costs far more than it shows here.", "",
            "| candidate | instructions per round trip | per switch | ratio to jump_fcontext |", "|---|---|---|---|"]
     base = r.cg.get("fcontext")
@@ -612,7 +630,7 @@ def callgrind_table(r):
 def targets_table(r):
     """The targets of the stacks and benchmark issues, each checked against this run."""
     out = ["## Targets", "",
-           "Each target is a ratio of medians from this run (the issues' wording). The lifecycle sum is "
+           "Each target is a ratio of medians from this run (the issues' wording), or a callgrind count. The lifecycle sum is "
            "create + first entry + destroy, warm, per coroutine; weft's rows are its default allocator "
            "(pooled_stack) in the default build (FP control state saved per context) unless named.", "",
            "| figure | target | measured | met |", "|---|---|---|---|"]
@@ -653,6 +671,12 @@ def targets_table(r):
              rat(r.cg.get("weft-mmap"), base), 1.0, strict=True)
         line("instructions per round trip, weft context::fast_jump", "fewer than jump_fcontext",
              rat(r.cg.get("weft-fast"), base), 1.0, strict=True)
+        # The fiber funnel (fiber_record.hpp) must not make a round trip
+        # dearer than the coroutine layer was before it.
+        for key, what in (("weft-mmap", "weft coroutine"), ("weft-fiber", "weft fiber resume + suspend"),
+                          ("weft-fiber-switch", "weft fiber switch_to x2")):
+            line(f"instructions per round trip, {what}", f"<= {FUNNEL_BUDGET} (coroutine before the funnel)",
+                 r.cg.get(key), FUNNEL_BUDGET, fmt="{:.0f}")
 
     def life(section, row):
         parts = [med(section, row, m) for m in ("create_warm", "entry_warm", "destroy_warm")]

@@ -25,11 +25,19 @@
 //   weft_bench_report --callgrind --candidate C --iters N
 //       One coroutine, N bare resume+yield round trips (no state touched):
 //       run it under callgrind with N and 2N, the difference is N round trips.
+//       The switch_to ring (weft-fiber-switch) makes 2N transfers between
+//       two fibers instead: two switch_to()s stand for one round trip.
+//
+// A ring candidate (one with ring(k), see candidates_weft.hpp) has at least
+// C::min_count coroutines (2 in S1); its switch passes are ring(N x passes)
+// instead of round-robin resumes, so "switch" is still per transfer.
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/version.hpp>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -62,18 +70,44 @@ struct args {
 
 // --- scenario ---------------------------------------------------------------
 
+// is_ring: C hands control around a ring (ring(k)) instead of being
+// resumed round-robin by the driver.
+template <class C>
+constexpr bool is_ring = requires(C& c) { c.ring(std::uint64_t{1}); };
+
+// count_for() is how many coroutines C runs when asked for `asked`.
+template <class C>
+std::size_t count_for(std::size_t asked) {
+    if constexpr (requires { C::min_count; })
+        return std::max<std::size_t>(asked, C::min_count);
+    else
+        return asked;
+}
+
+// pass_ns() times `passes` passes over the n coroutines: each resumed once
+// in turn (two switches each), or, for a ring, n transfers per pass.
 template <class C>
 double pass_ns(C& c, std::size_t n, std::uint64_t passes) {
     const std::int64_t t0 = now_ns();
-    for (std::uint64_t p = 0; p < passes; ++p)
-        for (std::size_t i = 0; i < n; ++i) c.resume(i);
+    if constexpr (is_ring<C>) {
+        c.ring(passes * n);
+    } else {
+        for (std::uint64_t p = 0; p < passes; ++p)
+            for (std::size_t i = 0; i < n; ++i) c.resume(i);
+    }
     return static_cast<double>(now_ns() - t0);
+}
+
+// switches_per_pass is how many switches one pass over n coroutines makes.
+template <class C>
+constexpr double switches_per_pass(std::size_t n) {
+    return static_cast<double>(n) * (is_ring<C> ? 1.0 : 2.0);
 }
 
 template <class C>
 int run_scenario(const args& a) {
-    const config cfg{a.count, a.stack};
-    const std::size_t n = a.count;
+    const std::size_t n = count_for<C>(a.count);
+    const config cfg{n, a.stack};
     const double overhead = clock_overhead_ns();
     const double dn = static_cast<double>(n);
     C c(cfg);
@@ -122,7 +156,7 @@ int run_scenario(const args& a) {
     }
     passes = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(static_cast<double>(passes) * a.target_ms * 1e6 / t));
     t = pass_ns(c, n, passes);
-    emit(s, k, "switch", t / (static_cast<double>(passes) * dn * 2.0), "ns");
+    emit(s, k, "switch", t / (static_cast<double>(passes) * switches_per_pass<C>(n)), "ns");
     std::fprintf(stderr, "  %s %s: %llu passes x %zu coroutines, cpu %d\n", s, k,
                  static_cast<unsigned long long>(passes), n, sched_getcpu());
 #if WEFT_BENCH_HAVE_COPY_STACK
@@ -160,11 +194,15 @@ int run_m1(const args& a) {
 
 template <class C>
 int run_callgrind(const args& a) {
-    C c(config{1, a.stack});
-    c.create(0);
-    c.enter(0);
-    for (std::uint64_t i = 0; i < a.iters; ++i) c.resume(0);
-    c.destroy(0);
+    const std::size_t n = count_for<C>(1);
+    C c(config{n, a.stack});
+    for (std::size_t i = 0; i < n; ++i) c.create(i);
+    for (std::size_t i = 0; i < n; ++i) c.enter(i);
+    if constexpr (is_ring<C>)
+        c.ring(2 * a.iters);  // two transfers for each round trip of the others
+    else
+        for (std::uint64_t i = 0; i < a.iters; ++i) c.resume(0);
+    for (std::size_t i = 0; i < n; ++i) c.destroy(i);
     c.end_round();
     return 0;
 }
@@ -224,6 +262,10 @@ const entry candidates[] = {
     {"weft-pooled", &with_series<weft_side::pooled>, "weft::coroutine, weft::pooled_stack (stack_pool)"},
     {"weft-pooled-nocolour", &with_live<weft_side::pooled_nocolour>,
      "weft::coroutine, weft::pooled_stack, cache_colouring off"},
+    {"weft-fiber", &with_live<weft_side::fiber_resume>,
+     "weft::fiber, weft::pooled_stack: resume() + this_fiber::suspend()"},
+    {"weft-fiber-switch", &with_live<weft_side::fiber_ring>,
+     "weft::fibers in a ring (at least 2), weft::pooled_stack: this_fiber::switch_to()"},
 #if WEFT_BENCH_HAVE_COPY_STACK
     {"weft-copy", &with_series<weft_side::copy>, "weft::coroutine, weft::shared_stack (copy-stack)"},
 #endif
