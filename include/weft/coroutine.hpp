@@ -80,7 +80,7 @@ public:
     // called from inside this coroutine. Throws: coroutine_error
     // (yield_outside); forced_unwind when the coroutine is being destroyed
     // (let it pass).
-    [[gnu::always_inline]] Resume yield(detail::arg_t<Yield> value)
+    WEFT_HOT_INLINE Resume yield(detail::arg_t<Yield> value)
         requires(!std::is_void_v<Yield>)
     {
         cb_->out = std::addressof(value);
@@ -91,7 +91,7 @@ public:
         return take();
     }
     // yield() suspends a coroutine that yields no value.
-    [[gnu::always_inline]] Resume yield()
+    WEFT_HOT_INLINE Resume yield()
         requires std::is_void_v<Yield>
     {
         detail::suspend(cb_);
@@ -240,7 +240,7 @@ public:
     // or yielded out that points into a shared stack where it will not be
     // live throws coroutine_error (shared_stack_pointer); see
     // check_shared_stack_pointer().
-    [[gnu::always_inline]] resume_result resume()
+    WEFT_HOT_INLINE resume_result resume()
         requires std::is_void_v<Resume>
     {
         check();
@@ -248,7 +248,7 @@ public:
     }
     // resume(value) passes value to the body: as its second argument on the
     // first resume, as the result of yield() afterwards.
-    [[gnu::always_inline]] resume_result resume(detail::arg_t<Resume> value)
+    WEFT_HOT_INLINE resume_result resume(detail::arg_t<Resume> value)
         requires(!std::is_void_v<Resume>)
     {
         check();

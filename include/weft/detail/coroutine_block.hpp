@@ -84,7 +84,7 @@ struct shared_hold {
 // take() (which reads what it yielded). Throws: coroutine_error on misuse
 // (shared_stack_busy included); whatever the body threw.
 template <class Take>
-[[gnu::always_inline]] inline auto resume_typed(coroutine_record* cb, Take take) -> decltype(take()) {
+WEFT_HOT_INLINE inline auto resume_typed(coroutine_record* cb, Take take) -> decltype(take()) {
     fiber_state seen;
     if (!claim(cb, seen)) [[unlikely]]
         resume_misuse(cb, seen);
