@@ -98,10 +98,7 @@ bool unwind(fiber_record* f) {
         if (f->state.compare_exchange_weak(seen, to, std::memory_order_acquire, std::memory_order_relaxed)) break;
     }
     if (seen == fiber_state::created) return true;
-    if (f->copy && !enter_shared(f)) {
-        f->state.store(seen, std::memory_order_release);
-        return false;
-    }
+    if (f->copy && !try_enter_copy(f, seen)) return false;  // f is back in `seen`
     // Its pending suspend() throws forced_unwind (see suspend()), and the
     // entry lets the fiber end there.
     f->unwinding = true;

@@ -555,6 +555,12 @@ TEST_F(fiber_core, a_shared_stack_busy_on_another_thread_is_reported_not_waited_
     });
     bool ran = false;
     weft::fiber waiting(std::allocator_arg, weft::shared_stack(pool), [&] { ran = true; });
+    int parked_destroyed = 0;
+    weft::fiber parked(std::allocator_arg, weft::shared_stack(pool), [&] {
+        counts_destruction guard{&parked_destroyed};
+        weft::this_fiber::suspend();
+    });
+    parked.resume();  // suspended with its frames saved off the stack once holder runs
     std::thread t([&] { holder.resume(); });
     ASSERT_TRUE(wait_for([&] { return inside.load(); }));
     EXPECT_FALSE(waiting.try_resume());
@@ -566,12 +572,19 @@ TEST_F(fiber_core, a_shared_stack_busy_on_another_thread_is_reported_not_waited_
         EXPECT_EQ(e.code(), weft::coroutine_errc::shared_stack_busy);
         EXPECT_NE(std::string(e.what()).find("another thread"), std::string::npos) << e.what();
     }
+    // Cancelling is refused the same way, and leaves the fiber as it was.
+    EXPECT_EQ(error_of([&] { parked.unwind(); }), weft::coroutine_errc::shared_stack_busy);
+    EXPECT_EQ(parked.state(), weft::fiber_state::suspended);
+    EXPECT_EQ(parked_destroyed, 0);
     release = true;
     t.join();
     EXPECT_FALSE(timed_out);
     EXPECT_TRUE(waiting.try_resume());
     EXPECT_TRUE(ran);
     EXPECT_TRUE(holder.done());
+    parked.unwind();
+    EXPECT_TRUE(parked.done());
+    EXPECT_EQ(parked_destroyed, 1);
 }
 
 // ------------------------------------------------------------ FP control state
