@@ -763,9 +763,10 @@ void destroy_slot(harness& h, int si) {
 }
 
 // Requested stack sizes: ample ones that run bodies, small ones that may or
-// must be refused, and invalid ones.
+// must be refused, and an overflowing one. 0 asks for the default, like
+// leaving the option alone (class 3).
 constexpr std::size_t size_classes[] = {
-    64 * 1024, 128 * 1024, 256 * 1024, 0 /* default */, 2048, 256, 6000, 1, 0 /* zero */,
+    64 * 1024, 128 * 1024, 256 * 1024, 0 /* left alone */, 2048, 256, 6000, 1, 0 /* explicit 0 */,
     std::numeric_limits<std::size_t>::max() - 8,
 };
 constexpr std::size_t private_sizes[] = {0, 0, 16, 100, 4096, 70000};
@@ -833,25 +834,26 @@ void create(harness& h, int si) {
     r.painted = paint;
 
     weft::coroutine_options opts{.name = r.name, .private_data_size = private_size, .paint_stack = paint};
-    const bool zero = size_class == 8;
     if (size_class != 3) opts.stack_size = size_classes[size_class];
-    r.requested = opts.stack_size;
+    // stack_size 0 means weft::default_stack_size.
+    const std::size_t wanted = opts.stack_size ? opts.stack_size : weft::default_stack_size;
+    r.requested = wanted;
 
     // The outcome the allocators and the control-block placement promise.
     // A pool hands out its own size for any request up to it (and fails at
     // its limit), and maps larger requests outside the pool.
-    const bool overflow = opts.stack_size > std::numeric_limits<std::size_t>::max() / 2;
-    const bool pooled = alloc == alloc_kind::pooled && !zero && opts.stack_size <= pool_stack_size;
+    const bool overflow = wanted > std::numeric_limits<std::size_t>::max() / 2;
+    const bool pooled = alloc == alloc_kind::pooled && wanted <= pool_stack_size;
     const bool at_limit = pooled && h.pooled_in_use >= pool_max_stacks;
     std::size_t usable = 0, overhead = 0;
-    if (!zero && !overflow) {
-        usable = alloc == alloc_kind::malloc ? round_up(opts.stack_size, 16)
+    if (!overflow) {
+        usable = alloc == alloc_kind::malloc ? round_up(wanted, 16)
                  : pooled                    ? pool_stack_size
-                                             : round_up(opts.stack_size, weft::page_size());
+                                             : round_up(wanted, weft::page_size());
         overhead = r.name.size() + 1 + private_size;
     }
-    const bool must_fail = !zero && !overflow && !at_limit && usable < overhead + 1024;
-    const bool runnable = !zero && !overflow && !at_limit && usable >= overhead + min_runnable_room;
+    const bool must_fail = !overflow && !at_limit && usable < overhead + 1024;
+    const bool runnable = !overflow && !at_limit && usable >= overhead + min_runnable_room;
 
     const std::int64_t co_before = weft::stats::live_coroutines();
     const std::int64_t st_before = weft::stats::live_stacks();
@@ -865,22 +867,20 @@ void create(harness& h, int si) {
         case kind::none: break;
         }
         created = true;
-        FUZZ_CHECK(!zero && !overflow && !at_limit && !must_fail);
+        FUZZ_CHECK(!overflow && !at_limit && !must_fail);
     } catch (const weft::coroutine_error& e) {
         FUZZ_CHECK(e.code() == weft::coroutine_errc::stack_too_small);
-        FUZZ_CHECK(!zero && !overflow && !at_limit && !runnable);
+        FUZZ_CHECK(!overflow && !at_limit && !runnable);
         FUZZ_CHECK(r.name.empty() ? mentions(e.what(), "a coroutine") : names_ok(e.what(), r));
     } catch (const weft::stack_pool_error& e) {
         FUZZ_CHECK(at_limit);
         FUZZ_CHECK(e.code() == std::error_code(ENOMEM, std::generic_category()));
         FUZZ_CHECK(e.limit() == weft::stack_pool_error::limit_kind::max_stacks);
-        FUZZ_CHECK(e.requested_size() == opts.stack_size);
+        FUZZ_CHECK(e.requested_size() == wanted);
     } catch (const weft::stack_error& e) {
         FUZZ_CHECK(overflow);
         FUZZ_CHECK(e.code() == std::error_code(EOVERFLOW, std::generic_category()));
-        FUZZ_CHECK(e.requested_size() == opts.stack_size);
-    } catch (const std::invalid_argument&) {
-        FUZZ_CHECK(zero);
+        FUZZ_CHECK(e.requested_size() == wanted);
     }
     trace("  create %d: kind %d, %s stack of %zu, private %zu, name '%s': %s", serial, static_cast<int>(k),
           alloc_names[static_cast<int>(alloc)], opts.stack_size, private_size, r.name.c_str(),
