@@ -175,16 +175,13 @@ public:
     // nothing changed then). Never rethrows the body's exception.
     WEFT_HOT_INLINE fiber_ref resume() {
         check();
-        detail::fiber_record* back = detail::resume(f_);
-        if (!back) [[unlikely]]
-            detail::shared_busy(f_);
-        return fiber_ref(back);
+        return fiber_ref(detail::resume(f_));
     }
     // try_resume() is resume() that returns an empty fiber_ref, changing
     // nothing, when the fiber's shared stack is busy.
     [[nodiscard]] WEFT_HOT_INLINE fiber_ref try_resume() {
         check();
-        return fiber_ref(detail::resume(f_));
+        return fiber_ref(detail::resume<false>(f_));
     }
     // unwind() cancels the fiber: a suspended fiber is resumed to throw
     // forced_unwind at its suspension point, so its destructors run; a

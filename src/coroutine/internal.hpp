@@ -21,6 +21,13 @@ void prepare_thread() noexcept;
 // allocating and aborts: for errors where nothing can be thrown.
 [[noreturn]] void fatal(const fiber_record* f, const char* what) noexcept;
 
+// enter_shared() makes f's shared stack hold f's bytes and marks it in use
+// by this thread (saving the bytes of the fiber whose frames are there).
+// Returns false, changing nothing, when the stack is in use (by a fiber
+// running on this thread or on another one). Throws: std::bad_alloc when the
+// evicted fiber's buffer cannot grow (nothing has changed then).
+[[nodiscard]] bool enter_shared(fiber_record* f);
+
 // enter_shared_to_destroy() is enter_shared() for destruction, which cannot
 // throw or report: it waits while another thread runs on the stack, and
 // aborts with a message when this thread does or a save fails.

@@ -85,12 +85,7 @@ struct shared_hold {
 // (shared_stack_busy included); whatever the body threw.
 template <class Take>
 WEFT_HOT_INLINE inline auto resume_typed(coroutine_record* cb, Take take) -> decltype(take()) {
-    fiber_state seen;
-    if (!claim(cb, seen)) [[unlikely]]
-        resume_misuse(cb, seen);
-    if (cb->copy) [[unlikely]]
-        enter_copy(cb, seen);
-    enter(cb);
+    resume(cb);
     if (cb->exception) [[unlikely]]
         rethrow(cb);
     if (cb->keep_stack) [[unlikely]] {

@@ -190,15 +190,12 @@ WEFT_API void destroy(fiber_record* f) noexcept;
 // describe() is "coroutine 'name'" or "coroutine <anonymous 0x...>".
 [[nodiscard]] WEFT_API std::string describe(const fiber_record* f);
 
-// enter_shared() makes f's shared stack hold f's bytes and marks it in use
-// by this thread (saving the bytes of the fiber whose frames are there).
-// Returns false, changing nothing, when the stack is in use (by a fiber
-// running on this thread or on another one). Throws: std::bad_alloc when the
-// evicted fiber's buffer cannot grow (nothing has changed then).
-[[nodiscard]] WEFT_API bool enter_shared(fiber_record* f);
-// try_enter_copy() is enter_shared() for a resume that claimed f from
-// state `seen`: when the stack is busy it puts f back in `seen` and returns
-// false; when the save fails, the same, and throws std::bad_alloc.
+// try_enter_copy() makes f's shared stack hold f's bytes (saving those of
+// the fiber whose frames are there) and marks it in use by this thread, for
+// a resume that claimed f from state `seen`. When the stack is in use (by a
+// fiber of this thread or another) it puts f back in `seen` and returns
+// false; when the save cannot get memory, the same, and throws
+// std::bad_alloc.
 [[nodiscard]] WEFT_API bool try_enter_copy(fiber_record* f, fiber_state seen);
 // enter_copy() is try_enter_copy() that throws coroutine_error
 // (shared_stack_busy) when the stack is busy.
@@ -314,6 +311,21 @@ template <bool Keep = true>
     if (parent) parent->ts = ts;
 }
 
+// publish_suspended() is the end of the arriving side's half when fiber r
+// switched out without ending: read what r left before publishing it (I3),
+// record its context, give back its shared stack if `leave`, publish it
+// (I1), and run its hook.
+[[gnu::always_inline]] inline void publish_suspended(fiber_record* r, context::transfer t, bool leave) noexcept {
+    const bool has_hook = reinterpret_cast<std::uintptr_t>(t.data) & hooked;
+    const after_switch_fn hook = has_hook ? r->hook : nullptr;
+    void* const arg = has_hook ? r->hook_arg : nullptr;
+    r->ctx = t.from;
+    if (leave) [[unlikely]]
+        leave_shared(r, false);
+    r->state.store(fiber_state::suspended, std::memory_order_release);  // I1
+    if (has_hook) hook(arg);
+}
+
 // settle_fiber() is the arriving side's half in fiber f, which arrives
 // where it parked or handed over (or at its entry); the code running there
 // is `self`'s (f itself, or a fiber it resumed when it was parked from
@@ -334,19 +346,11 @@ template <bool Keep = true>
         self->ts = ts;
         return;
     }
-    // r handed over to f, which inherited r's resumer. Read what r left
-    // before publishing it (I3).
-    r->ctx = t.from;
-    const bool has_hook = reinterpret_cast<std::uintptr_t>(t.data) & hooked;
-    const after_switch_fn hook = has_hook ? r->hook : nullptr;
-    void* const arg = has_hook ? r->hook_arg : nullptr;
+    // r handed over to f, which inherited r's resumer.
     thread_state* ts = this_thread_state();
     install(ts, self, f->eh);
     self->ts = ts;
-    if (r->copy) [[unlikely]]
-        leave_shared(r, false);
-    r->state.store(fiber_state::suspended, std::memory_order_release);  // I1
-    if (has_hook) hook(arg);
+    publish_suspended(r, t, r->copy != nullptr);
 }
 
 // settle_resumer() is the arriving side's half in a resumer that gets
@@ -359,15 +363,9 @@ template <bool Keep = true>
         r->state.store(fiber_state::done, std::memory_order_release);
         return;
     }
-    // Read what r left before publishing it (I3).
-    const bool has_hook = reinterpret_cast<std::uintptr_t>(t.data) & hooked;
-    const after_switch_fn hook = has_hook ? r->hook : nullptr;
-    void* const arg = has_hook ? r->hook_arg : nullptr;
-    r->ctx = t.from;
-    if (r->copy && !r->keep_stack) [[unlikely]]
-        leave_shared(r, false);
-    r->state.store(fiber_state::suspended, std::memory_order_release);  // I1
-    if (has_hook) hook(arg);
+    // A value r yielded lies on its shared stack: the resumer gives the
+    // stack back once it has moved the value out (keep_stack).
+    publish_suspended(r, t, r->copy && !r->keep_stack);
 }
 
 // running_in() is the fiber whose code runs where f is suspended: f, or
@@ -401,16 +399,22 @@ template <bool Keep = true>
     return back;
 }
 
-// resume() claims f and enters it. Returns the fiber that came back, or
-// null when f is a copy-stack fiber whose shared stack is busy (f is left
-// as it was). Throws: coroutine_error on misuse; std::bad_alloc (copy-stack
-// save).
+// resume() claims f and enters it. Returns the fiber that came back. When
+// f is a copy-stack fiber whose shared stack is busy, f is left as it was
+// and resume() throws coroutine_error (shared_stack_busy), or with
+// ThrowIfBusy = false returns null. Throws: coroutine_error on misuse;
+// std::bad_alloc (copy-stack save).
+template <bool ThrowIfBusy = true>
 [[gnu::always_inline]] inline fiber_record* resume(fiber_record* f) {
     fiber_state seen;
     if (!claim(f, seen)) [[unlikely]]
         resume_misuse(f, seen);
-    if (f->copy && !try_enter_copy(f, seen)) [[unlikely]]
-        return nullptr;
+    if (f->copy) [[unlikely]] {
+        if constexpr (ThrowIfBusy)
+            enter_copy(f, seen);
+        else if (!try_enter_copy(f, seen))
+            return nullptr;
+    }
     return enter(f);
 }
 
@@ -439,12 +443,18 @@ template <bool Keep = true>
 // any, runs there. Requires: called from f's own code. Throws:
 // coroutine_error (yield_outside); forced_unwind when f is resumed to be
 // unwound.
-[[gnu::always_inline]] inline void suspend(fiber_record* f, after_switch_fn hook = nullptr, void* arg = nullptr) {
-    // Running, and this code on its stack: then this thread runs it, and
-    // f->ts is this thread's state (written when f last arrived).
+// check_leaving() throws unless the caller is f's own code about to switch
+// f out: f is running and this code is on its stack (then this thread runs
+// it, and f->ts is this thread's state, written when f last arrived), and f
+// is not being unwound.
+[[gnu::always_inline]] inline void check_leaving(const fiber_record* f) {
     if (f->state.load(std::memory_order_relaxed) != fiber_state::running ||
         !f->stack.contains(stack_pointer()) || f->unwinding) [[unlikely]]
         suspend_misuse(f);
+}
+
+[[gnu::always_inline]] inline void suspend(fiber_record* f, after_switch_fn hook = nullptr, void* arg = nullptr) {
+    check_leaving(f);
     park(f, f, f->ts, hook, arg);
 }
 
@@ -457,9 +467,7 @@ WEFT_API void suspend_chain(fiber_record* f, after_switch_fn hook, void* arg);
 // Throws: coroutine_error on misuse or when next's shared stack is busy;
 // forced_unwind when f is later resumed to be unwound.
 inline void switch_to(fiber_record* f, fiber_record* next, after_switch_fn hook = nullptr, void* arg = nullptr) {
-    if (f->state.load(std::memory_order_relaxed) != fiber_state::running ||
-        !f->stack.contains(stack_pointer()) || f->unwinding) [[unlikely]]
-        suspend_misuse(f);
+    check_leaving(f);
     fiber_state seen;
     if (next == f || !claim(next, seen)) [[unlikely]]
         switch_misuse(f, next, next->state.load(std::memory_order_relaxed));

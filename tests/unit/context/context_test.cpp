@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <stdexcept>
 
-#include "support/leak_check.hpp"
+#include "support/context_fixture.hpp"
 #include "weft/context.hpp"
 #include "weft/stack.hpp"
 
@@ -15,21 +15,7 @@ namespace {
 
 using weft::context::transfer;
 
-class context_test : public weft::test::leak_checked {
-protected:
-    void SetUp() override {
-        leak_checked::SetUp();
-        stack_ = alloc_.allocate(64 * 1024);
-    }
-    void TearDown() override {
-        alloc_.deallocate(stack_);
-        leak_checked::TearDown();
-    }
-    void* make(weft::context::entry_fn fn) { return weft::context::make(stack_.top(), stack_.size, fn); }
-
-    weft::mmap_stack alloc_;
-    weft::stack_view stack_;
-};
+class context_test : public weft::test::context_fixture {};
 
 // Ping-pong: the context adds one to each value and jumps back.
 void adder(transfer t) noexcept {

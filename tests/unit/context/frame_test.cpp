@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "support/leak_check.hpp"
+#include "support/context_fixture.hpp"
 #include "weft/context.hpp"
 #include "weft/detail/context_frame.hpp"
 #include "weft/stack.hpp"
@@ -56,20 +56,7 @@ void fp_control_in(const std::byte* ctx, std::uint64_t (&w)[2]) {
 }
 #endif
 
-class frame_test : public weft::test::leak_checked {
-protected:
-    void SetUp() override {
-        leak_checked::SetUp();
-        stack_ = alloc_.allocate(64 * 1024);
-    }
-    void TearDown() override {
-        alloc_.deallocate(stack_);
-        leak_checked::TearDown();
-    }
-
-    weft::mmap_stack alloc_;
-    weft::stack_view stack_;
-};
+class frame_test : public weft::test::context_fixture {};
 
 void never_entered(transfer) noexcept { __builtin_trap(); }
 
