@@ -311,19 +311,15 @@ template <bool Keep = true>
     if (parent) parent->ts = ts;
 }
 
-// publish_suspended() is the end of the arriving side's half when fiber r
-// switched out without ending: read what r left before publishing it (I3),
-// record its context, give back its shared stack if `leave`, publish it
-// (I1), and run its hook.
-[[gnu::always_inline]] inline void publish_suspended(fiber_record* r, context::transfer t, bool leave) noexcept {
-    const bool has_hook = reinterpret_cast<std::uintptr_t>(t.data) & hooked;
-    const after_switch_fn hook = has_hook ? r->hook : nullptr;
-    void* const arg = has_hook ? r->hook_arg : nullptr;
-    r->ctx = t.from;
+// publish_read() ends the arriving side's half when fiber r switched out
+// without ending, once r's context is recorded and what r left (hook, arg)
+// is read (I3): give back r's shared stack if `leave`, publish r (I1), run
+// its hook.
+[[gnu::always_inline]] inline void publish_read(fiber_record* r, bool leave, after_switch_fn hook, void* arg) noexcept {
     if (leave) [[unlikely]]
         leave_shared(r, false);
     r->state.store(fiber_state::suspended, std::memory_order_release);  // I1
-    if (has_hook) hook(arg);
+    if (hook) hook(arg);
 }
 
 // settle_fiber() is the arriving side's half in fiber f, which arrives
@@ -346,11 +342,17 @@ template <bool Keep = true>
         self->ts = ts;
         return;
     }
-    // r handed over to f, which inherited r's resumer.
+    // r handed over to f, which inherited r's resumer. What r left is read
+    // before the call (one value less to keep across it), and only then is
+    // f made current: the hook must see f current.
+    r->ctx = t.from;
+    const bool has_hook = reinterpret_cast<std::uintptr_t>(t.data) & hooked;
+    const after_switch_fn hook = has_hook ? r->hook : nullptr;
+    void* const arg = has_hook ? r->hook_arg : nullptr;
     thread_state* ts = this_thread_state();
     install(ts, self, f->eh);
     self->ts = ts;
-    publish_suspended(r, t, r->copy != nullptr);
+    publish_read(r, r->copy != nullptr, hook, arg);
 }
 
 // settle_resumer() is the arriving side's half in a resumer that gets
@@ -363,9 +365,14 @@ template <bool Keep = true>
         r->state.store(fiber_state::done, std::memory_order_release);
         return;
     }
-    // A value r yielded lies on its shared stack: the resumer gives the
-    // stack back once it has moved the value out (keep_stack).
-    publish_suspended(r, t, r->copy && !r->keep_stack);
+    // Read what r left before publishing it (I3). A value r yielded lies
+    // on its shared stack: the resumer gives the stack back once it has
+    // moved the value out (keep_stack).
+    const bool has_hook = reinterpret_cast<std::uintptr_t>(t.data) & hooked;
+    const after_switch_fn hook = has_hook ? r->hook : nullptr;
+    void* const arg = has_hook ? r->hook_arg : nullptr;
+    r->ctx = t.from;
+    publish_read(r, r->copy && !r->keep_stack, hook, arg);
 }
 
 // running_in() is the fiber whose code runs where f is suspended: f, or
