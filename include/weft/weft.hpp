@@ -9,3 +9,5 @@
 #include "weft/pooled_stack.hpp"
 #include "weft/shared_stack.hpp"
 #include "weft/stack.hpp"
+#include "weft/task.hpp"
+#include "weft/runtime.hpp"

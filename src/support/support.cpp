@@ -2,7 +2,10 @@
 
 #include "weft/detail/support.hpp"
 
+#include <linux/futex.h>
 #include <pthread.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -187,6 +190,23 @@ std::string describe_named(std::string_view kind, std::string_view name, const v
     out.reserve(kind.size() + name.size() + 3);
     out.append(kind).append(" '").append(name).append("'");
     return out;
+}
+
+void futex_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected, std::int64_t rel_timeout_ns) noexcept {
+    static_assert(sizeof(std::atomic<std::uint32_t>) == sizeof(std::uint32_t));
+    timespec ts{};
+    timespec* tp = nullptr;
+    if (rel_timeout_ns >= 0) {
+        ts.tv_sec = static_cast<time_t>(rel_timeout_ns / 1'000'000'000);
+        ts.tv_nsec = static_cast<long>(rel_timeout_ns % 1'000'000'000);
+        tp = &ts;
+    }
+    // EAGAIN (the word changed), EINTR and ETIMEDOUT all mean "look again".
+    (void)syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAIT_PRIVATE, expected, tp, nullptr, 0);
+}
+
+void futex_wake(std::atomic<std::uint32_t>* word, int n) noexcept {
+    (void)syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAKE_PRIVATE, n, nullptr, nullptr, 0);
 }
 
 }  // namespace weft::detail

@@ -12,6 +12,7 @@
 //   describe_named       the same as a std::string
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -147,5 +148,12 @@ WEFT_API std::size_t format_named(char* buf, std::size_t n, std::string_view kin
 // short. Throws: std::bad_alloc.
 [[nodiscard]] WEFT_API std::string describe_named(std::string_view kind, std::string_view name,
                                                   const void* address);
+
+// futex_wait() sleeps while *word == expected, until woken by futex_wake(),
+// a signal, a spurious wake-up or, with rel_timeout_ns >= 0, the timeout
+// (relative, in nanoseconds). Callers re-check their condition in a loop.
+WEFT_API void futex_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected, std::int64_t rel_timeout_ns) noexcept;
+// futex_wake() wakes up to n threads sleeping on word (private futex).
+WEFT_API void futex_wake(std::atomic<std::uint32_t>* word, int n) noexcept;
 
 }  // namespace weft::detail

@@ -1,0 +1,233 @@
+// weft/detail/task_record.hpp: layer L3's task record and the waiting
+// protocol every suspension of a task goes through (included by
+// weft/task.hpp). Only what inline code in the public headers needs.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <optional>
+#include <string_view>
+#include <type_traits>
+
+#include "weft/config.hpp"
+#include "weft/fiber.hpp"
+
+namespace weft {
+enum class task_state : std::uint8_t;
+}
+
+namespace weft::detail {
+
+struct task_record;
+class scheduler_base;
+
+// wait_status is the low bits of a task's wait word: why its current wait
+// ended (or that it is still armed).
+enum class wait_status : std::uint64_t {
+    idle = 0,       // not waiting
+    armed = 1,      // waiting; the first of notify / cancel / timeout wins
+    notified = 2,   // the awaited thing happened
+    canceled = 3,   // the task was canceled (its wait was cancellable)
+    timed_out = 4,  // the wait's own timeout passed
+};
+
+// The wait word, one per task: [ sequence : 60 | cancellable : 1 | status : 3 ].
+//
+// W1. Every wait of the task gets a fresh sequence number (arm()). A waker
+//     that read the word for one wait can therefore never end a later one:
+//     its compare-and-swap compares the whole word.
+// W2. Exactly one party ends a wait: the one whose compare-and-swap moves
+//     the status from armed to notified / canceled / timed_out (try_end()).
+// W3. A wait is ended before the task is resumed; the task reads the status
+//     after it is resumed to learn why.
+inline constexpr std::uint64_t wait_status_mask = 7;
+inline constexpr std::uint64_t wait_cancellable_bit = 8;
+inline constexpr int wait_sequence_shift = 4;
+
+[[nodiscard]] inline wait_status status_of(std::uint64_t word) noexcept {
+    return static_cast<wait_status>(word & wait_status_mask);
+}
+
+// timer_node is a deadline in a scheduler's timer heap; it lives in the task
+// record (a task has at most two: its own deadline and its current wait's).
+// heap_index and the fields it copies out are guarded by the heap's lock.
+struct timer_node {
+    static constexpr std::size_t npos = ~std::size_t{0};
+    enum class kind : std::uint8_t { task_deadline, wait_timeout };
+    std::chrono::steady_clock::time_point when{};
+    std::size_t heap_index = npos;
+    task_record* task = nullptr;
+    std::uint64_t word = 0;  // wait_timeout: the wait word it ends (W1)
+    kind what = kind::wait_timeout;
+};
+
+// join_waiter is one party waiting for a task to finish: another task (task
+// set; it is woken through its wait word) or a plain thread (task null; it
+// sleeps on `futex`). It lives on the waiter's stack and is linked into the
+// awaited task's list under that task's join lock; a waiter that leaves
+// early (timeout, cancel) unlinks itself under the same lock.
+struct join_waiter {
+    join_waiter* next = nullptr;
+    join_waiter* prev = nullptr;
+    task_record* task = nullptr;
+    std::uint64_t word = 0;
+    std::atomic<std::uint32_t>* futex = nullptr;
+    bool linked = false;
+};
+
+// local_slot is one task_local<T> value of a task (a short list per task).
+struct local_slot {
+    local_slot* next;
+    const void* key;
+    void* value;
+    void (*destroy)(void*) noexcept;
+};
+
+// scheduler_base is what a task needs from the scheduler that runs it
+// (implemented by the runtime, layer L4). All functions may be called from
+// any thread unless noted.
+class scheduler_base {
+public:
+    // ready() queues a suspended task whose wait has ended (or that yielded).
+    virtual void ready(task_record* t) noexcept = 0;
+    // switch_out() suspends the calling task (called from inside it):
+    // yield=true puts it back in the queue at once, false parks it until
+    // its wait ends. Returns when it is resumed.
+    virtual void switch_out(task_record* t, bool yield) = 0;
+    // add_timer() / remove_timer() put a node into / take it out of the
+    // timer heap (remove of a node not in it does nothing).
+    virtual void add_timer(timer_node* n) = 0;
+    virtual void remove_timer(timer_node* n) noexcept = 0;
+    // unhandled() reports the exception of a detached task that failed.
+    virtual void unhandled(task_record* t, std::exception_ptr e) noexcept = 0;
+    // released() is called when a task record is gone (its stack freed).
+    virtual void released() noexcept = 0;
+
+protected:
+    ~scheduler_base() = default;
+};
+
+// finish flags (task_record::finish_flags): who comes second of the task's
+// end and its handle's detach reports a failure to the unhandled handler.
+inline constexpr std::uint8_t finish_finished = 1;
+inline constexpr std::uint8_t finish_detached = 2;
+
+// task_record is a task's bookkeeping: in the extension area of its fiber
+// (beside the fiber record, on the task's own stack or in its copy-stack
+// block), so spawning allocates nothing else. The typed result follows it
+// (task_block<T>).
+//
+// Ownership: `refs` counts the join handle (until joined or detached), the
+// scheduler (until the task has finished) and short-lived holders (a firing
+// timer). The last release destroys the result, the record and the fiber.
+struct alignas(64) task_record {
+    // --- set at spawn, then read-only ---
+    fiber_record* fiber = nullptr;
+    scheduler_base* sched = nullptr;
+    std::uint64_t id = 0;
+    void (*destroy_result)(task_record*) noexcept = nullptr;
+    bool pinned = false;     // never runs on another worker than `home`
+    unsigned home = 0;       // pinned: its worker
+    unsigned shard = 0;      // registry shard it is listed in
+
+    // --- the state machine (docs/runtime.md) ---
+    std::atomic<task_state> state;
+    std::atomic<std::int64_t> state_since{0};  // coarse monotonic ns of the last change
+    std::atomic<int> worker{-1};               // the worker that ran it last (-1: none yet)
+
+    // --- waiting (W1-W3) and becoming runnable ---
+    std::atomic<std::uint64_t> wait_word{0};
+    // arrivals: a parked task becomes runnable when two things have both
+    // happened: it is switched out (the scheduler arrives) and its wait has
+    // ended (the waker arrives). Whoever arrives second queues it (R1).
+    std::atomic<std::uint8_t> arrivals{0};
+
+    // --- cancellation ---
+    std::atomic<std::uint8_t> cancel_reason{0};  // 0, or a wait_status (canceled / timed_out)
+    std::atomic<std::uint32_t> shield_depth{0};  // written by the task only
+    std::atomic<std::uint32_t> refs{2};
+
+    // --- the end ---
+    std::atomic<std::uint8_t> finish_flags{0};
+    std::atomic<bool> finished{false};   // outcome, result and exception are final (release)
+    std::atomic_flag join_lock = ATOMIC_FLAG_INIT;  // guards joiners
+    join_waiter* joiners = nullptr;
+    std::exception_ptr exception;
+    task_state outcome;
+
+    // --- timers, locals, queues, registry (owned by the scheduler) ---
+    timer_node deadline_timer;
+    timer_node wait_timer;
+    local_slot* locals = nullptr;
+    task_record* next = nullptr;  // intrusive queue link
+    task_record* reg_prev = nullptr;
+    task_record* reg_next = nullptr;
+    void* sched_data = nullptr;   // the scheduler's own use
+
+    task_record() noexcept;
+};
+
+// task_block<T> is a task record with room for its result.
+template <class T>
+struct task_block : task_record {
+    std::optional<T> value;
+};
+template <>
+struct task_block<void> : task_record {};
+
+// of_fiber() is the task record in a task's fiber's extension, or null if
+// the fiber is not a task.
+[[nodiscard]] inline task_record* of_fiber(fiber_record* f) noexcept {
+    return f && f->extension_size >= sizeof(task_record) ? reinterpret_cast<task_record*>(f->extension) : nullptr;
+}
+
+// current_task() is the task this thread runs now (also from inside a
+// coroutine or generator that the task drives), or null. Safe across
+// migration: it is read afresh on every call.
+[[nodiscard]] WEFT_API task_record* current_task() noexcept;
+
+// Arrival and waiting (src/task/task.cpp).
+//   arm() starts a new wait of the calling task t and returns its word.
+//   try_end() ends the wait `word` with `why`; true if this call ended it (W2).
+//   arrive() is one of the two arrivals (R1).
+//   park() suspends t until its armed wait has ended; returns why it ended.
+//     A cancellable wait of a task whose cancellation is pending ends at once.
+[[nodiscard]] WEFT_API std::uint64_t arm(task_record* t, bool cancellable) noexcept;
+WEFT_API bool try_end(task_record* t, std::uint64_t word, wait_status why) noexcept;
+WEFT_API void arrive(task_record* t) noexcept;
+WEFT_API wait_status park(task_record* t);
+// check_cancel() throws forced_unwind if t has a pending cancellation and is
+// not shielded (a suspension point without a wait: yield, task start).
+WEFT_API void check_cancel(task_record* t);
+// request_cancel() records why t is to be canceled (the first reason stays)
+// and ends its current wait if that wait is cancellable.
+WEFT_API void request_cancel(task_record* t, wait_status why) noexcept;
+
+// Joining (src/task/task.cpp). wait_finished() waits until t has finished:
+// from a task it parks that task, from a thread it blocks the thread; until
+// `deadline` if given. Returns true once t has finished. Throws: forced_unwind
+// if the waiting task is canceled.
+[[nodiscard]] WEFT_API bool wait_finished(task_record* t, const std::chrono::steady_clock::time_point* deadline);
+// complete() is called by the scheduler once t's fiber is done and outcome,
+// result and exception are set: publishes the end and wakes the joiners.
+WEFT_API void complete(task_record* t) noexcept;
+// release() drops one reference; the last one destroys the task.
+WEFT_API void release(task_record* t) noexcept;
+// detach() gives up the handle's reference (see finish flags).
+WEFT_API void detach(task_record* t) noexcept;
+// task_begin() / task_end() run on the task's stack around the body:
+// cancellation before the first instruction, task_local destruction.
+WEFT_API void task_begin(task_record* t);
+WEFT_API void task_end(task_record* t) noexcept;
+// rethrow_outcome() rethrows a failed task's exception or throws
+// task_canceled for a canceled / timed-out one.
+WEFT_API void rethrow_outcome(task_record* t);
+// coarse_now_ns() is CLOCK_MONOTONIC_COARSE in nanoseconds (state stamps).
+[[nodiscard]] WEFT_API std::int64_t coarse_now_ns() noexcept;
+// set_state() changes a task's state and stamps the time.
+WEFT_API void set_state(task_record* t, task_state s) noexcept;
+
+}  // namespace weft::detail

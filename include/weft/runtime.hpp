@@ -1,0 +1,403 @@
+// weft/runtime.hpp: layer L4, the runtime that runs tasks: one type for a
+// loop on the caller's thread (workers = 0) and for N work-stealing worker
+// threads (workers = N).
+//
+//   weft::runtime rt({.workers = 4});
+//   int sum = rt.block_on([] {
+//       auto a = weft::spawn([] { return 1; });
+//       auto b = weft::spawn([] { return 2; });
+//       return a.join() + b.join();         // suspends this task only
+//   });
+//
+//   weft::runtime loop;                      // workers = 0: a game loop
+//   loop.spawn([] { for (;;) { tick_ai(); weft::this_task::yield(); } });
+//   while (playing) { loop.run_once(); render(); }
+//
+// docs/runtime.md has the design: the queues, the wake-up protocol and its
+// invariant, what migrates between workers, the stacks, stopping.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "weft/config.hpp"
+#include "weft/fiber.hpp"
+#include "weft/pooled_stack.hpp"
+#include "weft/shared_stack.hpp"
+#include "weft/stack.hpp"
+#include "weft/task.hpp"
+
+namespace weft {
+
+// unhandled_handler is called with a detached task's escaping exception, on
+// the thread that finished (or detached) it.
+using unhandled_handler = void (*)(const task_info& task, std::exception_ptr e) noexcept;
+
+// runtime_options configure a runtime.
+struct runtime_options {
+    // workers is the number of worker threads. 0: tasks run on the thread
+    // that calls block_on(), run_once() or run_for().
+    unsigned workers = 0;
+    // stack_size is the stack of a task that does not ask for one: a guarded
+    // stack from the runtime's own pool (stacks are reused, LIFO).
+    std::size_t stack_size = 64 * 1024;
+    // stack_fallback: when guarded stacks cannot be had because the process
+    // is out of memory mappings (vm.max_map_count; each guarded stack costs
+    // two), give the task an unguarded heap stack with a guard word below it
+    // instead, checked whenever the task is switched out and when it ends
+    // (docs/runtime.md, "Stacks"). false: the spawn fails with stack_error.
+    bool stack_fallback = true;
+    // copy_stack_size is the size of the shared stacks copy-stack tasks run
+    // on (one pool per worker).
+    std::size_t copy_stack_size = 64 * 1024;
+    // blocking_threads bounds the thread pool of blocking().
+    unsigned blocking_threads = 16;
+    // unhandled receives the exceptions of detached tasks; null: print the
+    // task's name, id and what() to stderr and std::terminate(), as an
+    // exception escaping a std::thread does.
+    unhandled_handler unhandled = nullptr;
+};
+
+// spawn_options configure one task.
+struct spawn_options {
+    // name appears in errors, diagnostics and runtime::tasks(); copied.
+    std::string_view name = {};
+    // stack_size: 0 is the runtime's stack_size; larger stacks are mapped
+    // for the task alone.
+    std::size_t stack_size = 0;
+    // pinned: the task always runs on the worker it was spawned on (from
+    // outside a worker: one chosen round-robin), never stolen.
+    bool pinned = false;
+    // copy_stack: the task runs on its worker's shared stacks and keeps only
+    // its live bytes while suspended (implies pinned).
+    bool copy_stack = false;
+    // deadline / timeout: when the deadline (or now + timeout, whichever is
+    // earlier) passes, the task is canceled and ends timed_out.
+    std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+    std::chrono::nanoseconds timeout{0};
+};
+
+namespace detail {
+class runtime_core;
+// spawn_plan is how a task's fiber is made (detail::plan_spawn()).
+struct spawn_plan {
+    stack_pool* pool = nullptr;           // own stack: from this pool
+    shared_stack_pool* shared = nullptr;  // copy-stack: on these stacks
+    std::size_t stack_size = 0;
+    bool fallback = false;
+    unsigned home = 0;
+    bool pinned = false;
+};
+[[nodiscard]] WEFT_API spawn_plan plan_spawn(runtime_core* c, const spawn_options& o);
+// submit() registers and queues a new task; false (nothing queued) if the
+// runtime began stopping meanwhile.
+[[nodiscard]] WEFT_API bool submit(runtime_core* c, task_record* t, const spawn_options& o, const spawn_plan& p);
+[[noreturn]] WEFT_API void spawn_refused(runtime_core* c, std::string_view name);
+[[nodiscard]] WEFT_API runtime_core* current_core();
+WEFT_API void drive_until(runtime_core* c, task_record* root);
+[[nodiscard]] WEFT_API bool fallback_wanted(const stack_error& e) noexcept;
+WEFT_API void destroy_unsubmitted(task_record* t) noexcept;
+
+// run_body() is a task's body on its own stack: the user's callable between
+// task_begin() and task_end(), the outcome recorded.
+template <class R, class F>
+void run_body(F& fn) {
+    task_record* t = current_task();
+    try {
+        task_begin(t);
+        if constexpr (std::is_void_v<R>)
+            std::invoke(fn);
+        else
+            static_cast<task_block<R>*>(t)->value.emplace(std::invoke(fn));
+        t->outcome = task_state::done;
+    } catch (const forced_unwind&) {
+        t->outcome = t->cancel_reason.load(std::memory_order_relaxed) == std::uint8_t(wait_status::timed_out)
+                         ? task_state::timed_out
+                         : task_state::canceled;
+        task_end(t);
+        throw;
+    } catch (...) {
+        t->exception = std::current_exception();
+        t->outcome = task_state::failed;
+    }
+    task_end(t);
+}
+
+template <class R>
+void destroy_result(task_record* t) noexcept {
+    static_cast<task_block<R>*>(t)->~task_block<R>();
+}
+
+// spawn_on() creates a task's fiber and record and queues it.
+template <class F, class R = std::invoke_result_t<std::decay_t<F>&>>
+join_handle<R> spawn_on(runtime_core* c, F&& f, const spawn_options& o) {
+    using block = task_block<R>;
+    static_assert(alignof(block) <= 64);
+    const spawn_plan plan = plan_spawn(c, o);
+    auto body = [fn = std::forward<F>(f)]() mutable { run_body<R>(fn); };
+    fiber_options fo;
+    fo.stack_size = plan.stack_size;
+    fo.name = o.name;
+    fo.extension_size = sizeof(block);
+    fo.extension_align = alignof(block);
+    fiber_record* fr;
+    if (plan.shared) {
+        fr = make_block<plain_fiber>(shared_stack(*plan.shared), std::move(body), fo);
+    } else {
+        try {
+            fr = make_block<plain_fiber>(pooled_stack(*plan.pool), std::move(body), fo);
+        } catch (const stack_error& e) {
+            // The stack is taken before the body is moved: body is intact.
+            if (!plan.fallback || !fallback_wanted(e)) throw;
+            fr = make_block<plain_fiber>(malloc_stack{}, std::move(body), fo);
+        }
+    }
+    auto* t = ::new (static_cast<void*>(fr->extension)) block();
+    t->fiber = fr;
+    t->destroy_result = &destroy_result<R>;
+    if (!submit(c, t, o, plan)) {
+        destroy_unsubmitted(t);
+        spawn_refused(c, o.name);
+    }
+    return join_handle<R>(t);
+}
+
+// blocking_job is one call for the blocking() pool.
+struct blocking_job {
+    void (*run)(void* ctx) noexcept;
+    void* ctx;
+    task_record* task;
+    std::uint64_t word;
+    blocking_job* next;
+};
+WEFT_API void run_blocking(blocking_job& job);
+}  // namespace detail
+
+// runtime runs tasks; see the top of this file. Not copyable or movable.
+// Several runtimes may exist in one process.
+class WEFT_API runtime {
+public:
+    // runtime() starts `workers` threads (none for 0). Throws: task_error
+    // (bad_option); std::system_error if a thread cannot be started.
+    explicit runtime(const runtime_options& options = {});
+    // ~runtime() is stop(). Destroying a runtime from inside one of its own
+    // tasks aborts with a message (it would wait for itself).
+    ~runtime();
+    runtime(const runtime&) = delete;
+    runtime& operator=(const runtime&) = delete;
+
+    // spawn() creates a task running f() and queues it; returns its handle.
+    // From any thread, also from inside tasks of other runtimes. Throws:
+    // task_error (runtime_stopping); stack_error (no stack could be had:
+    // nothing was queued and the runtime keeps working); coroutine_error
+    // (stack_too_small); what copying f throws.
+    template <class F, class R = std::invoke_result_t<std::decay_t<F>&>>
+    join_handle<R> spawn(F&& f, const spawn_options& options = {}) {
+        return detail::spawn_on(core_, std::forward<F>(f), options);
+    }
+
+    // block_on() runs f() as a root task and returns its result (or rethrows
+    // its exception). With workers = 0 this thread drives the runtime (all
+    // ready tasks run here) until the root task has finished; with workers
+    // it waits for the root task. Throws: as spawn() and join_handle::join();
+    // task_error (inside_task: called from inside a task; driver_busy).
+    template <class F, class R = std::invoke_result_t<std::decay_t<F>&>>
+    R block_on(F&& f, const spawn_options& options = {}) {
+        join_handle<R> h = spawn(std::forward<F>(f), options);
+        detail::drive_until(core_, h.record());
+        return h.join();
+    }
+
+    // run_once() runs every task that is ready when it is called once (each
+    // until its next suspension point), fires due timers, and returns how
+    // many tasks it ran; tasks made ready meanwhile run at the next call.
+    // Never blocks. For workers = 0 (a game loop calls it once per tick);
+    // with workers it returns 0. Throws: task_error (inside_task, driver_busy).
+    std::size_t run_once();
+    // run_for() calls run_once() until nothing is ready or `budget` has
+    // passed; returns how many tasks ran. Never blocks waiting for work.
+    std::size_t run_for(std::chrono::nanoseconds budget);
+
+    // stop() refuses new spawns, cancels every task that is left (each ends
+    // canceled at its next suspension point: destructors run), waits until
+    // all have ended (with workers = 0, by running them on this thread), then
+    // joins the workers. Stacks of tasks whose handles are still held are
+    // freed when the handles go. Idempotent. Throws: task_error (inside_task).
+    void stop();
+
+    // workers() is the number of worker threads (0: caller-driven).
+    [[nodiscard]] unsigned workers() const noexcept;
+    // live_tasks() is the number of tasks spawned and not yet finished.
+    [[nodiscard]] std::size_t live_tasks() const noexcept;
+    // tasks() lists the live tasks (id, name, state, worker, time in state);
+    // safe to call from any thread while the runtime runs.
+    [[nodiscard]] std::vector<task_info> tasks() const;
+
+    // core() is the runtime's implementation, for the layers above.
+    [[nodiscard]] detail::runtime_core* core() const noexcept { return core_; }
+
+private:
+    detail::runtime_core* core_;
+};
+
+// spawn() spawns into the runtime of the calling task. Throws: task_error
+// (not_in_task), and as runtime::spawn().
+template <class F, class R = std::invoke_result_t<std::decay_t<F>&>>
+join_handle<R> spawn(F&& f, const spawn_options& options = {}) {
+    return detail::spawn_on(detail::current_core(), std::forward<F>(f), options);
+}
+
+// blocking() runs f() on the runtime's blocking thread pool and suspends
+// only the calling task until it returns (for getaddrinfo, file IO, legacy
+// libraries); returns its result or rethrows its exception. Outside a task
+// it calls f() directly. A cancellation arriving meanwhile takes effect
+// after f() returns (f cannot be interrupted).
+template <class F, class R = std::invoke_result_t<std::decay_t<F>&>>
+R blocking(F&& f) {
+    if (!this_task::inside()) return std::invoke(std::forward<F>(f));
+    struct context {
+        F* fn;
+        std::conditional_t<std::is_void_v<R>, bool, std::optional<R>> value{};
+        std::exception_ptr error;
+    } ctx{&f};
+    detail::blocking_job job{};
+    job.ctx = &ctx;
+    job.run = [](void* p) noexcept {
+        auto* c = static_cast<context*>(p);
+        try {
+            if constexpr (std::is_void_v<R>)
+                std::invoke(std::forward<F>(*c->fn));
+            else
+                c->value.emplace(std::invoke(std::forward<F>(*c->fn)));
+        } catch (...) {
+            c->error = std::current_exception();
+        }
+    };
+    detail::run_blocking(job);
+    if (ctx.error) std::rethrow_exception(ctx.error);
+    if constexpr (!std::is_void_v<R>) return std::move(*ctx.value);
+}
+
+namespace this_task {
+// sleep_until() / sleep_for() suspend the current task until the time has
+// come (never earlier). A suspension point. Throws: task_error
+// (not_in_task); forced_unwind if the task is canceled meanwhile.
+WEFT_API void sleep_until(std::chrono::steady_clock::time_point t);
+template <class Rep, class Period>
+void sleep_for(std::chrono::duration<Rep, Period> d) {
+    sleep_until(std::chrono::steady_clock::now() + std::chrono::ceil<std::chrono::nanoseconds>(d));
+}
+}  // namespace this_task
+
+// then() spawns (into the current task's runtime, or into rt) a
+// continuation task that waits for h's task and calls f with its value
+// (f() for a void task); returns the continuation's handle. An exception or
+// cancellation of h's task passes to the continuation's join().
+template <class T, class F>
+auto then(runtime& rt, join_handle<T>&& h, F&& f, const spawn_options& options = {}) {
+    return rt.spawn(
+        [h = std::move(h), f = std::forward<F>(f)]() mutable {
+            if constexpr (std::is_void_v<T>) {
+                h.join();
+                return std::invoke(f);
+            } else {
+                return std::invoke(f, h.join());
+            }
+        },
+        options);
+}
+template <class T, class F>
+auto then(join_handle<T>&& h, F&& f, const spawn_options& options = {}) {
+    return spawn(
+        [h = std::move(h), f = std::forward<F>(f)]() mutable {
+            if constexpr (std::is_void_v<T>) {
+                h.join();
+                return std::invoke(f);
+            } else {
+                return std::invoke(f, h.join());
+            }
+        },
+        options);
+}
+
+// when_all() waits for every task of hs and returns their values in order
+// (nothing for void tasks). If some failed, it still waits for all, then
+// rethrows the first failure (in the order of hs). The handles are joined.
+template <class T>
+auto when_all(std::span<join_handle<T>> hs) {
+    std::exception_ptr first;
+    if constexpr (std::is_void_v<T>) {
+        for (auto& h : hs) {
+            try {
+                h.join();
+            } catch (const forced_unwind&) {
+                throw;
+            } catch (...) {
+                if (!first) first = std::current_exception();
+            }
+        }
+        if (first) std::rethrow_exception(first);
+    } else {
+        std::vector<std::optional<T>> out(hs.size());
+        for (std::size_t i = 0; i < hs.size(); ++i) {
+            try {
+                out[i].emplace(hs[i].join());
+            } catch (const forced_unwind&) {
+                throw;
+            } catch (...) {
+                if (!first) first = std::current_exception();
+            }
+        }
+        if (first) std::rethrow_exception(first);
+        std::vector<T> values;
+        values.reserve(out.size());
+        for (auto& v : out) values.push_back(std::move(*v));
+        return values;
+    }
+}
+template <class T>
+auto when_all(std::vector<join_handle<T>>& hs) {
+    return when_all(std::span<join_handle<T>>(hs));
+}
+
+namespace detail {
+// wait_any() waits until one of ts has finished and returns its index.
+[[nodiscard]] WEFT_API std::size_t wait_any(std::span<task_record* const> ts);
+}  // namespace detail
+
+// when_any() waits until one task of hs has finished (hs not empty, all
+// valid) and returns its index; join that handle for its value. With
+// cancel_losers, every other task is then canceled (their handles stay
+// valid: join or drop them). Throws: task_error (empty_handle);
+// std::invalid_argument if hs is empty; forced_unwind if the waiting task
+// is canceled.
+template <class T>
+std::size_t when_any(std::span<join_handle<T>> hs, bool cancel_losers = false) {
+    std::vector<detail::task_record*> ts;
+    ts.reserve(hs.size());
+    for (auto& h : hs) {
+        if (!h.valid()) detail::task_misuse(nullptr, task_errc::empty_handle);
+        ts.push_back(h.record());
+    }
+    const std::size_t won = detail::wait_any(ts);
+    if (cancel_losers)
+        for (std::size_t i = 0; i < hs.size(); ++i)
+            if (i != won) hs[i].cancel();
+    return won;
+}
+template <class T>
+std::size_t when_any(std::vector<join_handle<T>>& hs, bool cancel_losers = false) {
+    return when_any(std::span<join_handle<T>>(hs), cancel_losers);
+}
+
+}  // namespace weft

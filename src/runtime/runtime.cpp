@@ -1,0 +1,1080 @@
+// runtime.cpp: layer L4, the scheduler: workers, their queues, parking,
+// timers, the registry, the blocking pool, stopping.
+//
+// docs/runtime.md is the design; the invariants are repeated here where the
+// code keeps them:
+//   Q1  a task is in at most one queue (LIFO slot, deque, pinned FIFO, inbox,
+//       injection queue, a run_once batch) and only while it is ready;
+//   Q2  a pinned task is only ever in its home worker's LIFO slot, pinned
+//       FIFO or inbox: never in a deque (thieves take from deques only);
+//   P1  no lost wake-up: after a task is published to a queue that other
+//       workers may take from, either some worker looks at the queues later
+//       than the publication, or a parked worker is woken (see notify_one()
+//       and park());
+//   T1  a timer node is in the heap only while its task is alive: the task
+//       takes its nodes out before it can end, and a firing timer holds a
+//       reference.
+
+#include "weft/runtime.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <system_error>
+#include <thread>
+
+#include "weft/detail/support.hpp"
+#include "weft/detail/work_deque.hpp"
+
+namespace weft::detail {
+
+void set_current_task(task_record* t) noexcept;  // task.cpp
+
+namespace {
+
+std::atomic<std::uint64_t> next_task_id{1};
+
+struct worker;
+thread_local worker* this_thread_worker = nullptr;
+
+// this_worker() is the worker this thread is (or drives), or null. Never
+// inlined and hidden from the optimiser, like current_task().
+[[gnu::noinline]] worker* this_worker() noexcept {
+    worker** slot = &this_thread_worker;
+    asm volatile("" : "+r"(slot));
+    return *slot;
+}
+[[gnu::noinline]] void set_this_worker(worker* w) noexcept {
+    worker** slot = &this_thread_worker;
+    asm volatile("" : "+r"(slot));
+    *slot = w;
+}
+
+std::int64_t steady_ns(std::chrono::steady_clock::time_point t) noexcept {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+std::int64_t steady_now_ns() noexcept { return steady_ns(std::chrono::steady_clock::now()); }
+
+// task_fifo is an intrusive FIFO through task_record::next.
+struct task_fifo {
+    task_record* head = nullptr;
+    task_record* tail = nullptr;
+    std::size_t size = 0;
+    void push(task_record* t) noexcept {
+        t->next = nullptr;
+        if (tail)
+            tail->next = t;
+        else
+            head = t;
+        tail = t;
+        ++size;
+    }
+    task_record* pop() noexcept {
+        task_record* t = head;
+        if (!t) return nullptr;
+        head = t->next;
+        if (!head) tail = nullptr;
+        t->next = nullptr;
+        --size;
+        return t;
+    }
+    void append(task_fifo& o) noexcept {
+        if (!o.head) return;
+        if (tail)
+            tail->next = o.head;
+        else
+            head = o.head;
+        tail = o.tail;
+        size += o.size;
+        o = task_fifo{};
+    }
+};
+
+// Fairness constants (docs/runtime.md, "Queues"): every injection_interval
+// ticks a worker looks at the injection queue first and takes its deque's
+// oldest task; a task woken into the LIFO slot runs at most lifo_bound times
+// in a row before the queue gets its turn.
+constexpr unsigned injection_interval = 61;
+constexpr unsigned lifo_bound = 3;
+constexpr std::size_t injection_batch = 32;
+
+}  // namespace
+
+class runtime_core;
+
+namespace {
+
+struct alignas(64) worker {
+    runtime_core* rt = nullptr;
+    unsigned index = 0;
+    work_deque<task_record> deque;
+    // Owner-only state.
+    task_record* lifo = nullptr;
+    unsigned lifo_streak = 0;
+    bool fifo_next = false;    // after a yield: take the deque's oldest task
+    bool searching = false;
+    bool switched = false;     // set by the after-switch hooks: the task left by suspending
+    task_fifo pinned;          // ready pinned tasks (Q2)
+    unsigned tick = 0;
+    std::uint64_t rng = 0;
+    task_record* current = nullptr;
+    // Pinned tasks made ready by other threads.
+    std::mutex inbox_mu;
+    task_fifo inbox;
+    std::atomic<bool> inbox_nonempty{false};
+    // Parking: 0 = may sleep, 1 = woken.
+    std::atomic<std::uint32_t> futex{0};
+    bool parked = false;  // guarded by runtime_core::idle_mu
+    // Copy-stack tasks pinned here run on these stacks.
+    std::once_flag shared_once;
+    std::unique_ptr<shared_stack_pool> shared;
+
+    std::uint64_t next_random() noexcept {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        return rng;
+    }
+};
+
+}  // namespace
+
+class runtime_core final : public scheduler_base {
+public:
+    explicit runtime_core(const runtime_options& o);
+    ~runtime_core();
+
+    // scheduler_base
+    void ready(task_record* t) noexcept override;
+    void switch_out(task_record* t, bool yield) override;
+    void add_timer(timer_node* n) override;
+    void remove_timer(timer_node* n) noexcept override;
+    void unhandled(task_record* t, std::exception_ptr e) noexcept override;
+    void released() noexcept override {
+        if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+    }
+
+    spawn_plan plan(const spawn_options& o);
+    bool submit(task_record* t, const spawn_options& o, const spawn_plan& p);
+    void drive(task_record* root);
+    std::size_t run_once();
+    void stop();
+    std::vector<task_info> tasks() const;
+    void blocking(blocking_job& job);
+
+    runtime_options opts;
+    unsigned nthreads;
+    unsigned nworkers;
+    std::vector<std::unique_ptr<worker>> ws;
+    stack_pool pool;
+    std::atomic<std::int64_t> refs{1};  // the runtime object + one per task record
+    std::atomic<std::int64_t> live{0};
+    std::atomic<bool> stopping{false};
+    std::atomic<bool> shutdown{false};
+    std::atomic<std::uint32_t> stop_word{0};
+    bool stopped = false;
+    std::mutex stop_mu;
+    std::atomic<bool> driving{false};
+    std::atomic<unsigned> round_robin{0};
+
+private:
+    friend struct hooks;
+    // Queues.
+    void push_local(worker* w, task_record* t) noexcept;
+    void push_inbox(worker* home, task_record* t) noexcept;
+    void inject(task_record* t) noexcept;
+    task_record* pop_injection(worker* w) noexcept;
+    task_record* local_next(worker* w) noexcept;
+    task_record* steal(worker* w) noexcept;
+    task_record* find_work(worker* w) noexcept;
+    bool has_work(worker* w) noexcept;
+    // Parking.
+    void notify_one() noexcept;
+    void wake(worker* w) noexcept;
+    void park(worker* w) noexcept;
+    void stop_searching(worker* w) noexcept;
+    // Running.
+    void loop(worker* w, task_record* until, bool until_empty);
+    void run_task(worker* w, task_record* t);
+    void finish_task(task_record* t) noexcept;
+    void fire_timers() noexcept;
+    std::int64_t timer_wait_ns() const noexcept;
+    void thread_main(worker* w);
+    void blocking_main();
+    void heap_up(std::size_t i) noexcept;
+    void heap_down(std::size_t i) noexcept;
+    void heap_remove(std::size_t i) noexcept;
+
+    // The injection queue: spawns and wakes from threads that are not
+    // workers of this runtime.
+    std::mutex inj_mu;
+    task_fifo inj;
+    std::atomic<std::size_t> inj_len{0};
+    // Parked workers.
+    std::mutex idle_mu;
+    std::vector<worker*> idle;
+    std::atomic<int> n_parked{0};
+    std::atomic<int> n_searching{0};
+    // Timers (T1).
+    mutable std::mutex timer_mu;
+    std::vector<timer_node*> heap;
+    std::atomic<std::int64_t> next_timer{INT64_MAX};
+    // The registry: one shard per worker and one for other threads.
+    struct shard {
+        mutable std::mutex mu;
+        task_record* head = nullptr;
+    };
+    std::unique_ptr<shard[]> shards;
+    // The blocking pool.
+    std::mutex bl_mu;
+    std::condition_variable bl_cv;
+    blocking_job* bl_head = nullptr;
+    blocking_job* bl_tail = nullptr;
+    unsigned bl_threads = 0;
+    unsigned bl_idle = 0;
+    bool bl_stop = false;
+    std::vector<std::thread> bl_pool;
+    std::vector<std::thread> threads;
+};
+
+namespace {
+
+stack_pool_options pool_options(const runtime_options& o) {
+    stack_pool_options p;
+    p.stack_size = o.stack_size;
+    return p;
+}
+
+runtime_core* core_of(task_record* t) noexcept { return static_cast<runtime_core*>(t->sched); }
+
+[[noreturn]] void bad_option(const std::string& what) {
+    throw task_error(task_errc::bad_option, "weft: bad runtime option: " + what);
+}
+
+// guard_check() aborts, naming the task, when the guard word below an
+// unguarded fallback stack was overwritten (the task overflowed its stack).
+void guard_check(task_record* t) noexcept {
+    fiber_record* f = t->fiber;
+    if (f->guard_word && *f->guard_word != f->guard_value) [[unlikely]] {
+        char buf[256];
+        text_writer w(buf, sizeof buf);
+        char name[160];
+        format_named(name, sizeof name, "task", f->name, f);
+        w.text("weft: ").text(name).text(" (id ").dec(t->id).text(
+            ") overflowed its unguarded stack: the guard word below it was overwritten");
+        fatal_message(w.c_str());
+    }
+}
+
+}  // namespace
+
+// The after-switch hooks run on the worker's thread once the task's
+// context is saved: only then may another thread resume it.
+struct hooks {
+    static void park(void* p) noexcept {
+        auto* t = static_cast<task_record*>(p);
+        guard_check(t);
+        this_worker()->switched = true;
+        arrive(t);
+    }
+    static void yield(void* p) noexcept {
+        auto* t = static_cast<task_record*>(p);
+        guard_check(t);
+        worker* w = this_worker();
+        w->switched = true;
+        set_state(t, task_state::ready);
+        if (t->pinned) {
+            w->pinned.push(t);
+        } else {
+            w->deque.push(t);
+            w->fifo_next = true;
+            w->rt->notify_one();
+        }
+    }
+};
+
+runtime_core::runtime_core(const runtime_options& o)
+    : opts(o), nthreads(o.workers), nworkers(o.workers ? o.workers : 1), pool(pool_options(o)) {
+    if (o.workers > 1024) bad_option("workers must be at most 1024");
+    if (o.blocking_threads == 0) bad_option("blocking_threads must be at least 1");
+    shards = std::make_unique<shard[]>(nworkers + 1);
+    std::random_device rd;
+    for (unsigned i = 0; i < nworkers; ++i) {
+        auto w = std::make_unique<worker>();
+        w->rt = this;
+        w->index = i;
+        w->rng = (std::uint64_t(rd()) << 32 | rd()) | 1;
+        ws.push_back(std::move(w));
+    }
+    idle.reserve(nworkers);
+    try {
+        for (unsigned i = 0; i < nthreads; ++i) threads.emplace_back([this, i] { thread_main(ws[i].get()); });
+    } catch (...) {
+        shutdown.store(true);
+        for (auto& w : ws) {
+            w->futex.store(1);
+            futex_wake(&w->futex, 1);
+        }
+        for (auto& th : threads) th.join();
+        throw;
+    }
+}
+
+runtime_core::~runtime_core() = default;
+
+// ---- queues ----------------------------------------------------------------
+
+void runtime_core::push_local(worker* w, task_record* t) noexcept {
+    if (t->pinned) {
+        w->pinned.push(t);  // Q2
+        return;
+    }
+    w->deque.push(t);
+    notify_one();
+}
+
+void runtime_core::push_inbox(worker* home, task_record* t) noexcept {
+    {
+        std::lock_guard g(home->inbox_mu);
+        home->inbox.push(t);
+        home->inbox_nonempty.store(true, std::memory_order_seq_cst);
+    }
+    wake(home);
+}
+
+void runtime_core::inject(task_record* t) noexcept {
+    {
+        std::lock_guard g(inj_mu);
+        inj.push(t);
+        inj_len.store(inj.size, std::memory_order_seq_cst);
+    }
+    notify_one();
+}
+
+task_record* runtime_core::pop_injection(worker* w) noexcept {
+    if (inj_len.load(std::memory_order_seq_cst) == 0) return nullptr;
+    task_fifo batch;
+    {
+        std::lock_guard g(inj_mu);
+        const std::size_t take = std::min(injection_batch, inj.size / nworkers + 1);
+        for (std::size_t i = 0; i < take && inj.head; ++i) batch.push(inj.pop());
+        inj_len.store(inj.size, std::memory_order_seq_cst);
+    }
+    task_record* first = batch.pop();
+    while (task_record* t = batch.pop()) push_local(w, t);
+    return first;
+}
+
+void runtime_core::ready(task_record* t) noexcept {
+    set_state(t, task_state::ready);
+    worker* w = this_worker();
+    if (w && w->rt == this) {
+        if (t->pinned && t->home != w->index) {
+            push_inbox(ws[t->home].get(), t);
+        } else if (w->current) {
+            // Woken by the running task: it runs next on this worker, where
+            // what the waker just wrote is still in cache (Go's runnext).
+            if (task_record* prev = std::exchange(w->lifo, t)) push_local(w, prev);
+        } else {
+            push_local(w, t);
+        }
+        return;
+    }
+    if (t->pinned)
+        push_inbox(ws[t->home].get(), t);
+    else
+        inject(t);
+}
+
+task_record* runtime_core::local_next(worker* w) noexcept {
+    ++w->tick;
+    if (w->tick % injection_interval == 0) {
+        if (task_record* t = pop_injection(w)) return t;
+        if (task_record* t = w->deque.steal()) return t;
+    }
+    if (w->inbox_nonempty.load(std::memory_order_acquire)) {
+        std::lock_guard g(w->inbox_mu);
+        w->pinned.append(w->inbox);
+        w->inbox_nonempty.store(false, std::memory_order_relaxed);
+    }
+    if (w->lifo) {
+        if (w->lifo_streak < lifo_bound) {
+            ++w->lifo_streak;
+            return std::exchange(w->lifo, nullptr);
+        }
+        // Two tasks waking each other would starve the queue: the slot's
+        // task goes to the back and the oldest task runs.
+        push_local(w, std::exchange(w->lifo, nullptr));
+        w->fifo_next = true;
+    }
+    w->lifo_streak = 0;
+    // Alternate between pinned and stealable tasks so neither starves.
+    if ((w->tick & 1) && w->pinned.head) return w->pinned.pop();
+    task_record* t = nullptr;
+    if (w->fifo_next) {
+        w->fifo_next = false;
+        t = w->deque.steal();  // the owner may take the oldest (work_deque)
+    }
+    if (!t) t = w->deque.pop();
+    if (!t) t = w->pinned.pop();
+    return t;
+}
+
+task_record* runtime_core::steal(worker* w) noexcept {
+    if (nworkers < 2) return nullptr;
+    const unsigned start = static_cast<unsigned>(w->next_random() % nworkers);
+    for (unsigned i = 0; i < nworkers; ++i) {
+        worker* v = ws[(start + i) % nworkers].get();
+        if (v == w) continue;
+        if (v->deque.steal_half(w->deque) > 0) return w->deque.pop();
+    }
+    return nullptr;
+}
+
+task_record* runtime_core::find_work(worker* w) noexcept {
+    if (task_record* t = local_next(w)) return t;
+    if (task_record* t = pop_injection(w)) return t;
+    if (nworkers < 2) return nullptr;
+    if (!w->searching) {
+        // At most half of the workers search at once.
+        if (2 * n_searching.load(std::memory_order_seq_cst) >= int(nworkers)) return nullptr;
+        n_searching.fetch_add(1, std::memory_order_seq_cst);
+        w->searching = true;
+    }
+    if (task_record* t = steal(w)) return t;
+    return pop_injection(w);
+}
+
+bool runtime_core::has_work(worker* w) noexcept {
+    if (shutdown.load(std::memory_order_seq_cst)) return true;
+    if (w->lifo || w->pinned.head || w->inbox_nonempty.load(std::memory_order_seq_cst)) return true;
+    if (inj_len.load(std::memory_order_seq_cst) != 0) return true;
+    for (auto& v : ws)
+        if (!v->deque.empty_estimate()) return true;
+    return next_timer.load(std::memory_order_seq_cst) <= steady_now_ns();
+}
+
+// ---- parking (P1) ------------------------------------------------------------
+//
+// A publisher stores the task (seq_cst: the deque's push, the injection and
+// inbox locks), then notify_one() reads n_searching and n_parked (seq_cst).
+// A worker going to sleep first stops searching (seq_cst decrement), then
+// registers as parked (seq_cst increment, under idle_mu), then looks at
+// every queue again (seq_cst loads), and only then sleeps. In the single
+// total order of these operations either the publisher sees the worker
+// parked (and wakes one) or searching (and that searcher's later look finds
+// the task), or the worker's look comes after the publication and finds it.
+// A searcher that finds work and was the last searcher wakes another worker,
+// so work it did not take is not left to a searcher that has stopped.
+
+void runtime_core::notify_one() noexcept {
+    if (n_searching.load(std::memory_order_seq_cst) > 0) return;
+    if (n_parked.load(std::memory_order_seq_cst) == 0) return;
+    worker* w = nullptr;
+    {
+        std::lock_guard g(idle_mu);
+        if (idle.empty()) return;
+        w = idle.back();
+        idle.pop_back();
+        w->parked = false;
+        n_parked.fetch_sub(1, std::memory_order_seq_cst);
+        w->futex.store(1, std::memory_order_release);
+    }
+    futex_wake(&w->futex, 1);
+}
+
+void runtime_core::wake(worker* w) noexcept {
+    {
+        std::lock_guard g(idle_mu);
+        if (w->parked) {
+            w->parked = false;
+            idle.erase(std::find(idle.begin(), idle.end(), w));
+            n_parked.fetch_sub(1, std::memory_order_seq_cst);
+        }
+        w->futex.store(1, std::memory_order_release);
+    }
+    futex_wake(&w->futex, 1);
+}
+
+void runtime_core::stop_searching(worker* w) noexcept {
+    w->searching = false;
+    if (n_searching.fetch_sub(1, std::memory_order_seq_cst) == 1) notify_one();
+}
+
+std::int64_t runtime_core::timer_wait_ns() const noexcept {
+    const std::int64_t next = next_timer.load(std::memory_order_seq_cst);
+    if (next == INT64_MAX) return -1;
+    const std::int64_t d = next - steady_now_ns();
+    return d < 0 ? 0 : d;
+}
+
+void runtime_core::park(worker* w) noexcept {
+    if (w->searching) {
+        w->searching = false;
+        n_searching.fetch_sub(1, std::memory_order_seq_cst);
+    }
+    {
+        std::lock_guard g(idle_mu);
+        w->futex.store(0, std::memory_order_relaxed);
+        w->parked = true;
+        idle.push_back(w);
+        n_parked.fetch_add(1, std::memory_order_seq_cst);
+    }
+    if (!has_work(w)) {
+        while (w->futex.load(std::memory_order_acquire) == 0) {
+            const std::int64_t wait = timer_wait_ns();
+            if (wait == 0) break;
+            futex_wait(&w->futex, 0, wait);
+            if (timer_wait_ns() == 0) break;
+        }
+    }
+    std::lock_guard g(idle_mu);
+    if (w->parked) {
+        w->parked = false;
+        idle.erase(std::find(idle.begin(), idle.end(), w));
+        n_parked.fetch_sub(1, std::memory_order_seq_cst);
+    }
+}
+
+// ---- running -------------------------------------------------------------------
+
+void runtime_core::switch_out(task_record* t, bool yield) {
+    const after_switch_fn hook = yield ? &hooks::yield : &hooks::park;
+    fiber_ref f(t->fiber);
+    // A task driving a generator may wait from inside it: suspend the task's
+    // fiber with the generator inside (suspend_outer).
+    if (this_fiber::current() == f)
+        this_fiber::suspend(hook, t);
+    else
+        this_fiber::suspend_outer(f, hook, t);
+}
+
+void runtime_core::run_task(worker* w, task_record* t) {
+    w->current = t;
+    set_current_task(t);
+    t->worker.store(static_cast<int>(w->index), std::memory_order_relaxed);
+    set_state(t, task_state::running);
+    w->switched = false;
+    fiber_ref back;
+    try {
+        back = fiber_ref(t->fiber).try_resume();
+    } catch (const std::exception& e) {
+        // Only std::bad_alloc (a copy-stack save) can come here; the task
+        // is unchanged: try it again later.
+        set_current_task(nullptr);
+        w->current = nullptr;
+        set_state(t, task_state::ready);
+        w->pinned.push(t);
+        return;
+    }
+    set_current_task(nullptr);
+    w->current = nullptr;
+    if (!back) {  // its shared stack is busy: try again later
+        set_state(t, task_state::ready);
+        w->pinned.push(t);
+        return;
+    }
+    if (w->switched) return;  // a hook has handed it on: hands off (it may run elsewhere now)
+    if (t->fiber->state.load(std::memory_order_acquire) == fiber_state::done) {
+        finish_task(t);
+    } else {
+        // Suspended with this_fiber::suspend() directly: nobody else knows
+        // it, so treat it as a yield.
+        set_state(t, task_state::ready);
+        push_local(w, t);
+    }
+}
+
+void runtime_core::finish_task(task_record* t) noexcept {
+    remove_timer(&t->deadline_timer);
+    complete(t);
+    {
+        shard& s = shards[t->shard];
+        std::lock_guard g(s.mu);
+        if (t->reg_prev)
+            t->reg_prev->reg_next = t->reg_next;
+        else
+            s.head = t->reg_next;
+        if (t->reg_next) t->reg_next->reg_prev = t->reg_prev;
+    }
+    if (live.fetch_sub(1, std::memory_order_acq_rel) == 1 && stopping.load(std::memory_order_acquire)) {
+        stop_word.store(1, std::memory_order_release);
+        futex_wake(&stop_word, INT32_MAX);
+        // A driver or worker waiting for the end looks again.
+        for (auto& v : ws) wake(v.get());
+    }
+    release(t);
+}
+
+void runtime_core::loop(worker* w, task_record* until, bool until_empty) {
+    for (;;) {
+        if (until && until->finished.load(std::memory_order_acquire)) return;
+        if (until_empty && live.load(std::memory_order_acquire) == 0) return;
+        if (!until && !until_empty && shutdown.load(std::memory_order_acquire)) return;
+        if (next_timer.load(std::memory_order_relaxed) <= steady_now_ns()) fire_timers();
+        if (task_record* t = find_work(w)) {
+            if (w->searching) stop_searching(w);
+            run_task(w, t);
+            continue;
+        }
+        park(w);
+    }
+}
+
+void runtime_core::thread_main(worker* w) {
+    set_this_worker(w);
+    loop(w, nullptr, false);
+    set_this_worker(nullptr);
+}
+
+namespace {
+// driver_guard marks the calling thread as the driver of a runtime without
+// worker threads (one at a time).
+struct driver_guard {
+    runtime_core* c;
+    worker* saved;
+    explicit driver_guard(runtime_core* core) : c(core) {
+        if (task_record* t = current_task()) task_misuse(t, task_errc::inside_task);
+        bool expected = false;
+        if (!c->driving.compare_exchange_strong(expected, true, std::memory_order_acquire))
+            task_misuse(nullptr, task_errc::driver_busy);
+        saved = this_worker();
+        set_this_worker(c->ws[0].get());
+    }
+    ~driver_guard() {
+        set_this_worker(saved);
+        c->driving.store(false, std::memory_order_release);
+    }
+};
+}  // namespace
+
+void runtime_core::drive(task_record* root) {
+    if (nthreads != 0) return;
+    driver_guard g(this);
+    loop(ws[0].get(), root, false);
+}
+
+std::size_t runtime_core::run_once() {
+    if (nthreads != 0) return 0;
+    driver_guard g(this);
+    worker* w = ws[0].get();
+    if (next_timer.load(std::memory_order_relaxed) <= steady_now_ns()) fire_timers();
+    // The batch is what is ready now; what becomes ready while it runs
+    // waits for the next call.
+    task_fifo batch;
+    if (w->lifo) batch.push(std::exchange(w->lifo, nullptr));
+    w->lifo_streak = 0;
+    while (task_record* t = w->deque.steal()) batch.push(t);
+    {
+        std::lock_guard gi(w->inbox_mu);
+        w->pinned.append(w->inbox);
+        w->inbox_nonempty.store(false, std::memory_order_relaxed);
+    }
+    batch.append(w->pinned);
+    {
+        std::lock_guard gi(inj_mu);
+        batch.append(inj);
+        inj_len.store(0, std::memory_order_seq_cst);
+    }
+    std::size_t n = 0;
+    while (task_record* t = batch.pop()) {
+        run_task(w, t);
+        ++n;
+    }
+    return n;
+}
+
+// ---- timers (T1) ------------------------------------------------------------------
+
+void runtime_core::heap_up(std::size_t i) noexcept {
+    timer_node* n = heap[i];
+    while (i > 0) {
+        const std::size_t p = (i - 1) / 2;
+        if (heap[p]->when <= n->when) break;
+        heap[i] = heap[p];
+        heap[i]->heap_index = i;
+        i = p;
+    }
+    heap[i] = n;
+    n->heap_index = i;
+}
+
+void runtime_core::heap_down(std::size_t i) noexcept {
+    timer_node* n = heap[i];
+    const std::size_t size = heap.size();
+    for (;;) {
+        std::size_t c = 2 * i + 1;
+        if (c >= size) break;
+        if (c + 1 < size && heap[c + 1]->when < heap[c]->when) ++c;
+        if (n->when <= heap[c]->when) break;
+        heap[i] = heap[c];
+        heap[i]->heap_index = i;
+        i = c;
+    }
+    heap[i] = n;
+    n->heap_index = i;
+}
+
+void runtime_core::heap_remove(std::size_t i) noexcept {
+    timer_node* gone = heap[i];
+    gone->heap_index = timer_node::npos;
+    timer_node* last = heap.back();
+    heap.pop_back();
+    if (last != gone) {
+        heap[i] = last;
+        last->heap_index = i;
+        heap_up(i);
+        heap_down(last->heap_index);
+    }
+}
+
+void runtime_core::add_timer(timer_node* n) {
+    bool earliest;
+    {
+        std::lock_guard g(timer_mu);
+        heap.push_back(n);
+        heap_up(heap.size() - 1);
+        earliest = heap[0] == n;
+        next_timer.store(steady_ns(heap[0]->when), std::memory_order_seq_cst);
+    }
+    // A parked worker sleeps until the earliest timer it knew of: wake one
+    // so that it sleeps for the new, shorter time.
+    if (earliest && n_parked.load(std::memory_order_seq_cst) > 0) {
+        worker* w = nullptr;
+        {
+            std::lock_guard g(idle_mu);
+            if (!idle.empty()) w = idle.back();
+        }
+        if (w) wake(w);
+    }
+}
+
+void runtime_core::remove_timer(timer_node* n) noexcept {
+    std::lock_guard g(timer_mu);
+    if (n->heap_index == timer_node::npos) return;
+    heap_remove(n->heap_index);
+    next_timer.store(heap.empty() ? INT64_MAX : steady_ns(heap[0]->when), std::memory_order_seq_cst);
+}
+
+void runtime_core::fire_timers() noexcept {
+    struct due {
+        task_record* task;
+        std::uint64_t word;
+        timer_node::kind what;
+    };
+    due batch[64];
+    std::size_t n = 0;
+    {
+        std::lock_guard g(timer_mu);
+        const auto now = std::chrono::steady_clock::now();
+        while (!heap.empty() && heap[0]->when <= now && n < 64) {
+            timer_node* t = heap[0];
+            batch[n++] = {t->task, t->word, t->what};
+            t->task->refs.fetch_add(1, std::memory_order_relaxed);  // T1
+            heap_remove(0);
+        }
+        next_timer.store(heap.empty() ? INT64_MAX : steady_ns(heap[0]->when), std::memory_order_seq_cst);
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+        if (batch[i].what == timer_node::kind::task_deadline)
+            request_cancel(batch[i].task, wait_status::timed_out);
+        else if (try_end(batch[i].task, batch[i].word, wait_status::timed_out))
+            arrive(batch[i].task);
+        release(batch[i].task);
+    }
+}
+
+// ---- spawning, the registry ------------------------------------------------------------
+
+spawn_plan runtime_core::plan(const spawn_options& o) {
+    if (stopping.load(std::memory_order_acquire)) spawn_refused(this, o.name);
+    spawn_plan p;
+    p.pinned = o.pinned || o.copy_stack;
+    worker* w = this_worker();
+    const bool local = w && w->rt == this;
+    p.home = local ? w->index : round_robin.fetch_add(1, std::memory_order_relaxed) % nworkers;
+    if (o.copy_stack) {
+        worker* home = ws[p.home].get();
+        std::call_once(home->shared_once, [&] {
+            shared_stack_pool_options so;
+            so.stack_size = opts.copy_stack_size;
+            home->shared = std::make_unique<shared_stack_pool>(so);
+        });
+        p.shared = home->shared.get();
+        p.stack_size = o.stack_size;
+    } else {
+        p.pool = &pool;
+        p.stack_size = o.stack_size ? o.stack_size : opts.stack_size;
+        p.fallback = opts.stack_fallback;
+    }
+    return p;
+}
+
+bool runtime_core::submit(task_record* t, const spawn_options& o, const spawn_plan& p) {
+    t->sched = this;
+    t->pinned = p.pinned;
+    t->home = p.home;
+    worker* w = this_worker();
+    const bool local = w && w->rt == this;
+    t->shard = local ? w->index : nworkers;
+    {
+        shard& s = shards[t->shard];
+        std::lock_guard g(s.mu);
+        // Checked under the shard lock: stop() sets `stopping` and then
+        // visits every shard under its lock, so a task listed here after
+        // that visit cannot exist.
+        if (stopping.load(std::memory_order_acquire)) return false;
+        t->id = next_task_id.fetch_add(1, std::memory_order_relaxed);
+        t->reg_prev = nullptr;
+        t->reg_next = s.head;
+        if (s.head) s.head->reg_prev = t;
+        s.head = t;
+        live.fetch_add(1, std::memory_order_relaxed);
+    }
+    refs.fetch_add(1, std::memory_order_relaxed);
+    auto deadline = o.deadline;
+    if (o.timeout.count() > 0) deadline = std::min(deadline, std::chrono::steady_clock::now() + o.timeout);
+    if (deadline != std::chrono::steady_clock::time_point::max()) {
+        t->deadline_timer.when = deadline;
+        t->deadline_timer.task = t;
+        t->deadline_timer.what = timer_node::kind::task_deadline;
+        add_timer(&t->deadline_timer);
+    }
+    set_state(t, task_state::ready);
+    if (local)
+        push_local(w, t);
+    else if (t->pinned)
+        push_inbox(ws[t->home].get(), t);
+    else
+        inject(t);
+    return true;
+}
+
+std::vector<task_info> runtime_core::tasks() const {
+    std::vector<task_info> out;
+    const std::int64_t now = coarse_now_ns();
+    for (unsigned i = 0; i <= nworkers; ++i) {
+        std::lock_guard g(shards[i].mu);
+        for (task_record* t = shards[i].head; t; t = t->reg_next) {
+            task_info info;
+            info.id = t->id;
+            info.name = std::string(t->fiber->name);
+            info.state = t->state.load(std::memory_order_acquire);
+            info.worker = t->worker.load(std::memory_order_relaxed);
+            const std::int64_t since = t->state_since.load(std::memory_order_relaxed);
+            info.time_in_state = std::chrono::nanoseconds(now > since ? now - since : 0);
+            info.pinned = t->pinned;
+            out.push_back(std::move(info));
+        }
+    }
+    return out;
+}
+
+void runtime_core::unhandled(task_record* t, std::exception_ptr e) noexcept {
+    task_info info;
+    try {
+        info.id = t->id;
+        info.name = std::string(t->fiber->name);
+        info.state = t->outcome;
+        info.worker = t->worker.load(std::memory_order_relaxed);
+    } catch (...) {
+    }
+    if (opts.unhandled) {
+        opts.unhandled(info, e);
+        return;
+    }
+    std::string what = "unknown exception";
+    try {
+        std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+        what = x.what();
+    } catch (...) {
+    }
+    std::fprintf(stderr, "weft: detached %s (id %llu) failed: %s\n",
+                 describe_named("task", info.name, t->fiber).c_str(), static_cast<unsigned long long>(info.id),
+                 what.c_str());
+    std::terminate();
+}
+
+// ---- stopping ------------------------------------------------------------------------
+
+void runtime_core::stop() {
+    if (task_record* t = current_task(); t && t->sched == this) task_misuse(t, task_errc::inside_task);
+    std::lock_guard sg(stop_mu);
+    if (stopped) return;
+    stopping.store(true, std::memory_order_seq_cst);
+    // Policy: cancel whatever is left. Each task ends at its next
+    // suspension point (one not yet started ends before its first
+    // instruction).
+    for (unsigned i = 0; i <= nworkers; ++i) {
+        std::lock_guard g(shards[i].mu);
+        for (task_record* t = shards[i].head; t; t = t->reg_next) request_cancel(t, wait_status::canceled);
+    }
+    if (nthreads == 0) {
+        driver_guard g(this);
+        loop(ws[0].get(), nullptr, true);
+    } else {
+        while (live.load(std::memory_order_acquire) != 0) futex_wait(&stop_word, 0, 10'000'000);
+    }
+    shutdown.store(true, std::memory_order_seq_cst);
+    for (auto& w : ws) wake(w.get());
+    for (auto& th : threads) th.join();
+    threads.clear();
+    {
+        std::lock_guard g(bl_mu);
+        bl_stop = true;
+    }
+    bl_cv.notify_all();
+    for (auto& th : bl_pool) th.join();
+    bl_pool.clear();
+    // Tasks still in queues now are finished ones' leftovers: none (every
+    // task left the queues before it ended).
+    stopped = true;
+}
+
+// ---- blocking() ----------------------------------------------------------------------
+
+void runtime_core::blocking(blocking_job& job) {
+    {
+        std::lock_guard g(bl_mu);
+        job.next = nullptr;
+        if (bl_tail)
+            bl_tail->next = &job;
+        else
+            bl_head = &job;
+        bl_tail = &job;
+        if (bl_idle == 0 && bl_threads < opts.blocking_threads) {
+            bl_pool.emplace_back([this] { blocking_main(); });
+            ++bl_threads;
+        }
+    }
+    bl_cv.notify_one();
+}
+
+void runtime_core::blocking_main() {
+    std::unique_lock lk(bl_mu);
+    for (;;) {
+        ++bl_idle;
+        bl_cv.wait(lk, [this] { return bl_head != nullptr || bl_stop; });
+        --bl_idle;
+        if (!bl_head) return;  // stopping, nothing left
+        blocking_job* job = bl_head;
+        bl_head = job->next;
+        if (!bl_head) bl_tail = nullptr;
+        lk.unlock();
+        // The job lives on the waiting task's stack: read it before the
+        // task can go on.
+        task_record* t = job->task;
+        const std::uint64_t word = job->word;
+        job->run(job->ctx);
+        if (try_end(t, word, wait_status::notified)) arrive(t);
+        lk.lock();
+    }
+}
+
+// ---- entry points for the headers ------------------------------------------------------
+
+spawn_plan plan_spawn(runtime_core* c, const spawn_options& o) { return c->plan(o); }
+
+bool submit(runtime_core* c, task_record* t, const spawn_options& o, const spawn_plan& p) {
+    return c->submit(t, o, p);
+}
+
+void spawn_refused(runtime_core*, std::string_view name) {
+    throw task_error(task_errc::runtime_stopping,
+                     "weft: spawn of " + describe_named("task", name, nullptr) + " on a runtime that is stopping");
+}
+
+runtime_core* current_core() {
+    task_record* t = current_task();
+    if (!t) task_misuse(nullptr, task_errc::not_in_task);
+    return core_of(t);
+}
+
+void drive_until(runtime_core* c, task_record* root) { c->drive(root); }
+
+bool fallback_wanted(const stack_error& e) noexcept {
+    return e.code() == std::errc::not_enough_memory && !dynamic_cast<const stack_pool_error*>(&e);
+}
+
+void destroy_unsubmitted(task_record* t) noexcept {
+    fiber_record* f = t->fiber;
+    t->destroy_result(t);
+    destroy(f);
+}
+
+void run_blocking(blocking_job& job) {
+    task_record* t = current_task();
+    if (!t) task_misuse(nullptr, task_errc::not_in_task);
+    job.task = t;
+    // Not cancellable: the call cannot be interrupted; a cancellation takes
+    // effect at the next suspension point after it.
+    job.word = arm(t, false);
+    core_of(t)->blocking(job);
+    (void)park(t);
+}
+
+}  // namespace weft::detail
+
+namespace weft {
+
+runtime::runtime(const runtime_options& options) : core_(new detail::runtime_core(options)) {}
+
+runtime::~runtime() {
+    if (detail::task_record* t = detail::current_task(); t && t->sched == core_) {
+        char buf[256];
+        detail::text_writer w(buf, sizeof buf);
+        w.text("weft: a runtime was destroyed from inside its own task (id ").dec(t->id).text(
+            "); it would wait for itself");
+        detail::fatal_message(w.c_str());
+    }
+    core_->stop();
+    core_->released();
+}
+
+std::size_t runtime::run_once() { return core_->run_once(); }
+
+std::size_t runtime::run_for(std::chrono::nanoseconds budget) {
+    const auto end = std::chrono::steady_clock::now() + budget;
+    std::size_t total = 0;
+    for (;;) {
+        const std::size_t n = run_once();
+        total += n;
+        if (n == 0 || std::chrono::steady_clock::now() >= end) return total;
+    }
+}
+
+void runtime::stop() { core_->stop(); }
+
+unsigned runtime::workers() const noexcept { return core_->nthreads; }
+
+std::size_t runtime::live_tasks() const noexcept {
+    return static_cast<std::size_t>(core_->live.load(std::memory_order_acquire));
+}
+
+std::vector<task_info> runtime::tasks() const { return core_->tasks(); }
+
+namespace this_task {
+
+void sleep_until(std::chrono::steady_clock::time_point when) {
+    detail::task_record* t = detail::current_task();
+    if (!t) detail::task_misuse(nullptr, task_errc::not_in_task);
+    t->wait_timer.when = when;
+    t->wait_timer.task = t;
+    t->wait_timer.what = detail::timer_node::kind::wait_timeout;
+    t->wait_timer.word = detail::arm(t, true);
+    t->sched->add_timer(&t->wait_timer);
+    const detail::wait_status why = detail::park(t);
+    t->sched->remove_timer(&t->wait_timer);
+    if (why == detail::wait_status::canceled) throw forced_unwind{};
+}
+
+}  // namespace this_task
+
+}  // namespace weft

@@ -1,0 +1,391 @@
+// task.cpp: layer L3: the task state machine, the waiting protocol (wait
+// word, arrivals), cancellation, joining, task_local, this_task.
+//
+// The invariants are written next to the declarations in
+// weft/detail/task_record.hpp (W1-W3, R1) and in docs/runtime.md.
+
+#include "weft/task.hpp"
+
+#include <time.h>
+
+#include <cstdio>
+#include <new>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "weft/detail/support.hpp"
+
+namespace weft {
+
+const char* to_string(task_state s) noexcept {
+    switch (s) {
+    case task_state::created: return "created";
+    case task_state::ready: return "ready";
+    case task_state::running: return "running";
+    case task_state::waiting: return "waiting";
+    case task_state::done: return "done";
+    case task_state::failed: return "failed";
+    case task_state::canceled: return "canceled";
+    case task_state::timed_out: return "timed_out";
+    }
+    return "unknown";
+}
+
+task_error::task_error(task_errc code, const std::string& message) : std::logic_error(message), code_(code) {}
+
+task_canceled::task_canceled(task_state why, const std::string& message)
+    : std::runtime_error(message), state_(why) {}
+
+namespace detail {
+
+namespace {
+
+// The task the worker on this thread runs now (set by the scheduler around
+// every resume). Read only through current_task(), which is never inlined
+// and hides its result from the optimiser: a task that moved to another
+// worker must read the new thread's slot (FACTS.md: compilers cache
+// thread-local addresses across calls that switch stacks).
+thread_local task_record* running_task = nullptr;
+
+std::string describe(const task_record* t) {
+    if (!t) return "task";
+    std::string s = describe_named("task", t->fiber->name, t->fiber);
+    s += " (id " + std::to_string(t->id) + ")";
+    return s;
+}
+
+// join_lock is a spinlock: held for a few instructions (link, unlink, the
+// wakes at the end).
+struct join_guard {
+    task_record* t;
+    explicit join_guard(task_record* x) noexcept : t(x) {
+        while (t->join_lock.test_and_set(std::memory_order_acquire))
+            while (t->join_lock.test(std::memory_order_relaxed)) std::this_thread::yield();
+    }
+    ~join_guard() { t->join_lock.clear(std::memory_order_release); }
+};
+
+void link(task_record* x, join_waiter* n) noexcept {
+    n->prev = nullptr;
+    n->next = x->joiners;
+    if (x->joiners) x->joiners->prev = n;
+    x->joiners = n;
+    n->linked = true;
+}
+
+void unlink(task_record* x, join_waiter* n) noexcept {
+    if (!n->linked) return;
+    if (n->prev)
+        n->prev->next = n->next;
+    else
+        x->joiners = n->next;
+    if (n->next) n->next->prev = n->prev;
+    n->linked = false;
+}
+
+std::int64_t ns_until(std::chrono::steady_clock::time_point deadline) noexcept {
+    const auto d = deadline - std::chrono::steady_clock::now();
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
+    return ns < 0 ? 0 : ns;
+}
+
+task_record* need_task() {
+    task_record* t = current_task();
+    if (!t) task_misuse(nullptr, task_errc::not_in_task);
+    return t;
+}
+
+}  // namespace
+
+task_record::task_record() noexcept : state(task_state::created), outcome(task_state::created) {}
+
+task_record* current_task() noexcept {
+    task_record** slot = &running_task;
+    asm volatile("" : "+r"(slot));
+    return *slot;
+}
+
+// set_current_task() is the scheduler's side of current_task().
+WEFT_API void set_current_task(task_record* t) noexcept;
+void set_current_task(task_record* t) noexcept {
+    task_record** slot = &running_task;
+    asm volatile("" : "+r"(slot));
+    *slot = t;
+}
+
+void task_misuse(const task_record* t, task_errc code) {
+    std::string what;
+    switch (code) {
+    case task_errc::empty_handle:
+        what = "use of an empty join_handle (moved from, default-constructed or detached)";
+        break;
+    case task_errc::join_twice: what = "join of a join_handle that was already joined"; break;
+    case task_errc::join_self: what = "join of " + describe(t) + " from inside itself"; break;
+    case task_errc::runtime_stopping: what = "spawn on a runtime that is stopping"; break;
+    case task_errc::not_in_task: what = "this operation must be called from inside a weft task"; break;
+    case task_errc::driver_busy: what = "the runtime is already driven by another thread"; break;
+    case task_errc::inside_task:
+        what = "block_on / run_once / run_for / stop called from inside a task (" + describe(t) +
+               "): it would block its own worker";
+        break;
+    case task_errc::bad_option: what = "bad option"; break;
+    }
+    throw task_error(code, "weft: " + what);
+}
+
+std::int64_t coarse_now_ns() noexcept {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return std::int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+void set_state(task_record* t, task_state s) noexcept {
+    t->state.store(s, std::memory_order_release);
+    t->state_since.store(coarse_now_ns(), std::memory_order_relaxed);
+}
+
+// ---- waiting ---------------------------------------------------------------
+
+std::uint64_t arm(task_record* t, bool cancellable) noexcept {
+    const std::uint64_t seq = (t->wait_word.load(std::memory_order_relaxed) >> wait_sequence_shift) + 1;
+    const bool c = cancellable && t->shield_depth.load(std::memory_order_relaxed) == 0;
+    const std::uint64_t w = (seq << wait_sequence_shift) | (c ? wait_cancellable_bit : 0) |
+                            static_cast<std::uint64_t>(wait_status::armed);
+    // C1 (with request_cancel): the store of the armed word and the load of
+    // cancel_reason are both seq_cst, as are request_cancel's store of the
+    // reason and load of the word. So at least one side sees the other: a
+    // cancellation is never missed by a wait that starts as it arrives.
+    t->wait_word.store(w, std::memory_order_seq_cst);
+    if (c && t->cancel_reason.load(std::memory_order_seq_cst) != 0)
+        if (try_end(t, w, wait_status::canceled)) arrive(t);
+    return w;
+}
+
+bool try_end(task_record* t, std::uint64_t word, wait_status why) noexcept {
+    if (status_of(word) != wait_status::armed) return false;
+    const std::uint64_t ended = (word & ~(wait_status_mask | wait_cancellable_bit)) | static_cast<std::uint64_t>(why);
+    return t->wait_word.compare_exchange_strong(word, ended, std::memory_order_acq_rel, std::memory_order_relaxed);
+}
+
+void arrive(task_record* t) noexcept {
+    // R1: the second arrival queues the task and resets the count for the
+    // next wait. Nobody else touches it until the task has run again, which
+    // happens after ready() (a release) below.
+    if (t->arrivals.fetch_add(1, std::memory_order_acq_rel) == 1) {
+        t->arrivals.store(0, std::memory_order_relaxed);
+        t->sched->ready(t);
+    }
+}
+
+wait_status park(task_record* t) {
+    set_state(t, task_state::waiting);
+    t->sched->switch_out(t, false);
+    return status_of(t->wait_word.load(std::memory_order_acquire));
+}
+
+void check_cancel(task_record* t) {
+    if (t->cancel_reason.load(std::memory_order_acquire) != 0 && t->shield_depth.load(std::memory_order_relaxed) == 0)
+        throw forced_unwind{};
+}
+
+void request_cancel(task_record* t, wait_status why) noexcept {
+    if (t->finished.load(std::memory_order_acquire)) return;
+    std::uint8_t none = 0;
+    (void)t->cancel_reason.compare_exchange_strong(none, static_cast<std::uint8_t>(why), std::memory_order_seq_cst);
+    const std::uint64_t w = t->wait_word.load(std::memory_order_seq_cst);  // C1
+    if (status_of(w) == wait_status::armed && (w & wait_cancellable_bit))
+        if (try_end(t, w, wait_status::canceled)) arrive(t);
+}
+
+// ---- joining -----------------------------------------------------------------
+
+bool wait_finished(task_record* x, const std::chrono::steady_clock::time_point* deadline) {
+    if (x->finished.load(std::memory_order_acquire)) return true;
+    join_waiter n;
+    if (task_record* me = current_task()) {
+        n.task = me;
+        n.word = arm(me, true);
+        {
+            join_guard g(x);
+            if (x->finished.load(std::memory_order_relaxed)) {
+                // Finished meanwhile: end our own wait (W2) and go through
+                // park() anyway, so the arrivals stay paired (R1).
+                if (try_end(me, n.word, wait_status::notified)) arrive(me);
+            } else {
+                link(x, &n);
+            }
+        }
+        if (deadline) {
+            me->wait_timer.when = *deadline;
+            me->wait_timer.task = me;
+            me->wait_timer.word = n.word;
+            me->wait_timer.what = timer_node::kind::wait_timeout;
+            me->sched->add_timer(&me->wait_timer);
+        }
+        const wait_status why = park(me);
+        if (deadline) me->sched->remove_timer(&me->wait_timer);
+        if (why != wait_status::notified) {
+            join_guard g(x);
+            unlink(x, &n);
+        }
+        if (why == wait_status::canceled) throw forced_unwind{};
+        return why == wait_status::notified;
+    }
+    // A plain thread sleeps on a futex.
+    std::atomic<std::uint32_t> word{0};
+    n.futex = &word;
+    {
+        join_guard g(x);
+        if (x->finished.load(std::memory_order_relaxed)) return true;
+        link(x, &n);
+    }
+    while (word.load(std::memory_order_acquire) == 0) {
+        if (deadline) {
+            const std::int64_t left = ns_until(*deadline);
+            if (left == 0) break;
+            futex_wait(&word, 0, left);
+        } else {
+            futex_wait(&word, 0, -1);
+        }
+    }
+    if (word.load(std::memory_order_acquire) != 0) return true;
+    join_guard g(x);
+    // complete() unlinks every waiter it wakes, under this lock.
+    const bool woken = !n.linked;
+    unlink(x, &n);
+    return woken;
+}
+
+std::size_t wait_any(std::span<task_record* const> ts) {
+    if (ts.empty()) throw std::invalid_argument("weft: when_any over no tasks");
+    auto first_finished = [&]() -> std::size_t {
+        for (std::size_t i = 0; i < ts.size(); ++i)
+            if (ts[i]->finished.load(std::memory_order_acquire)) return i;
+        return ts.size();
+    };
+    if (std::size_t i = first_finished(); i < ts.size()) return i;
+    std::vector<join_waiter> ns(ts.size());
+    std::atomic<std::uint32_t> word{0};
+    task_record* me = current_task();
+    const std::uint64_t w = me ? arm(me, true) : 0;
+    bool done = false;
+    for (std::size_t i = 0; i < ts.size() && !done; ++i) {
+        ns[i].task = me;
+        ns[i].word = w;
+        ns[i].futex = me ? nullptr : &word;
+        join_guard g(ts[i]);
+        if (ts[i]->finished.load(std::memory_order_relaxed))
+            done = true;
+        else
+            link(ts[i], &ns[i]);
+    }
+    wait_status why = wait_status::notified;
+    if (me) {
+        if (done && try_end(me, w, wait_status::notified)) arrive(me);
+        why = park(me);
+    } else if (!done) {
+        while (word.load(std::memory_order_acquire) == 0) futex_wait(&word, 0, -1);
+    }
+    for (std::size_t i = 0; i < ts.size(); ++i) {
+        join_guard g(ts[i]);
+        unlink(ts[i], &ns[i]);
+    }
+    if (why == wait_status::canceled) throw forced_unwind{};
+    return first_finished();
+}
+
+void complete(task_record* t) noexcept {
+    set_state(t, t->outcome);
+    {
+        join_guard g(t);
+        t->finished.store(true, std::memory_order_release);
+        // Everything read from a node is read before the node's owner can
+        // see it unlinked (and return, ending the node's life).
+        for (join_waiter* n = t->joiners; n;) {
+            join_waiter* next = n->next;
+            n->linked = false;
+            if (n->task) {
+                task_record* w = n->task;
+                if (try_end(w, n->word, wait_status::notified)) arrive(w);
+            } else {
+                std::atomic<std::uint32_t>* f = n->futex;
+                f->store(1, std::memory_order_release);
+                futex_wake(f, 1);
+            }
+            n = next;
+        }
+        t->joiners = nullptr;
+    }
+    const std::uint8_t before = t->finish_flags.fetch_or(finish_finished, std::memory_order_acq_rel);
+    if ((before & finish_detached) && t->outcome == task_state::failed) t->sched->unhandled(t, t->exception);
+}
+
+void release(task_record* t) noexcept {
+    if (t->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    scheduler_base* s = t->sched;
+    fiber_record* f = t->fiber;
+    t->destroy_result(t);
+    destroy(f);
+    s->released();
+}
+
+void detach(task_record* t) noexcept {
+    const std::uint8_t before = t->finish_flags.fetch_or(finish_detached, std::memory_order_acq_rel);
+    if ((before & finish_finished) && t->outcome == task_state::failed) t->sched->unhandled(t, t->exception);
+    release(t);
+}
+
+void task_begin(task_record* t) { check_cancel(t); }
+
+void task_end(task_record* t) noexcept {
+    while (local_slot* s = t->locals) {
+        t->locals = s->next;
+        s->destroy(s->value);
+        delete s;
+    }
+}
+
+void rethrow_outcome(task_record* t) {
+    if (t->outcome == task_state::failed) std::rethrow_exception(t->exception);
+    throw task_canceled(t->outcome, "weft: " + describe(t) + " was " +
+                                        (t->outcome == task_state::timed_out ? "timed out" : "canceled"));
+}
+
+void* local_get(const void* key, void* (*make)(), void (*destroy)(void*) noexcept) {
+    task_record* t = need_task();
+    for (local_slot* s = t->locals; s; s = s->next)
+        if (s->key == key) return s->value;
+    void* v = make();
+    t->locals = new local_slot{t->locals, key, v, destroy};
+    return v;
+}
+
+}  // namespace detail
+
+namespace this_task {
+
+bool inside() noexcept { return detail::current_task() != nullptr; }
+
+std::uint64_t id() { return detail::need_task()->id; }
+
+std::string_view name() { return detail::need_task()->fiber->name; }
+
+int worker() { return detail::need_task()->worker.load(std::memory_order_relaxed); }
+
+void yield() {
+    detail::task_record* t = detail::need_task();
+    detail::check_cancel(t);
+    t->sched->switch_out(t, true);
+    detail::check_cancel(t);
+}
+
+bool cancellation_requested() { return detail::need_task()->cancel_reason.load(std::memory_order_acquire) != 0; }
+
+shield::shield() : t_(detail::need_task()) { t_->shield_depth.fetch_add(1, std::memory_order_relaxed); }
+
+shield::~shield() { t_->shield_depth.fetch_sub(1, std::memory_order_relaxed); }
+
+}  // namespace this_task
+
+}  // namespace weft
