@@ -89,10 +89,48 @@ struct spawn_options {
 
 namespace detail {
 class runtime_core;
+
+// slab_stack is the allocator of the fallback stacks (runtime_options::
+// stack_fallback): stacks of the runtime's stack_size carved from large
+// regions (one mapping and one guard page per region, not per stack), each
+// with a guard word just below its base that is checked whenever its task
+// is switched out and when it ends. Memory comes from mmap, not the heap, so
+// it can still be had when malloc cannot map any more.
+class slab_stack {
+public:
+    static constexpr std::size_t guard_bytes = 16;
+    static constexpr std::uint64_t guard_value = 0x5745'4654'534c'4142;  // "WEFTSLAB"
+    explicit slab_stack(runtime_core* c) noexcept : c_(c) {}
+    // allocate() hands out a slab stack of the runtime's stack size (size
+    // must not exceed it). Throws: stack_error.
+    WEFT_API stack_view allocate(std::size_t size);
+    WEFT_API void deallocate(stack_view v) noexcept;
+    [[nodiscard]] static const std::uint64_t* guard_word(stack_view v) noexcept {
+        return reinterpret_cast<const std::uint64_t*>(static_cast<const std::byte*>(v.base) - guard_bytes);
+    }
+
+private:
+    runtime_core* c_;
+};
+
+// guarded_stack is the allocator of a task's own guarded stack: the
+// runtime's stack_pool, counted against the runtime's budget of guarded
+// stacks (docs/runtime.md, "Stacks").
+class guarded_stack {
+public:
+    explicit guarded_stack(runtime_core* c) noexcept : c_(c) {}
+    WEFT_API stack_view allocate(std::size_t size);
+    WEFT_API void deallocate(stack_view v) noexcept;
+
+private:
+    runtime_core* c_;
+};
+
 // spawn_plan is how a task's fiber is made (detail::plan_spawn()).
 struct spawn_plan {
-    stack_pool* pool = nullptr;           // own stack: from this pool
+    runtime_core* core = nullptr;
     shared_stack_pool* shared = nullptr;  // copy-stack: on these stacks
+    bool slab = false;                    // straight to a slab stack (guarded budget spent)
     std::size_t stack_size = 0;
     bool fallback = false;
     unsigned home = 0;
@@ -153,13 +191,15 @@ join_handle<R> spawn_on(runtime_core* c, F&& f, const spawn_options& o) {
     fiber_record* fr;
     if (plan.shared) {
         fr = make_block<plain_fiber>(shared_stack(*plan.shared), std::move(body), fo);
+    } else if (plan.slab) {
+        fr = make_block<plain_fiber>(slab_stack(plan.core), std::move(body), fo);
     } else {
         try {
-            fr = make_block<plain_fiber>(pooled_stack(*plan.pool), std::move(body), fo);
+            fr = make_block<plain_fiber>(guarded_stack(plan.core), std::move(body), fo);
         } catch (const stack_error& e) {
             // The stack is taken before the body is moved: body is intact.
             if (!plan.fallback || !fallback_wanted(e)) throw;
-            fr = make_block<plain_fiber>(malloc_stack{}, std::move(body), fo);
+            fr = make_block<plain_fiber>(slab_stack(plan.core), std::move(body), fo);
         }
     }
     auto* t = ::new (static_cast<void*>(fr->extension)) block();
@@ -269,7 +309,7 @@ R blocking(F&& f) {
         F* fn;
         std::conditional_t<std::is_void_v<R>, bool, std::optional<R>> value{};
         std::exception_ptr error;
-    } ctx{&f};
+    } ctx{&f, {}, nullptr};
     detail::blocking_job job{};
     job.ctx = &ctx;
     job.run = [](void* p) noexcept {

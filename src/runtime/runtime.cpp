@@ -29,6 +29,8 @@
 #include <system_error>
 #include <thread>
 
+#include <sys/mman.h>
+
 #include "weft/detail/support.hpp"
 #include "weft/detail/work_deque.hpp"
 
@@ -182,6 +184,14 @@ public:
     std::mutex stop_mu;
     std::atomic<bool> driving{false};
     std::atomic<unsigned> round_robin{0};
+    // Stacks: guarded ones from `pool` up to guarded_budget at once, then
+    // slab stacks (guarded_stack, slab_stack).
+    std::atomic<std::size_t> guarded_live{0};
+    std::size_t guarded_budget = 0;
+    std::mutex slab_mu;
+    std::vector<std::byte*> slab_free;
+    std::vector<std::pair<void*, std::size_t>> slab_regions;
+    std::size_t slab_slot = 0;
 
 private:
     friend struct hooks;
@@ -204,6 +214,10 @@ private:
     void run_task(worker* w, task_record* t);
     void finish_task(task_record* t) noexcept;
     void fire_timers() noexcept;
+    bool timers_due() const noexcept {
+        const std::int64_t next = next_timer.load(std::memory_order_relaxed);
+        return next != INT64_MAX && next <= steady_now_ns();
+    }
     std::int64_t timer_wait_ns() const noexcept;
     void thread_main(worker* w);
     void blocking_main();
@@ -249,6 +263,22 @@ stack_pool_options pool_options(const runtime_options& o) {
     stack_pool_options p;
     p.stack_size = o.stack_size;
     return p;
+}
+
+// guarded_stack_budget() is how many guarded stacks one runtime keeps at
+// once: a quarter of vm.max_map_count (each costs two mappings), so that
+// half the process's mappings stay free for everything else.
+std::size_t guarded_stack_budget() noexcept {
+    static const std::size_t budget = [] {
+        std::size_t maps = 65530;
+        if (std::FILE* f = std::fopen("/proc/sys/vm/max_map_count", "r")) {
+            unsigned long v = 0;
+            if (std::fscanf(f, "%lu", &v) == 1 && v > 0) maps = v;
+            std::fclose(f);
+        }
+        return std::max<std::size_t>(maps / 4, 256);
+    }();
+    return budget;
 }
 
 runtime_core* core_of(task_record* t) noexcept { return static_cast<runtime_core*>(t->sched); }
@@ -304,6 +334,10 @@ runtime_core::runtime_core(const runtime_options& o)
     if (o.workers > 1024) bad_option("workers must be at most 1024");
     if (o.blocking_threads == 0) bad_option("blocking_threads must be at least 1");
     shards = std::make_unique<shard[]>(nworkers + 1);
+    guarded_budget = guarded_stack_budget();
+    // A slab slot is the stack plus its guard word, in whole pages.
+    if (o.stack_size < 2 * page_size() || !round_up(o.stack_size + slab_stack::guard_bytes, page_size(), slab_slot))
+        bad_option("stack_size must be at least two pages");
     std::random_device rd;
     for (unsigned i = 0; i < nworkers; ++i) {
         auto w = std::make_unique<worker>();
@@ -326,7 +360,9 @@ runtime_core::runtime_core(const runtime_options& o)
     }
 }
 
-runtime_core::~runtime_core() = default;
+runtime_core::~runtime_core() {
+    for (auto& r : slab_regions) ::munmap(r.first, r.second);
+}
 
 // ---- queues ----------------------------------------------------------------
 
@@ -617,7 +653,7 @@ void runtime_core::loop(worker* w, task_record* until, bool until_empty) {
         if (until && until->finished.load(std::memory_order_acquire)) return;
         if (until_empty && live.load(std::memory_order_acquire) == 0) return;
         if (!until && !until_empty && shutdown.load(std::memory_order_acquire)) return;
-        if (next_timer.load(std::memory_order_relaxed) <= steady_now_ns()) fire_timers();
+        if (timers_due()) fire_timers();
         if (task_record* t = find_work(w)) {
             if (w->searching) stop_searching(w);
             run_task(w, t);
@@ -664,7 +700,7 @@ std::size_t runtime_core::run_once() {
     if (nthreads != 0) return 0;
     driver_guard g(this);
     worker* w = ws[0].get();
-    if (next_timer.load(std::memory_order_relaxed) <= steady_now_ns()) fire_timers();
+    if (timers_due()) fire_timers();
     // The batch is what is ready now; what becomes ready while it runs
     // waits for the next call.
     task_fifo batch;
@@ -795,6 +831,7 @@ void runtime_core::fire_timers() noexcept {
 spawn_plan runtime_core::plan(const spawn_options& o) {
     if (stopping.load(std::memory_order_acquire)) spawn_refused(this, o.name);
     spawn_plan p;
+    p.core = this;
     p.pinned = o.pinned || o.copy_stack;
     worker* w = this_worker();
     const bool local = w && w->rt == this;
@@ -809,9 +846,10 @@ spawn_plan runtime_core::plan(const spawn_options& o) {
         p.shared = home->shared.get();
         p.stack_size = o.stack_size;
     } else {
-        p.pool = &pool;
         p.stack_size = o.stack_size ? o.stack_size : opts.stack_size;
         p.fallback = opts.stack_fallback;
+        p.slab = p.fallback && p.stack_size <= opts.stack_size &&
+                 guarded_live.load(std::memory_order_relaxed) >= guarded_budget;
     }
     return p;
 }
@@ -978,6 +1016,61 @@ void runtime_core::blocking_main() {
     }
 }
 
+// ---- stacks ------------------------------------------------------------------------
+
+stack_view guarded_stack::allocate(std::size_t size) {
+    stack_view v = c_->pool.allocate(size);
+    c_->guarded_live.fetch_add(1, std::memory_order_relaxed);
+    return v;
+}
+
+void guarded_stack::deallocate(stack_view v) noexcept {
+    c_->pool.deallocate(v);
+    c_->guarded_live.fetch_sub(1, std::memory_order_relaxed);
+}
+
+stack_view slab_stack::allocate(std::size_t size) {
+    runtime_core* c = c_;
+    const std::size_t slot = c->slab_slot;
+    if (size > slot - guard_bytes) throw stack_error(ENOMEM, size, "slab stack (larger than the runtime's stack_size)");
+    std::byte* p = nullptr;
+    {
+        std::lock_guard g(c->slab_mu);
+        if (c->slab_free.empty()) {
+            // A region holds at least 16 stacks and about 64 MiB; one guard
+            // page at its bottom (two mappings per region, not per stack).
+            const std::size_t per = std::max<std::size_t>(16, (std::size_t{64} << 20) / slot);
+            const std::size_t bytes = per * slot + page_size();
+            void* r = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+            if (r == MAP_FAILED) throw stack_error(errno, size, "mmap (slab stacks)");
+            if (::mprotect(r, page_size(), PROT_NONE) != 0) {
+                const int err = errno;
+                ::munmap(r, bytes);
+                throw stack_error(err, size, "mprotect (slab stacks)");
+            }
+            c->slab_regions.emplace_back(r, bytes);
+            c->slab_free.reserve(c->slab_free.size() + per);
+            auto* first = static_cast<std::byte*>(r) + page_size();
+            for (std::size_t i = per; i-- > 0;) c->slab_free.push_back(first + i * slot);
+        }
+        p = c->slab_free.back();
+        c->slab_free.pop_back();
+    }
+    auto* guard = reinterpret_cast<std::uint64_t*>(p);
+    guard[0] = guard_value;
+    guard[1] = guard_value;
+    stack_view v;
+    v.base = p + guard_bytes;
+    v.size = slot - guard_bytes;
+    return v;
+}
+
+void slab_stack::deallocate(stack_view v) noexcept {
+    std::byte* p = static_cast<std::byte*>(v.base) - guard_bytes;
+    std::lock_guard g(c_->slab_mu);
+    c_->slab_free.push_back(p);
+}
+
 // ---- entry points for the headers ------------------------------------------------------
 
 spawn_plan plan_spawn(runtime_core* c, const spawn_options& o) { return c->plan(o); }
@@ -999,9 +1092,7 @@ runtime_core* current_core() {
 
 void drive_until(runtime_core* c, task_record* root) { c->drive(root); }
 
-bool fallback_wanted(const stack_error& e) noexcept {
-    return e.code() == std::errc::not_enough_memory && !dynamic_cast<const stack_pool_error*>(&e);
-}
+bool fallback_wanted(const stack_error& e) noexcept { return e.code() == std::errc::not_enough_memory; }
 
 void destroy_unsubmitted(task_record* t) noexcept {
     fiber_record* f = t->fiber;
