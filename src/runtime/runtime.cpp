@@ -610,16 +610,22 @@ void runtime_core::run_task(worker* w, task_record* t) {
         return;
     }
     set_current_task(nullptr);
-    w->current = nullptr;
     if (!back) {  // its shared stack is busy: try again later
+        w->current = nullptr;
         set_state(t, task_state::ready);
         w->pinned.push(t);
         return;
     }
-    if (w->switched) return;  // a hook has handed it on: hands off (it may run elsewhere now)
+    if (w->switched) {  // a hook has handed it on: hands off (it may run elsewhere now)
+        w->current = nullptr;
+        return;
+    }
     if (t->fiber->state.load(std::memory_order_acquire) == fiber_state::done) {
+        // w->current stays set: the joiner it wakes runs next, here (LIFO).
         finish_task(t);
+        w->current = nullptr;
     } else {
+        w->current = nullptr;
         // Suspended with this_fiber::suspend() directly: nobody else knows
         // it, so treat it as a yield.
         set_state(t, task_state::ready);
