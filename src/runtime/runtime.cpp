@@ -1035,6 +1035,13 @@ void guarded_stack::deallocate(stack_view v) noexcept {
     c_->guarded_live.fetch_sub(1, std::memory_order_relaxed);
 }
 
+// Slab layout: a region is one guard page and `per` slots of slab_slot
+// bytes. The stack of slot k starts at the slot's bottom and ends
+// guard_bytes below its top; those top guard_bytes hold the guard words of
+// slot k + 1's stack. So a stack's guard words lie in the page its
+// neighbour below keeps its own record in (touched anyway when that slot is
+// in use): a slab stack costs about one resident page, not two. Slot 0
+// only holds slot 1's guard words (its bottom borders the guard page).
 stack_view slab_stack::allocate(std::size_t size) {
     runtime_core* c = c_;
     const std::size_t slot = c->slab_slot;
@@ -1043,9 +1050,8 @@ stack_view slab_stack::allocate(std::size_t size) {
     {
         std::lock_guard g(c->slab_mu);
         if (c->slab_free.empty()) {
-            // A region holds at least 16 stacks and about 64 MiB; one guard
-            // page at its bottom (two mappings per region, not per stack).
-            const std::size_t per = std::max<std::size_t>(16, (std::size_t{64} << 20) / slot);
+            // A region holds at least 16 stacks and about 64 MiB.
+            const std::size_t per = std::max<std::size_t>(17, (std::size_t{64} << 20) / slot);
             const std::size_t bytes = per * slot + page_size();
             void* r = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
             if (r == MAP_FAILED) throw stack_error(errno, size, "mmap (slab stacks)");
@@ -1055,26 +1061,25 @@ stack_view slab_stack::allocate(std::size_t size) {
                 throw stack_error(err, size, "mprotect (slab stacks)");
             }
             c->slab_regions.emplace_back(r, bytes);
-            c->slab_free.reserve(c->slab_free.size() + per);
+            c->slab_free.reserve(c->slab_free.size() + per - 1);
             auto* first = static_cast<std::byte*>(r) + page_size();
-            for (std::size_t i = per; i-- > 0;) c->slab_free.push_back(first + i * slot);
+            for (std::size_t k = per; k-- > 1;) c->slab_free.push_back(first + k * slot);
         }
         p = c->slab_free.back();
         c->slab_free.pop_back();
     }
-    auto* guard = reinterpret_cast<std::uint64_t*>(p);
+    auto* guard = reinterpret_cast<std::uint64_t*>(p - guard_bytes);
     guard[0] = guard_value;
     guard[1] = guard_value;
     stack_view v;
-    v.base = p + guard_bytes;
+    v.base = p;
     v.size = slot - guard_bytes;
     return v;
 }
 
 void slab_stack::deallocate(stack_view v) noexcept {
-    std::byte* p = static_cast<std::byte*>(v.base) - guard_bytes;
     std::lock_guard g(c_->slab_mu);
-    c_->slab_free.push_back(p);
+    c_->slab_free.push_back(static_cast<std::byte*>(v.base));
 }
 
 // ---- entry points for the headers ------------------------------------------------------
