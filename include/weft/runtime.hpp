@@ -20,7 +20,9 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <exception>
+#include <new>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -90,123 +92,81 @@ struct spawn_options {
 namespace detail {
 class runtime_core;
 
-// slab_stack is the allocator of the fallback stacks (runtime_options::
-// stack_fallback): stacks of the runtime's stack_size carved from large
-// regions (one mapping and one guard page per region, not per stack), each
-// with a guard word just below its base that is checked whenever its task
-// is switched out and when it ends. Memory comes from mmap, not the heap, so
-// it can still be had when malloc cannot map any more.
-class slab_stack {
-public:
-    static constexpr std::size_t guard_bytes = 16;
-    static constexpr std::uint64_t guard_value = 0x5745'4654'534c'4142;  // "WEFTSLAB"
-    explicit slab_stack(runtime_core* c) noexcept : c_(c) {}
-    // allocate() hands out a slab stack of the runtime's stack size (size
-    // must not exceed it). Throws: stack_error.
-    WEFT_API stack_view allocate(std::size_t size);
-    WEFT_API void deallocate(stack_view v) noexcept;
-    [[nodiscard]] static const std::uint64_t* guard_word(stack_view v) noexcept {
-        return reinterpret_cast<const std::uint64_t*>(static_cast<const std::byte*>(v.base) - guard_bytes);
-    }
-
-private:
-    runtime_core* c_;
-};
-
-// guarded_stack is the allocator of a task's own guarded stack: the
-// runtime's stack_pool, counted against the runtime's budget of guarded
-// stacks (docs/runtime.md, "Stacks").
-class guarded_stack {
-public:
-    explicit guarded_stack(runtime_core* c) noexcept : c_(c) {}
-    WEFT_API stack_view allocate(std::size_t size);
-    WEFT_API void deallocate(stack_view v) noexcept;
-
-private:
-    runtime_core* c_;
-};
-
-// spawn_plan is how a task's fiber is made (detail::plan_spawn()).
-struct spawn_plan {
-    runtime_core* core = nullptr;
-    shared_stack_pool* shared = nullptr;  // copy-stack: on these stacks
-    bool slab = false;                    // straight to a slab stack (guarded budget spent)
-    std::size_t stack_size = 0;
-    bool fallback = false;
-    unsigned home = 0;
-    bool pinned = false;
-};
-[[nodiscard]] WEFT_API spawn_plan plan_spawn(runtime_core* c, const spawn_options& o);
+// check_spawn() throws task_error (runtime_stopping) if c refuses spawns.
+WEFT_API void check_spawn(runtime_core* c, std::string_view name);
 // submit() registers and queues a new task; false (nothing queued) if the
 // runtime began stopping meanwhile.
-[[nodiscard]] WEFT_API bool submit(runtime_core* c, task_record* t, const spawn_options& o, const spawn_plan& p);
+[[nodiscard]] WEFT_API bool submit(runtime_core* c, task_record* t, const spawn_options& o);
 [[noreturn]] WEFT_API void spawn_refused(runtime_core* c, std::string_view name);
 [[nodiscard]] WEFT_API runtime_core* current_core();
 WEFT_API void drive_until(runtime_core* c, task_record* root);
-[[nodiscard]] WEFT_API bool fallback_wanted(const stack_error& e) noexcept;
-WEFT_API void destroy_unsubmitted(task_record* t) noexcept;
 
-// run_body() is a task's body on its own stack: the user's callable between
-// task_begin() and task_end(), the outcome recorded.
+// task_closure<R, F> is a task's heap block: record, result, callable; the
+// name follows it in the same allocation.
 template <class R, class F>
-void run_body(F& fn) {
-    task_record* t = current_task();
-    try {
-        task_begin(t);
-        if constexpr (std::is_void_v<R>)
-            std::invoke(fn);
-        else
-            static_cast<task_block<R>*>(t)->value.emplace(std::invoke(fn));
-        t->outcome = task_state::done;
-    } catch (const forced_unwind&) {
-        t->outcome = t->cancel_reason.load(std::memory_order_relaxed) == std::uint8_t(wait_status::timed_out)
-                         ? task_state::timed_out
-                         : task_state::canceled;
+struct task_closure final : task_block<R> {
+    std::optional<F> fn;  // destroyed as soon as the body has run
+    template <class G>
+    explicit task_closure(G&& g) : fn(std::in_place, std::forward<G>(g)) {}
+
+    // body() runs on the task's own stack: the callable between
+    // task_begin() and task_end(), the outcome recorded.
+    static void body(task_record* t) {
+        auto* self = static_cast<task_closure*>(t);
+        try {
+            task_begin(t);
+            if constexpr (std::is_void_v<R>)
+                std::invoke(*self->fn);
+            else
+                self->value.emplace(std::invoke(*self->fn));
+            t->outcome = task_state::done;
+        } catch (const forced_unwind&) {
+            t->outcome = t->cancel_reason.load(std::memory_order_relaxed) == std::uint8_t(wait_status::timed_out)
+                             ? task_state::timed_out
+                             : task_state::canceled;
+            self->fn.reset();
+            task_end(t);
+            throw;
+        } catch (...) {
+            t->exception = std::current_exception();
+            t->outcome = task_state::failed;
+        }
+        // The callable goes now, on the task's stack (what it captured may
+        // be large or hold resources), not when the handle goes.
+        self->fn.reset();
         task_end(t);
-        throw;
-    } catch (...) {
-        t->exception = std::current_exception();
-        t->outcome = task_state::failed;
     }
-    task_end(t);
-}
+    static void free_block(task_record* t) noexcept {
+        auto* self = static_cast<task_closure*>(t);
+        self->~task_closure();
+        ::operator delete(static_cast<void*>(self), std::align_val_t(alignof(task_closure)));
+    }
+};
 
-template <class R>
-void destroy_result(task_record* t) noexcept {
-    static_cast<task_block<R>*>(t)->~task_block<R>();
-}
-
-// spawn_on() creates a task's fiber and record and queues it.
+// spawn_on() makes a task's block and queues it. No stack is taken here:
+// the task gets one when it first runs.
 template <class F, class R = std::invoke_result_t<std::decay_t<F>&>>
 join_handle<R> spawn_on(runtime_core* c, F&& f, const spawn_options& o) {
-    using block = task_block<R>;
-    static_assert(alignof(block) <= 64);
-    const spawn_plan plan = plan_spawn(c, o);
-    auto body = [fn = std::forward<F>(f)]() mutable { run_body<R>(fn); };
-    fiber_options fo;
-    fo.stack_size = plan.stack_size;
-    fo.name = o.name;
-    fo.extension_size = sizeof(block);
-    fo.extension_align = alignof(block);
-    fiber_record* fr;
-    if (plan.shared) {
-        fr = make_block<plain_fiber>(shared_stack(*plan.shared), std::move(body), fo);
-    } else if (plan.slab) {
-        fr = make_block<plain_fiber>(slab_stack(plan.core), std::move(body), fo);
-    } else {
-        try {
-            fr = make_block<plain_fiber>(guarded_stack(plan.core), std::move(body), fo);
-        } catch (const stack_error& e) {
-            // The stack is taken before the body is moved: body is intact.
-            if (!plan.fallback || !fallback_wanted(e)) throw;
-            fr = make_block<plain_fiber>(slab_stack(plan.core), std::move(body), fo);
-        }
+    using block = task_closure<R, std::decay_t<F>>;
+    check_spawn(c, o.name);
+    void* mem = ::operator new(sizeof(block) + o.name.size() + 1, std::align_val_t(alignof(block)));
+    block* t;
+    try {
+        t = ::new (mem) block(std::forward<F>(f));
+    } catch (...) {
+        ::operator delete(mem, std::align_val_t(alignof(block)));
+        throw;
     }
-    auto* t = ::new (static_cast<void*>(fr->extension)) block();
-    t->fiber = fr;
-    t->destroy_result = &destroy_result<R>;
-    if (!submit(c, t, o, plan)) {
-        destroy_unsubmitted(t);
+    char* name = static_cast<char*>(mem) + sizeof(block);
+    if (!o.name.empty()) std::memcpy(name, o.name.data(), o.name.size());
+    name[o.name.size()] = '\0';
+    t->name = std::string_view(name, o.name.size());
+    t->run = &block::body;
+    t->destroy_block = &block::free_block;
+    t->stack_size = o.stack_size;
+    t->copy_stack = o.copy_stack;
+    if (!submit(c, t, o)) {
+        block::free_block(t);
         spawn_refused(c, o.name);
     }
     return join_handle<R>(t);
@@ -237,10 +197,11 @@ public:
     runtime& operator=(const runtime&) = delete;
 
     // spawn() creates a task running f() and queues it; returns its handle.
-    // From any thread, also from inside tasks of other runtimes. Throws:
-    // task_error (runtime_stopping); stack_error (no stack could be had:
-    // nothing was queued and the runtime keeps working); coroutine_error
-    // (stack_too_small); what copying f throws.
+    // From any thread, also from inside tasks of other runtimes. The task
+    // takes a stack only when it first runs: if none can be had then, the
+    // task ends failed with stack_error (join() rethrows it) and the runtime
+    // keeps working. Throws: task_error (runtime_stopping); std::bad_alloc;
+    // what moving f throws.
     template <class F, class R = std::invoke_result_t<std::decay_t<F>&>>
     join_handle<R> spawn(F&& f, const spawn_options& options = {}) {
         return detail::spawn_on(core_, std::forward<F>(f), options);

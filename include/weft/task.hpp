@@ -183,7 +183,7 @@ public:
     }
     [[nodiscard]] std::string_view name() const {
         check();
-        return t_->fiber->name;
+        return t_->name;
     }
     [[nodiscard]] task_state state() const {
         check();

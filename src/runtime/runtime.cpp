@@ -147,6 +147,46 @@ struct alignas(64) worker {
 
 }  // namespace
 
+// guarded_stack is the allocator of a task's own guarded stack: the
+// runtime's stack_pool, counted against the runtime's budget of guarded
+// stacks.
+class guarded_stack {
+public:
+    explicit guarded_stack(runtime_core* c) noexcept : c_(c) {}
+    stack_view allocate(std::size_t size);
+    void deallocate(stack_view v) noexcept;
+
+private:
+    runtime_core* c_;
+};
+
+// slab_stack is the allocator of the fallback stacks
+// (runtime_options::stack_fallback): stacks of the runtime's stack_size
+// carved from large regions (one mapping and one guard page per region, not
+// per stack), each with guard words just below its base, checked whenever
+// its task is switched out and when it ends. Memory comes from mmap, not
+// the heap, so it can still be had when malloc cannot map any more.
+class slab_stack {
+public:
+    static constexpr std::size_t guard_bytes = 16;
+    static constexpr std::uint64_t guard_value = 0x5745'4654'534c'4142;  // "WEFTSLAB"
+    explicit slab_stack(runtime_core* c) noexcept : c_(c) {}
+    stack_view allocate(std::size_t size);
+    void deallocate(stack_view v) noexcept;
+    [[nodiscard]] static const std::uint64_t* guard_word(stack_view v) noexcept {
+        return reinterpret_cast<const std::uint64_t*>(static_cast<const std::byte*>(v.base) - guard_bytes);
+    }
+
+private:
+    runtime_core* c_;
+};
+
+// task_body is every task's fiber body: the typed part is behind t->run.
+struct task_body {
+    task_record* t;
+    void operator()() const { t->run(t); }
+};
+
 class runtime_core final : public scheduler_base {
 public:
     explicit runtime_core(const runtime_options& o);
@@ -162,8 +202,8 @@ public:
         if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
     }
 
-    spawn_plan plan(const spawn_options& o);
-    bool submit(task_record* t, const spawn_options& o, const spawn_plan& p);
+    bool submit(task_record* t, const spawn_options& o);
+    fiber_record* make_fiber(task_record* t);
     void drive(task_record* root);
     std::size_t run_once();
     void stop();
@@ -295,7 +335,7 @@ void guard_check(task_record* t) noexcept {
         char buf[256];
         text_writer w(buf, sizeof buf);
         char name[160];
-        format_named(name, sizeof name, "task", f->name, f);
+        format_named(name, sizeof name, "task", t->name, t);
         w.text("weft: ").text(name).text(" (id ").dec(t->id).text(
             ") overflowed its unguarded stack: the guard word below it was overwritten");
         fatal_message(w.c_str());
@@ -592,6 +632,25 @@ void runtime_core::switch_out(task_record* t, bool yield) {
 }
 
 void runtime_core::run_task(worker* w, task_record* t) {
+    if (!t->fiber) [[unlikely]] {
+        // First run: a task canceled before it started ends without a
+        // stack; one whose stack cannot be had ends failed with the error.
+        if (t->cancel_reason.load(std::memory_order_acquire) != 0) {
+            t->outcome = t->cancel_reason.load(std::memory_order_relaxed) == std::uint8_t(wait_status::timed_out)
+                             ? task_state::timed_out
+                             : task_state::canceled;
+            finish_task(t);
+            return;
+        }
+        try {
+            t->fiber = make_fiber(t);
+        } catch (...) {
+            t->exception = std::current_exception();
+            t->outcome = task_state::failed;
+            finish_task(t);
+            return;
+        }
+    }
     w->current = t;
     set_current_task(t);
     t->worker.store(static_cast<int>(w->index), std::memory_order_relaxed);
@@ -635,6 +694,9 @@ void runtime_core::run_task(worker* w, task_record* t) {
 
 void runtime_core::finish_task(task_record* t) noexcept {
     remove_timer(&t->deadline_timer);
+    // The stack goes back at once (warm, to this thread's cache), before
+    // the joiners run: a finished task holds no stack.
+    if (fiber_record* f = std::exchange(t->fiber, nullptr)) destroy(f);
     complete(t);
     {
         shard& s = shards[t->shard];
@@ -834,38 +896,12 @@ void runtime_core::fire_timers() noexcept {
 
 // ---- spawning, the registry ------------------------------------------------------------
 
-spawn_plan runtime_core::plan(const spawn_options& o) {
-    if (stopping.load(std::memory_order_acquire)) spawn_refused(this, o.name);
-    spawn_plan p;
-    p.core = this;
-    p.pinned = o.pinned || o.copy_stack;
-    worker* w = this_worker();
-    const bool local = w && w->rt == this;
-    p.home = local ? w->index : round_robin.fetch_add(1, std::memory_order_relaxed) % nworkers;
-    if (o.copy_stack) {
-        worker* home = ws[p.home].get();
-        std::call_once(home->shared_once, [&] {
-            shared_stack_pool_options so;
-            so.stack_size = opts.copy_stack_size;
-            home->shared = std::make_unique<shared_stack_pool>(so);
-        });
-        p.shared = home->shared.get();
-        p.stack_size = o.stack_size;
-    } else {
-        p.stack_size = o.stack_size ? o.stack_size : opts.stack_size;
-        p.fallback = opts.stack_fallback;
-        p.slab = p.fallback && p.stack_size <= opts.stack_size &&
-                 guarded_live.load(std::memory_order_relaxed) >= guarded_budget;
-    }
-    return p;
-}
-
-bool runtime_core::submit(task_record* t, const spawn_options& o, const spawn_plan& p) {
+bool runtime_core::submit(task_record* t, const spawn_options& o) {
     t->sched = this;
-    t->pinned = p.pinned;
-    t->home = p.home;
+    t->pinned = o.pinned || o.copy_stack;
     worker* w = this_worker();
     const bool local = w && w->rt == this;
+    t->home = local ? w->index : round_robin.fetch_add(1, std::memory_order_relaxed) % nworkers;
     t->shard = local ? w->index : nworkers;
     {
         shard& s = shards[t->shard];
@@ -908,7 +944,7 @@ std::vector<task_info> runtime_core::tasks() const {
         for (task_record* t = shards[i].head; t; t = t->reg_next) {
             task_info info;
             info.id = t->id;
-            info.name = std::string(t->fiber->name);
+            info.name = std::string(t->name);
             info.state = t->state.load(std::memory_order_acquire);
             info.worker = t->worker.load(std::memory_order_relaxed);
             const std::int64_t since = t->state_since.load(std::memory_order_relaxed);
@@ -924,7 +960,7 @@ void runtime_core::unhandled(task_record* t, std::exception_ptr e) noexcept {
     task_info info;
     try {
         info.id = t->id;
-        info.name = std::string(t->fiber->name);
+        info.name = std::string(t->name);
         info.state = t->outcome;
         info.worker = t->worker.load(std::memory_order_relaxed);
     } catch (...) {
@@ -941,7 +977,7 @@ void runtime_core::unhandled(task_record* t, std::exception_ptr e) noexcept {
     } catch (...) {
     }
     std::fprintf(stderr, "weft: detached %s (id %llu) failed: %s\n",
-                 describe_named("task", info.name, t->fiber).c_str(), static_cast<unsigned long long>(info.id),
+                 describe_named("task", info.name, t).c_str(), static_cast<unsigned long long>(info.id),
                  what.c_str());
     std::terminate();
 }
@@ -1082,13 +1118,43 @@ void slab_stack::deallocate(stack_view v) noexcept {
     c_->slab_free.push_back(static_cast<std::byte*>(v.base));
 }
 
+// make_fiber() gives a task that runs for the first time its fiber: a
+// guarded pooled stack while the budget lasts, then a slab stack; a
+// copy-stack task runs on its home worker's shared stacks.
+fiber_record* runtime_core::make_fiber(task_record* t) {
+    fiber_options fo;
+    fo.name = t->name;
+    const task_body body{t};
+    if (t->copy_stack) {
+        worker* home = ws[t->home].get();
+        std::call_once(home->shared_once, [&] {
+            shared_stack_pool_options so;
+            so.stack_size = opts.copy_stack_size;
+            home->shared = std::make_unique<shared_stack_pool>(so);
+        });
+        fo.stack_size = t->stack_size;
+        return make_block<plain_fiber>(shared_stack(*home->shared), body, fo);
+    }
+    fo.stack_size = t->stack_size ? t->stack_size : opts.stack_size;
+    const bool slab_fits = opts.stack_fallback && fo.stack_size <= opts.stack_size;
+    if (slab_fits && guarded_live.load(std::memory_order_relaxed) >= guarded_budget)
+        return make_block<plain_fiber>(slab_stack(this), body, fo);
+    try {
+        return make_block<plain_fiber>(guarded_stack(this), body, fo);
+    } catch (const stack_error& e) {
+        // Out of mappings (or memory): a slab stack may still be had.
+        if (!slab_fits || e.code() != std::errc::not_enough_memory) throw;
+        return make_block<plain_fiber>(slab_stack(this), body, fo);
+    }
+}
+
 // ---- entry points for the headers ------------------------------------------------------
 
-spawn_plan plan_spawn(runtime_core* c, const spawn_options& o) { return c->plan(o); }
-
-bool submit(runtime_core* c, task_record* t, const spawn_options& o, const spawn_plan& p) {
-    return c->submit(t, o, p);
+void check_spawn(runtime_core* c, std::string_view name) {
+    if (c->stopping.load(std::memory_order_acquire)) spawn_refused(c, name);
 }
+
+bool submit(runtime_core* c, task_record* t, const spawn_options& o) { return c->submit(t, o); }
 
 void spawn_refused(runtime_core*, std::string_view name) {
     throw task_error(task_errc::runtime_stopping,
@@ -1102,14 +1168,6 @@ runtime_core* current_core() {
 }
 
 void drive_until(runtime_core* c, task_record* root) { c->drive(root); }
-
-bool fallback_wanted(const stack_error& e) noexcept { return e.code() == std::errc::not_enough_memory; }
-
-void destroy_unsubmitted(task_record* t) noexcept {
-    fiber_record* f = t->fiber;
-    t->destroy_result(t);
-    destroy(f);
-}
 
 void run_blocking(blocking_job& job) {
     task_record* t = current_task();

@@ -50,7 +50,7 @@ thread_local task_record* running_task = nullptr;
 
 std::string describe(const task_record* t) {
     if (!t) return "task";
-    std::string s = describe_named("task", t->fiber->name, t->fiber);
+    std::string s = describe_named("task", t->name, t);
     s += " (id " + std::to_string(t->id) + ")";
     return s;
 }
@@ -324,9 +324,7 @@ void complete(task_record* t) noexcept {
 void release(task_record* t) noexcept {
     if (t->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
     scheduler_base* s = t->sched;
-    fiber_record* f = t->fiber;
-    t->destroy_result(t);
-    destroy(f);
+    t->destroy_block(t);
     s->released();
 }
 
@@ -369,7 +367,7 @@ bool inside() noexcept { return detail::current_task() != nullptr; }
 
 std::uint64_t id() { return detail::need_task()->id; }
 
-std::string_view name() { return detail::need_task()->fiber->name; }
+std::string_view name() { return detail::need_task()->name; }
 
 int worker() { return detail::need_task()->worker.load(std::memory_order_relaxed); }
 

@@ -115,20 +115,26 @@ protected:
 inline constexpr std::uint8_t finish_finished = 1;
 inline constexpr std::uint8_t finish_detached = 2;
 
-// task_record is a task's bookkeeping: in the extension area of its fiber
-// (beside the fiber record, on the task's own stack or in its copy-stack
-// block), so spawning allocates nothing else. The typed result follows it
-// (task_block<T>).
+// task_record is a task's bookkeeping, at the start of one small heap block
+// that also holds the callable, the result (task_block<T>) and the name.
+// The task's fiber, and with it its stack, exists only while the task runs:
+// it is made when the task first runs and released as soon as it ends, so
+// a task that waits in a queue, or has finished and waits to be joined,
+// holds no stack (docs/runtime.md, "Stacks").
 //
 // Ownership: `refs` counts the join handle (until joined or detached), the
 // scheduler (until the task has finished) and short-lived holders (a firing
-// timer). The last release destroys the result, the record and the fiber.
+// timer). The last release destroys the block.
 struct alignas(64) task_record {
     // --- set at spawn, then read-only ---
-    fiber_record* fiber = nullptr;
+    fiber_record* fiber = nullptr;   // while it runs (set and cleared by the scheduler)
     scheduler_base* sched = nullptr;
     std::uint64_t id = 0;
-    void (*destroy_result)(task_record*) noexcept = nullptr;
+    std::string_view name;
+    void (*run)(task_record*) = nullptr;                // the body, on the task's stack
+    void (*destroy_block)(task_record*) noexcept = nullptr;
+    std::size_t stack_size = 0;      // 0: the runtime's
+    bool copy_stack = false;
     bool pinned = false;     // never runs on another worker than `home`
     unsigned home = 0;       // pinned: its worker
     unsigned shard = 0;      // registry shard it is listed in
@@ -177,12 +183,6 @@ struct task_block : task_record {
 };
 template <>
 struct task_block<void> : task_record {};
-
-// of_fiber() is the task record in a task's fiber's extension, or null if
-// the fiber is not a task.
-[[nodiscard]] inline task_record* of_fiber(fiber_record* f) noexcept {
-    return f && f->extension_size >= sizeof(task_record) ? reinterpret_cast<task_record*>(f->extension) : nullptr;
-}
 
 // current_task() is the task this thread runs now (also from inside a
 // coroutine or generator that the task drives), or null. Safe across
