@@ -139,7 +139,22 @@ struct task_closure final : task_block<R> {
     static void free_block(task_record* t) noexcept {
         auto* self = static_cast<task_closure*>(t);
         self->~task_closure();
-        ::operator delete(static_cast<void*>(self), std::align_val_t(alignof(task_closure)));
+        deallocate(self);
+    }
+    // allocate() / deallocate(): the aligned operator new only when the
+    // block needs more than the default alignment (glibc's memalign path is
+    // several times slower than malloc's).
+    static void* allocate(std::size_t bytes) {
+        if constexpr (alignof(task_closure) > __STDCPP_DEFAULT_NEW_ALIGNMENT__)
+            return ::operator new(bytes, std::align_val_t(alignof(task_closure)));
+        else
+            return ::operator new(bytes);
+    }
+    static void deallocate(void* p) noexcept {
+        if constexpr (alignof(task_closure) > __STDCPP_DEFAULT_NEW_ALIGNMENT__)
+            ::operator delete(p, std::align_val_t(alignof(task_closure)));
+        else
+            ::operator delete(p);
     }
 };
 
@@ -149,12 +164,12 @@ template <class F, class R = std::invoke_result_t<std::decay_t<F>&>>
 join_handle<R> spawn_on(runtime_core* c, F&& f, const spawn_options& o) {
     using block = task_closure<R, std::decay_t<F>>;
     check_spawn(c, o.name);
-    void* mem = ::operator new(sizeof(block) + o.name.size() + 1, std::align_val_t(alignof(block)));
+    void* mem = block::allocate(sizeof(block) + o.name.size() + 1);
     block* t;
     try {
         t = ::new (mem) block(std::forward<F>(f));
     } catch (...) {
-        ::operator delete(mem, std::align_val_t(alignof(block)));
+        block::deallocate(mem);
         throw;
     }
     char* name = static_cast<char*>(mem) + sizeof(block);

@@ -693,7 +693,7 @@ void runtime_core::run_task(worker* w, task_record* t) {
 }
 
 void runtime_core::finish_task(task_record* t) noexcept {
-    remove_timer(&t->deadline_timer);
+    if (t->has_deadline) remove_timer(&t->deadline_timer);
     // The stack goes back at once (warm, to this thread's cache), before
     // the joiners run: a finished task holds no stack.
     if (fiber_record* f = std::exchange(t->fiber, nullptr)) destroy(f);
@@ -924,6 +924,7 @@ bool runtime_core::submit(task_record* t, const spawn_options& o) {
         t->deadline_timer.when = deadline;
         t->deadline_timer.task = t;
         t->deadline_timer.what = timer_node::kind::task_deadline;
+        t->has_deadline = true;
         add_timer(&t->deadline_timer);
     }
     set_state(t, task_state::ready);

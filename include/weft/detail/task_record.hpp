@@ -125,7 +125,7 @@ inline constexpr std::uint8_t finish_detached = 2;
 // Ownership: `refs` counts the join handle (until joined or detached), the
 // scheduler (until the task has finished) and short-lived holders (a firing
 // timer). The last release destroys the block.
-struct alignas(64) task_record {
+struct task_record {
     // --- set at spawn, then read-only ---
     fiber_record* fiber = nullptr;   // while it runs (set and cleared by the scheduler)
     scheduler_base* sched = nullptr;
@@ -165,8 +165,9 @@ struct alignas(64) task_record {
     task_state outcome;
 
     // --- timers, locals, queues, registry (owned by the scheduler) ---
-    timer_node deadline_timer;
+    timer_node deadline_timer;    // in the heap only if has_deadline
     timer_node wait_timer;
+    bool has_deadline = false;
     local_slot* locals = nullptr;
     task_record* next = nullptr;  // intrusive queue link
     task_record* reg_prev = nullptr;
