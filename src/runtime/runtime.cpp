@@ -126,6 +126,7 @@ struct alignas(64) worker {
     unsigned tick = 0;
     std::uint64_t rng = 0;
     task_record* current = nullptr;
+    std::int64_t now = 0;  // coarse clock, read once per task run (state stamps)
     // Pinned tasks made ready by other threads.
     std::mutex inbox_mu;
     task_fifo inbox;
@@ -346,19 +347,29 @@ void guard_check(task_record* t) noexcept {
 
 // The after-switch hooks run on the worker's thread once the task's
 // context is saved: only then may another thread resume it.
+//
+// The worker is found through the task (it ran it last) rather than the
+// thread-local: cheaper, and the same worker, since the hook runs where the
+// task was running.
 struct hooks {
+    static worker* worker_of(task_record* t) noexcept {
+        return static_cast<runtime_core*>(t->sched)->ws[static_cast<unsigned>(t->worker.load(std::memory_order_relaxed))].get();
+    }
     static void park(void* p) noexcept {
         auto* t = static_cast<task_record*>(p);
         guard_check(t);
-        this_worker()->switched = true;
+        worker_of(t)->switched = true;
         arrive(t);
     }
     static void yield(void* p) noexcept {
         auto* t = static_cast<task_record*>(p);
         guard_check(t);
-        worker* w = this_worker();
+        worker* w = worker_of(t);
         w->switched = true;
-        set_state(t, task_state::ready);
+        // The stamp of this run's start: the coarse clock ticks every few
+        // milliseconds, far longer than a run between two yields.
+        t->state.store(task_state::ready, std::memory_order_release);
+        t->state_since.store(w->now, std::memory_order_relaxed);
         if (t->pinned) {
             w->pinned.push(t);
         } else {
@@ -654,7 +665,9 @@ void runtime_core::run_task(worker* w, task_record* t) {
     w->current = t;
     set_current_task(t);
     t->worker.store(static_cast<int>(w->index), std::memory_order_relaxed);
-    set_state(t, task_state::running);
+    w->now = coarse_now_ns();
+    t->state.store(task_state::running, std::memory_order_release);
+    t->state_since.store(w->now, std::memory_order_relaxed);
     w->switched = false;
     fiber_ref back;
     try {
