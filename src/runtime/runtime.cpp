@@ -122,6 +122,8 @@ struct alignas(64) worker {
     bool fifo_next = false;    // after a yield: take the deque's oldest task
     bool searching = false;
     bool switched = false;     // set by the after-switch hooks: the task left by suspending
+    bool batch = false;        // run_once() is running a batch: no hand-offs
+    task_record* stash = nullptr;  // taken for a hand-off that could not be made: runs next
     task_fifo pinned;          // ready pinned tasks (Q2)
     unsigned tick = 0;
     std::uint64_t rng = 0;
@@ -361,6 +363,30 @@ struct hooks {
         worker_of(t)->switched = true;
         arrive(t);
     }
+    // handoff_park / handoff_yield run on the side of the task that was
+    // handed the worker (switch_to), once the leaving task is saved. They do
+    // not set `switched`: the worker's resume() is still running a task.
+    static void handoff_park(void* p) noexcept {
+        auto* t = static_cast<task_record*>(p);
+        guard_check(t);
+        arrive(t);
+    }
+    static void handoff_yield(void* p) noexcept {
+        auto* t = static_cast<task_record*>(p);
+        guard_check(t);
+        requeue(worker_of(t), t);
+    }
+    static void requeue(worker* w, task_record* t) noexcept {
+        t->state.store(task_state::ready, std::memory_order_release);
+        t->state_since.store(w->now, std::memory_order_relaxed);
+        if (t->pinned) {
+            w->pinned.push(t);
+        } else {
+            w->deque.push(t);
+            w->fifo_next = true;
+            w->rt->notify_one();
+        }
+    }
     static void yield(void* p) noexcept {
         auto* t = static_cast<task_record*>(p);
         guard_check(t);
@@ -525,6 +551,7 @@ task_record* runtime_core::steal(worker* w) noexcept {
 }
 
 task_record* runtime_core::find_work(worker* w) noexcept {
+    if (w->stash) return std::exchange(w->stash, nullptr);
     if (task_record* t = local_next(w)) return t;
     if (task_record* t = pop_injection(w)) return t;
     if (nworkers < 2) return nullptr;
@@ -540,7 +567,7 @@ task_record* runtime_core::find_work(worker* w) noexcept {
 
 bool runtime_core::has_work(worker* w) noexcept {
     if (shutdown.load(std::memory_order_seq_cst)) return true;
-    if (w->lifo || w->pinned.head || w->inbox_nonempty.load(std::memory_order_seq_cst)) return true;
+    if (w->stash || w->lifo || w->pinned.head || w->inbox_nonempty.load(std::memory_order_seq_cst)) return true;
     if (inj_len.load(std::memory_order_seq_cst) != 0) return true;
     for (auto& v : ws)
         if (!v->deque.empty_estimate()) return true;
@@ -632,11 +659,37 @@ void runtime_core::park(worker* w) noexcept {
 // ---- running -------------------------------------------------------------------
 
 void runtime_core::switch_out(task_record* t, bool yield) {
-    const after_switch_fn hook = yield ? &hooks::yield : &hooks::park;
     fiber_ref f(t->fiber);
+    const bool outermost = this_fiber::current() == f;
+    // Hand-off: when this worker has another task ready that already has a
+    // fiber, switch to it directly (one switch instead of two, and no pass
+    // through the scheduler loop), as Boost.Fiber's dispatcher does. Not
+    // from inside a generator, not with copy-stacks (their stacks are
+    // claimed on resume), not in a run_once() batch, and not when timers
+    // are due (the loop fires them).
+    if (outermost && !t->copy_stack) {
+        worker* w = hooks::worker_of(t);
+        if (!w->batch && !w->stash && !timers_due()) {
+            if (task_record* next = local_next(w)) {
+                if (next->fiber && !next->copy_stack) {
+                    w->current = next;
+                    set_current_task(next);
+                    next->worker.store(static_cast<int>(w->index), std::memory_order_relaxed);
+                    w->now = coarse_now_ns();
+                    next->state.store(task_state::running, std::memory_order_release);
+                    next->state_since.store(w->now, std::memory_order_relaxed);
+                    this_fiber::switch_to(fiber_ref(next->fiber), yield ? &hooks::handoff_yield : &hooks::handoff_park,
+                                          t);
+                    return;
+                }
+                w->stash = next;  // its first run (or a copy-stack) goes through the loop
+            }
+        }
+    }
+    const after_switch_fn hook = yield ? &hooks::yield : &hooks::park;
     // A task driving a generator may wait from inside it: suspend the task's
     // fiber with the generator inside (suspend_outer).
-    if (this_fiber::current() == f)
+    if (outermost)
         this_fiber::suspend(hook, t);
     else
         this_fiber::suspend_outer(f, hook, t);
@@ -692,6 +745,9 @@ void runtime_core::run_task(worker* w, task_record* t) {
         w->current = nullptr;
         return;
     }
+    // After hand-offs the fiber that came back is the last task switched
+    // to, not t.
+    t = w->current;
     if (t->fiber->state.load(std::memory_order_acquire) == fiber_state::done) {
         // w->current stays set: the joiner it wakes runs next, here (LIFO).
         finish_task(t);
@@ -785,6 +841,7 @@ std::size_t runtime_core::run_once() {
     // The batch is what is ready now; what becomes ready while it runs
     // waits for the next call.
     task_fifo batch;
+    if (w->stash) batch.push(std::exchange(w->stash, nullptr));
     if (w->lifo) batch.push(std::exchange(w->lifo, nullptr));
     w->lifo_streak = 0;
     while (task_record* t = w->deque.steal()) batch.push(t);
@@ -800,10 +857,12 @@ std::size_t runtime_core::run_once() {
         inj_len.store(0, std::memory_order_seq_cst);
     }
     std::size_t n = 0;
+    w->batch = true;
     while (task_record* t = batch.pop()) {
         run_task(w, t);
         ++n;
     }
+    w->batch = false;
     return n;
 }
 
