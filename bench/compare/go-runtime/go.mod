@@ -1,0 +1,3 @@
+module weft/bench/compare/goruntime
+
+go 1.19

@@ -1,0 +1,736 @@
+#!/usr/bin/env python3
+"""bench/compare/runtime_report.py: the runtime section of the weft peer report.
+
+Runs scheduler-level scenarios (many tasks, several workers) against
+candidates that are separate programs, one fresh process per sample,
+interleaved per repetition (rep 1: A B C, rep 2: A B C, ...), and writes
+
+  OUT/runtime.md        the markdown tables (also printed on stdout)
+  OUT/runtime.json      every sample, the medians [min, max], the targets
+  OUT/runtime.svg/.png  grouped bars per scenario (only if matplotlib imports)
+  OUT/runtime-log.txt   each child's command line and stderr (or --log FILE)
+
+Usage:
+  runtime_report.py --candidate NAME=COMMAND-PREFIX [--candidate ...]
+                    [--reps N] [--quick] [--out DIR] [--scenarios r1,r2,...]
+                    [--workers 1,2] [--timeout S] [--mem-limit-gib G] [--cpu C]
+
+  e.g. --candidate go=build/bench/weft_runtime_go
+       --candidate "boost.fiber=build/bench/weft_runtime_boost_fiber --stack 8192"
+       --candidate weft=build/bench/bench/weft_runtime_weft
+
+COMMAND-PREFIX is split like a shell would (shlex, no expansion); "{W}" in it
+is replaced by the worker count. Names "weft", "go" and "boost.fiber" are
+special only in that the ratio columns are weft/<every other candidate> and
+the targets compare weft with "go" and "boost.fiber".
+
+Progress goes to stderr. Exits 1 if any child failed (crashed, non-zero exit,
+timed out, went over the memory limit, or printed bad output), after writing
+everything it has; 2 on a usage error.
+
+== The candidate protocol ====================================================
+
+A candidate is one program. The driver runs, for every scenario S in
+r1 r2 r3 r3b idle and every worker count W in 1 2:
+
+    COMMAND-PREFIX... S --workers W [--quick]
+
+with GOMAXPROCS=W in the environment of every child (what the Go peer needs;
+other programs ignore it). W=1 children are pinned to one CPU (--cpu, default
+1; sched_setaffinity, like `taskset -c 1`); W=2 children are not pinned. The
+program must
+
+  * run S with a runtime of exactly W worker threads (the thread that calls
+    main may be one of them, as in Boost.Fiber; helper threads the runtime
+    keeps that never run tasks, such as Go's sysmon, do not count);
+  * time only the scenario (not process start, not runtime start-up/shutdown);
+  * verify its own result and exit non-zero (message on stderr) if wrong;
+  * print exactly one non-empty line on stdout, a JSON object:
+
+      {"scenario":"r1","workers":2,"seconds":0.75,"ops":1111111,
+       "per_op_ns":675.0,"peak_rss_kib":240000,"extra":{"sum":499999500000}}
+
+    scenario, workers  echo the command line;
+    seconds            wall time of the timed region (a steady clock);
+    ops                the operation count below (the driver checks it);
+    per_op_ns          seconds * 1e9 / ops (null for idle);
+    peak_rss_kib       VmHWM from /proc/self/status (kB), read after the
+                       timed region: the peak RSS of the program's own image;
+    extra              an object; the fields below are required, others are
+                       kept in runtime.json; an optional extra.runtime
+                       string (e.g. "go1.19.8", "Boost.Fiber 1.74
+                       work_stealing") is listed in the report's header;
+  * exit 0. Anything on stderr is logged, never parsed.
+
+Why peak_rss_kib comes from the program: a child's ru_maxrss (getrusage or
+os.wait4) keeps the RSS of the process image it replaced at exec, i.e. the
+forked copy of this Python driver (about 10 MiB); a child that does nothing
+shows that much. VmHWM belongs to the new image only. The driver still
+records ru_maxrss per sample (runtime.json, "ru_maxrss_kib") and polls VmRSS
+to enforce --mem-limit-gib.
+
+"Task" is the runtime's ordinary unit (goroutine, fiber, weft task),
+started with its ordinary spawn (Go's go statement; Boost.Fiber's default
+launch::post: queued, the spawner runs on); a candidate whose spawn runs the
+child first says so in its source. "Join" is whatever waits for a task's end
+and hands over its result (fiber::join() plus a result slot; a channel or a
+sync.WaitGroup in Go).
+
+Scenarios (full size; --quick size in parentheses), ops and required extra:
+
+  r1   skynet. A 10-ary tree of tasks over 1,000,000 leaves (10,000): the
+       root task and every inner task spawn 10 children and sum the values
+       they return; leaf i (0-based) returns i. Timed: from spawning the root
+       to having its sum. ops = every task, 1,111,111 (11,111);
+       extra.sum = 499,999,500,000 (49,995,000). Table: wall time and
+       peak_rss_kib.
+  r2   spawn+join. One task spawns 1,000,000 (10,000) trivial tasks (task i
+       stores i in its own result slot), then joins them all and sums the
+       slots. Timed: first spawn to last join. ops = tasks;
+       extra.sum = n(n-1)/2. Table: ns per task.
+  r3   yield ring. 1,000 (100) tasks each yield 1,000 (100) times; the
+       spawner joins them all. Timed: first spawn to last join (spawning and
+       joining 1,000 tasks is about 0.1% of it). ops = total yields,
+       1,000,000 (10,000). Table: ns per yield.
+  r3b  ping-pong hog. A hog task loops { 64 xorshift64 steps
+       (x ^= x << 13; x ^= x >> 7; x ^= x << 17); count; yield } until told to
+       stop, while two other tasks exchange a value 1,000,000 (10,000) times
+       over two channels without buffering (the closest the runtime has),
+       each waking the other. Timed: the exchanges. ops = exchanges (round
+       trips); extra.hog_per_exchange = hog iterations completed during the
+       timed exchanges / exchanges (and extra.hog_iters). Table: ns per
+       exchange and hog iterations per exchange; a fair scheduler gives the
+       hog about one iteration per exchange or more at W=1; ~0 means the
+       ping-pong pair starves it.
+  idle nothing to do. The runtime is started with W workers, then the
+       program's task (or main thread) sleeps 2 s (0.2 s) with the runtime's
+       own sleep. Timed: the sleep. ops = 0; per_op_ns = null;
+       extra.cpu_percent = (user+sys CPU time of the whole process over the
+       sleep, getrusage(RUSAGE_SELF)) / wall time * 100, i.e. % of one core.
+       Table: that percentage.
+
+Statistics: every cell is median [min, max] over the repetitions; ratios are
+ratios of medians (below 1: weft is faster).
+
+Targets: R1, R2 and R3 each at most 0.5x Go and at most 0.5x Boost.Fiber at
+1 and 2 workers (weft median / peer median of the table's time figure).
+"""
+
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import re
+import shlex
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+SCENARIOS = ["r1", "r2", "r3", "r3b", "idle"]
+WORKERS = [1, 2]
+TARGET_PEERS = ["go", "boost.fiber"]
+TARGET_SCENARIOS = ["r1", "r2", "r3"]
+TARGET_RATIO = 0.5
+STARVED = 0.01  # hog iterations per exchange below this: "starved"
+
+
+def sizes(quick):
+    """What each scenario must report: ops and checks (full or quick)."""
+    q = 1 if quick else 0
+    leaves = (1_000_000, 10_000)[q]
+    tasks = sum(leaves // 10 ** k for k in range(7) if leaves // 10 ** k >= 1)
+    n2 = (1_000_000, 10_000)[q]
+    ring = ((1000, 1000), (100, 100))[q]
+    n3b = (1_000_000, 10_000)[q]
+    sleep = (2.0, 0.2)[q]
+    return {
+        "r1": dict(ops=tasks, sum=leaves * (leaves - 1) // 2, leaves=leaves),
+        "r2": dict(ops=n2, sum=n2 * (n2 - 1) // 2),
+        "r3": dict(ops=ring[0] * ring[1], tasks=ring[0], yields=ring[1]),
+        "r3b": dict(ops=n3b),
+        "idle": dict(ops=0, sleep=sleep),
+    }
+
+
+# metric key -> (column label, unit, lower is better)
+METRICS = {
+    "ms": ("time (ms)", "ms", True),
+    "rss": ("peak RSS (MiB)", "MiB", True),
+    "ns": ("ns per op", "ns", True),
+    "hog": ("hog iterations per exchange", "", False),
+    "cpu": ("CPU (% of one core)", "%", True),
+}
+# scenario -> (title, [metric keys shown], the metric ratios and targets use)
+TABLES = {
+    "r1": ("R1 skynet: {ops:,} tasks (a 10-ary tree over {leaves:,} leaves)", ["ms", "rss"], "ms",
+           {"ms": "wall time (ms)", "rss": "peak RSS (MiB)"}),
+    "r2": ("R2 spawn+join: {ops:,} trivial tasks spawned by one task, then joined", ["ns"], "ns",
+           {"ns": "ns per task"}),
+    "r3": ("R3 yield ring: {tasks:,} tasks x {yields:,} yields", ["ns"], "ns", {"ns": "ns per yield"}),
+    "r3b": ("R3b ping-pong hog: {ops:,} exchanges while a hog task yields in a loop", ["ns", "hog"], "ns",
+            {"ns": "ns per exchange", "hog": "hog iterations per exchange"}),
+    "idle": ("IDLE: a runtime with nothing to do for {sleep:g} s", ["cpu"], None,
+             {"cpu": "CPU (% of one core)"}),
+}
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def fmt(v):
+    if v is None or (isinstance(v, float) and (math.isnan(v) or math.isinf(v))):
+        return "n/a"
+    a = abs(v)
+    if a == 0:
+        return "0"
+    if a >= 1000:
+        return f"{v:,.0f}"
+    if a >= 100:
+        return f"{v:.0f}"
+    if a >= 10:
+        return f"{v:.1f}"
+    if a >= 0.01:
+        return f"{v:.2f}"
+    return f"{v:.2g}"
+
+
+def cell(st):
+    if not st:
+        return "n/a"
+    return f"{fmt(st['median'])} [{fmt(st['min'])}, {fmt(st['max'])}]"
+
+
+def stat(values):
+    v = [x for x in values if x is not None]
+    if not v:
+        return None
+    return dict(median=statistics.median(v), min=min(v), max=max(v), n=len(v))
+
+
+def read_first(path, default=""):
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return default
+
+
+def meminfo_kib(key):
+    for line in read_first("/proc/meminfo").splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def rss_kib(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+class Runner:
+    def __init__(self, args):
+        self.a = args
+        self.sz = sizes(args.quick)
+        self.samples = []
+        self.failures = []
+        self.notes = []
+        self.logf = None
+        ncpu = os.cpu_count() or 1
+        self.pin_cpu = args.cpu if ncpu > 1 and args.cpu is not None else None
+        if self.pin_cpu is not None and self.pin_cpu not in os.sched_getaffinity(0):
+            self.notes.append(f"CPU {self.pin_cpu} is not available to the driver; W=1 runs are not pinned.")
+            self.pin_cpu = None
+
+    def command(self, prefix, scenario, w):
+        cmd = [p.replace("{W}", str(w)) for p in prefix]
+        cmd += [scenario, "--workers", str(w)]
+        if self.a.quick:
+            cmd.append("--quick")
+        return cmd
+
+    def run_child(self, cmd, w):
+        """Runs one child; returns (result dict or None, error or None, rusage info)."""
+        env = dict(os.environ)
+        env["GOMAXPROCS"] = str(w)
+        pin = self.pin_cpu if w == 1 else None
+
+        def pre():
+            if pin is not None:
+                os.sched_setaffinity(0, {pin})
+
+        limit_kib = int(self.a.mem_limit_gib * 1024 * 1024)
+        out = tempfile.TemporaryFile(mode="w+")
+        err = tempfile.TemporaryFile(mode="w+")
+        t0 = time.monotonic()
+        try:
+            p = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env,
+                                 preexec_fn=pre, start_new_session=True)
+        except (OSError, subprocess.SubprocessError) as ex:
+            return None, f"cannot start: {ex}", {}
+        why = None
+        peak_poll = 0
+        delay = 0.001
+        while True:
+            pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+            if pid != 0:
+                break
+            r = rss_kib(p.pid)
+            peak_poll = max(peak_poll, r)
+            if why is None and r > limit_kib:
+                why = (f"killed: RSS {r / 1048576:.1f} GiB went over the memory limit "
+                       f"({self.a.mem_limit_gib:g} GiB, --mem-limit-gib)")
+            elif why is None and time.monotonic() - t0 > self.a.timeout:
+                why = f"timed out after {self.a.timeout:g} s"
+            if why is not None:
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except OSError:
+                    pass
+                pid, status, ru = os.wait4(p.pid, 0)
+                break
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+        wall = time.monotonic() - t0
+        p.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+        out.close()
+        err.close()
+        info = dict(wall_s=wall, ru_maxrss_kib=ru.ru_maxrss, polled_rss_kib=peak_poll,
+                    user_s=ru.ru_utime, sys_s=ru.ru_stime)
+        if self.logf:
+            self.logf.write(f"$ GOMAXPROCS={w} {shlex.join(cmd)}"
+                            + (f"   # pinned to CPU {pin}" if pin is not None else "") + "\n")
+            self.logf.write(stderr)
+            self.logf.write(f"# stdout: {stdout.strip()}\n# exit {p.returncode}, {wall:.2f} s, "
+                            f"ru_maxrss {ru.ru_maxrss} KiB\n")
+            self.logf.flush()
+        tail = " | ".join(stderr.strip().splitlines()[-3:])
+        if why is None and p.returncode != 0:
+            why = (f"killed by signal {-p.returncode} ({signal.Signals(-p.returncode).name})"
+                   if p.returncode < 0 else f"exit status {p.returncode}")
+        if why is not None:
+            return None, why + (f" ({tail})" if tail else ""), info
+        lines = [l for l in stdout.splitlines() if l.strip()]
+        if len(lines) != 1:
+            return None, f"bad output: {len(lines)} non-empty lines on stdout, want exactly 1", info
+        try:
+            res = json.loads(lines[0])
+        except ValueError as ex:
+            return None, f"bad output: not JSON ({ex}): {lines[0][:200]}", info
+        return res, None, info
+
+    def check(self, res, scenario, w):
+        """Returns None if res follows the protocol, else what is wrong."""
+        if not isinstance(res, dict):
+            return "bad output: not a JSON object"
+        if res.get("scenario") != scenario or res.get("workers") != w:
+            return f"bad output: echoes scenario {res.get('scenario')!r} workers {res.get('workers')!r}"
+        sec = res.get("seconds")
+        if not isinstance(sec, (int, float)) or not math.isfinite(sec) or sec <= 0:
+            return f"bad output: seconds = {sec!r}"
+        extra = res.get("extra")
+        if not isinstance(extra, dict):
+            return "bad output: no extra object"
+        want = self.sz[scenario]
+        if res.get("ops") != want["ops"]:
+            return f"bad output: ops = {res.get('ops')!r}, want {want['ops']:,} (wrong sizes?)"
+        if scenario != "idle":
+            if not isinstance(res.get("per_op_ns"), (int, float)):
+                return f"bad output: per_op_ns = {res.get('per_op_ns')!r}"
+        rss = res.get("peak_rss_kib")
+        if not isinstance(rss, int) or rss <= 0:
+            return f"bad output: peak_rss_kib = {rss!r}"
+        if "sum" in want and extra.get("sum") != want["sum"]:
+            return f"wrong result: extra.sum = {extra.get('sum')!r}, want {want['sum']:,}"
+        if scenario == "r3b":
+            h = extra.get("hog_per_exchange")
+            if not isinstance(h, (int, float)) or h < 0:
+                return f"bad output: extra.hog_per_exchange = {h!r}"
+        if scenario == "idle":
+            c = extra.get("cpu_percent")
+            if not isinstance(c, (int, float)) or c < 0:
+                return f"bad output: extra.cpu_percent = {c!r}"
+            if sec < 0.95 * want["sleep"]:
+                return f"bad output: slept {sec:g} s, want {want['sleep']:g} s"
+        return None
+
+    def run(self):
+        a = self.a
+        total = a.reps * len(a.scenarios) * len(a.workers) * len(a.candidates)
+        k = 0
+        for rep in range(a.reps):
+            for scenario in a.scenarios:
+                for w in a.workers:
+                    for name, prefix in a.candidates:
+                        k += 1
+                        cmd = self.command(prefix, scenario, w)
+                        res, why, info = self.run_child(cmd, w)
+                        if why is None:
+                            why = self.check(res, scenario, w)
+                        s = dict(scenario=scenario, workers=w, candidate=name, rep=rep, ok=why is None,
+                                 command=cmd, **info)
+                        if why is None:
+                            s.update(seconds=res["seconds"], ops=res["ops"], per_op_ns=res.get("per_op_ns"),
+                                     peak_rss_kib=res["peak_rss_kib"], extra=res["extra"])
+                        else:
+                            s["error"] = why
+                            self.failures.append(f"{scenario} W={w} {name} (rep {rep + 1}): {why}")
+                        self.samples.append(s)
+                        if why is None:
+                            if scenario == "idle":
+                                shown = f"{res['extra']['cpu_percent']:.1f}% CPU"
+                            else:
+                                shown = f"{fmt(res['per_op_ns'])} ns/op"
+                            msg = f"{res['seconds']:.3g} s timed, {shown}, peak RSS {res['peak_rss_kib'] / 1024:,.0f} MiB"
+                        else:
+                            msg = f"FAILED: {why}"
+                        log(f"[{k}/{total}] rep {rep + 1}/{a.reps} {scenario} W={w} {name}: {msg} "
+                            f"({info.get('wall_s', 0):.1f} s)")
+
+    # -- statistics --
+    def value(self, s, metric):
+        if not s["ok"]:
+            return None
+        if metric == "ms":
+            return s["seconds"] * 1000
+        if metric == "rss":
+            return s["peak_rss_kib"] / 1024
+        if metric == "ns":
+            return s["per_op_ns"]
+        if metric == "hog":
+            return s["extra"].get("hog_per_exchange")
+        if metric == "cpu":
+            return s["extra"].get("cpu_percent")
+        raise KeyError(metric)
+
+    def stats(self, scenario, cand, w, metric):
+        return stat([self.value(s, metric) for s in self.samples
+                     if s["scenario"] == scenario and s["candidate"] == cand and s["workers"] == w])
+
+    def summary(self):
+        out = {}
+        for scenario in self.a.scenarios:
+            for name, _ in self.a.candidates:
+                for w in self.a.workers:
+                    for m in TABLES[scenario][1]:
+                        st = self.stats(scenario, name, w, m)
+                        if st:
+                            out.setdefault(scenario, {}).setdefault(name, {}).setdefault(f"W={w}", {})[m] = st
+        return out
+
+
+def ratio(a, b):
+    if not a or not b or not b["median"]:
+        return None
+    return a["median"] / b["median"]
+
+
+def machine_lines(r, started, elapsed):
+    a = r.a
+    lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout if shutil.which("lscpu") else ""
+    m = re.search(r"Model name:\s*(.+)", lscpu)
+    model = m.group(1).strip() if m else (platform.processor() or "?")
+    hyper = re.search(r"Hypervisor vendor:\s*(.+)", lscpu)
+    lines = [
+        f"- date: {started.strftime('%Y-%m-%d %H:%M UTC')}; {'quick run (--quick)' if a.quick else 'full run'}, "
+        f"{a.reps} interleaved repetition{'s' if a.reps != 1 else ''}, took {elapsed / 60:.1f} min",
+        f"- machine: {model}, {os.cpu_count()} cores" + (f" ({hyper.group(1).strip()} guest)" if hyper else "")
+        + f"; {meminfo_kib('MemTotal') / 1048576:.0f} GiB; Linux {platform.release()}",
+        "- W=1 runs " + (f"pinned to CPU {r.pin_cpu} (sched_setaffinity, as `taskset -c {r.pin_cpu}`)"
+                         if r.pin_cpu is not None else "not pinned (one CPU)")
+        + f"; W=2 runs unpinned (CPUs {','.join(map(str, sorted(os.sched_getaffinity(0))))}); "
+          "GOMAXPROCS=W for every child",
+        f"- each sample a fresh process; timeout {a.timeout:g} s, memory limit {a.mem_limit_gib:g} GiB RSS per child",
+        "- candidates: " + "; ".join(f"**{n}** `{shlex.join(p)}`" for n, p in a.candidates),
+    ]
+    for n, _ in a.candidates:
+        rt = sorted({str(s["extra"]["runtime"]) for s in r.samples
+                     if s["candidate"] == n and s["ok"] and "runtime" in s["extra"]})
+        if rt:
+            lines.append(f"- {n} reports: " + "; ".join(rt))
+    return lines
+
+
+def scenario_table(r, scenario):
+    a = r.a
+    title, metrics, main_metric, labels = TABLES[scenario]
+    sz = r.sz[scenario]
+    md = [f"## {title.format(**sz)}", ""]
+    names = [n for n, _ in a.candidates]
+    peers = [n for n in names if n != "weft"] if "weft" in names and main_metric else []
+    head = ["candidate"]
+    for m in metrics:
+        for w in a.workers:
+            head.append(f"W={w} {labels[m]}")
+    for p in peers:
+        for w in a.workers:
+            head.append(f"weft/{p} W={w}")
+    md.append("| " + " | ".join(head) + " |")
+    md.append("|" + "---|" * len(head))
+    for n in names:
+        row = [n]
+        for m in metrics:
+            for w in a.workers:
+                st = r.stats(scenario, n, w, m)
+                c = cell(st)
+                if m == "hog" and st and st["median"] < STARVED:
+                    c += " (starved)"
+                row.append(c)
+        for p in peers:
+            for w in a.workers:
+                if n == "weft":
+                    q = ratio(r.stats(scenario, "weft", w, main_metric), r.stats(scenario, p, w, main_metric))
+                    row.append("n/a" if q is None else f"{q:.2f}")
+                else:
+                    row.append("")
+        md.append("| " + " | ".join(row) + " |")
+    md.append("")
+    failed = [f for f in r.failures if f.startswith(f"{scenario} ")]
+    if failed:
+        md.append(f"{len(failed)} sample(s) failed here (see Failures); their cells use the other samples.")
+        md.append("")
+    return md
+
+
+def targets(r):
+    """[(scenario, w, peer, ratio or None, met or None)]"""
+    names = [n for n, _ in r.a.candidates]
+    out = []
+    if "weft" not in names:
+        return out
+    for scenario in TARGET_SCENARIOS:
+        if scenario not in r.a.scenarios:
+            continue
+        m = TABLES[scenario][2]
+        for peer in TARGET_PEERS:
+            for w in r.a.workers:
+                q = None
+                if peer in names:
+                    q = ratio(r.stats(scenario, "weft", w, m), r.stats(scenario, peer, w, m))
+                out.append(dict(scenario=scenario, workers=w, peer=peer, ratio=q,
+                                met=None if q is None else q <= TARGET_RATIO))
+    return out
+
+
+def targets_md(r, tg):
+    md = ["## Targets", ""]
+    names = [n for n, _ in r.a.candidates]
+    if "weft" not in names:
+        md += [f"targets: not evaluated (no candidate named weft). They are: R1, R2 and R3 each at most "
+               f"{TARGET_RATIO}x Go and at most {TARGET_RATIO}x Boost.Fiber at 1 and 2 workers.", ""]
+        return md
+    met = sum(1 for t in tg if t["met"] is True)
+    unmet = sum(1 for t in tg if t["met"] is False)
+    na = len(tg) - met - unmet
+    md.append(f"targets: R1, R2, R3 each at most {TARGET_RATIO}x Go and at most {TARGET_RATIO}x Boost.Fiber "
+              f"(weft median / peer median) at 1 and 2 workers: {met} of {len(tg)} met, {unmet} not met"
+              + (f", {na} without a figure" if na else "") + ".")
+    md.append("")
+    cols = [(p, w) for p in TARGET_PEERS for w in r.a.workers]
+    md.append("| target | " + " | ".join(f"vs {p} W={w}" for p, w in cols) + " |")
+    md.append("|---|" + "---|" * len(cols))
+    for scenario in TARGET_SCENARIOS:
+        if scenario not in r.a.scenarios:
+            continue
+        row = [f"{scenario.upper()} <= {TARGET_RATIO}x"]
+        for p, w in cols:
+            t = next((t for t in tg if t["scenario"] == scenario and t["peer"] == p and t["workers"] == w), None)
+            if t is None or t["ratio"] is None:
+                row.append("n/a (not run)" if p not in names else "n/a (no figure)")
+            else:
+                row.append(f"{t['ratio']:.2f} {'met' if t['met'] else 'NOT met'}")
+        md.append("| " + " | ".join(row) + " |")
+    md.append("")
+    return md
+
+
+READ = """\
+How to read this: every cell is **median [min, max]** over the repetitions, each a fresh
+process, candidates interleaved (A B C, A B C, ...); W = worker threads. R1 shows the wall
+time of the whole tree and the program's peak RSS (VmHWM, its whole image: runtime, binary
+and libraries included); R2 ns per task spawned and joined; R3 ns per yield; R3b ns per ping-pong
+exchange (a round trip) and how many loop iterations the yielding hog task got per exchange
+(about 1 or more is fair; "starved" below {starved}); IDLE the process's CPU time over the
+sleep as % of one core (a spinning idle worker costs ~100%). Ratio columns: weft median /
+peer median of the time figure (below 1: weft is faster)."""
+
+
+def charts(r, outdir):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as ex:
+        r.notes.append(f"chart: matplotlib is not available ({ex}); no chart drawn.")
+        return []
+    plt.rcParams["svg.hashsalt"] = "weft"
+    panels = []
+    for scenario in r.a.scenarios:
+        _, metrics, _, labels = TABLES[scenario]
+        for m in metrics:
+            panels.append((scenario, m, f"{scenario.upper()}: {labels[m]}"))
+    if not panels:
+        return []
+    names = [n for n, _ in r.a.candidates]
+    palette = ["#7570b3", "#1b9e77", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666"]
+    colors, k = {}, 0
+    for n in names:
+        if n == "weft":
+            colors[n] = "#d95f02"
+        else:
+            colors[n] = palette[k % len(palette)]
+            k += 1
+    ncols = 4
+    nrows = (len(panels) + ncols - 1) // ncols
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4 * ncols, 3.2 * nrows), squeeze=False)
+    width = 0.8 / max(1, len(names))
+    for i, (scenario, m, title) in enumerate(panels):
+        ax = axes[i // ncols][i % ncols]
+        logscale = m in ("ms", "ns", "rss")
+        for j, n in enumerate(names):
+            xs, med, lo, hi = [], [], [], []
+            for x, w in enumerate(r.a.workers):
+                st = r.stats(scenario, n, w, m)
+                if not st or (logscale and st["min"] <= 0):
+                    continue
+                xs.append(x - 0.4 + width * (j + 0.5))
+                med.append(st["median"])
+                lo.append(st["median"] - st["min"])
+                hi.append(st["max"] - st["median"])
+            if xs:
+                ax.bar(xs, med, width, yerr=[lo, hi], color=colors[n], capsize=2, error_kw=dict(lw=0.8),
+                       label=n)
+                for x, v in zip(xs, med):
+                    ax.text(x, v, fmt(v), ha="center", va="bottom", fontsize=6)
+        ax.set_xticks(range(len(r.a.workers)), [f"W={w}" for w in r.a.workers])
+        if logscale:
+            ax.set_yscale("log")
+        ax.set_title(title, fontsize=9)
+        ax.grid(axis="y", which="both", alpha=0.3)
+        ax.tick_params(labelsize=7)
+    for i in range(len(panels), nrows * ncols):
+        axes[i // ncols][i % ncols].axis("off")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=colors[n]) for n in names]
+    fig.legend(handles, names, loc="lower right", fontsize=8, frameon=False)
+    fig.suptitle(f"weft runtime peers, median [min, max]; {r.started_str}", fontsize=10)
+    fig.tight_layout()
+    path = os.path.join(outdir, "runtime.svg")
+    fig.savefig(path, metadata={"Date": None})
+    fig.savefig(path[:-4] + ".png", dpi=100)
+    plt.close(fig)
+    return [path, path[:-4] + ".png"]
+
+
+def parse_candidate(text):
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(f"--candidate wants NAME=COMMAND-PREFIX, got {text!r}")
+    name, cmd = text.split("=", 1)
+    prefix = shlex.split(cmd)
+    if not name or not prefix:
+        raise argparse.ArgumentTypeError(f"--candidate wants NAME=COMMAND-PREFIX, got {text!r}")
+    return name, prefix
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--candidate", action="append", type=parse_candidate, default=[],
+                    help="NAME=COMMAND-PREFIX (repeatable); the driver appends: SCENARIO --workers W [--quick]")
+    ap.add_argument("--reps", type=int, help="repetitions (default 5; --quick: 1)")
+    ap.add_argument("--quick", action="store_true", help="small sizes, for CI: checks that everything runs")
+    ap.add_argument("--out", default=".", help="directory for runtime.md/json/svg/png (default: .)")
+    ap.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma-separated subset of " + " ".join(SCENARIOS))
+    ap.add_argument("--workers", default=",".join(map(str, WORKERS)),
+                    help="comma-separated worker counts (default 1,2)")
+    ap.add_argument("--timeout", type=float, help="seconds per child (default 120; --quick: 30)")
+    ap.add_argument("--mem-limit-gib", type=float, default=9.0,
+                    help="kill a child whose RSS goes over this (default 9 GiB)")
+    ap.add_argument("--cpu", type=int, default=1, help="the CPU W=1 children are pinned to (default 1)")
+    ap.add_argument("--log", help="file for the children's stderr (default OUT/runtime-log.txt)")
+    a = ap.parse_args()
+    if not a.candidate:
+        ap.error("give at least one --candidate NAME=COMMAND-PREFIX")
+    names = [n for n, _ in a.candidate]
+    if len(set(names)) != len(names):
+        ap.error("candidate names must differ")
+    a.candidates = a.candidate
+    a.scenarios = [s for s in a.scenarios.split(",") if s]
+    bad = [s for s in a.scenarios if s not in SCENARIOS]
+    if bad:
+        ap.error(f"unknown scenario(s): {' '.join(bad)}")
+    try:
+        a.workers = [int(w) for w in a.workers.split(",") if w]
+    except ValueError:
+        ap.error("--workers wants integers")
+    if a.reps is None:
+        a.reps = 1 if a.quick else 5
+    if a.timeout is None:
+        a.timeout = 30.0 if a.quick else 120.0
+
+    os.makedirs(a.out, exist_ok=True)
+    started = datetime.datetime.now(datetime.timezone.utc)
+    t0 = time.monotonic()
+    r = Runner(a)
+    r.started_str = started.strftime("%Y-%m-%d") + (", quick run" if a.quick else "")
+    r.logf = open(a.log or os.path.join(a.out, "runtime-log.txt"), "w")
+    log(f"runtime report: {len(a.candidates)} candidate(s), {len(a.scenarios)} scenario(s), "
+        f"W in {a.workers}, {a.reps} repetition(s){' (quick)' if a.quick else ''}")
+    try:
+        r.run()
+    except KeyboardInterrupt:
+        r.failures.append("interrupted (Ctrl-C); the tables hold what had run")
+        log("runtime report: interrupted; writing what there is")
+    elapsed = time.monotonic() - t0
+
+    written = charts(r, a.out)
+    tg = targets(r)
+    md = ["# weft runtime report: scheduler scenarios against Go and Boost.Fiber", ""]
+    md += machine_lines(r, started, elapsed)
+    md += ["", READ.format(starved=STARVED), ""]
+    for scenario in a.scenarios:
+        md += scenario_table(r, scenario)
+    md += targets_md(r, tg)
+    if written:
+        md += ["## Chart", "", f"![runtime](runtime.svg)", ""]
+    if r.notes:
+        md += ["## Notes", ""] + [f"- {n}" for n in r.notes] + [""]
+    if r.failures:
+        md += ["## Failures", ""] + [f"- {f}" for f in r.failures] + [""]
+    text = "\n".join(md)
+    with open(os.path.join(a.out, "runtime.md"), "w") as f:
+        f.write(text)
+    meta = dict(date=started.isoformat(), quick=a.quick, reps=a.reps, elapsed_s=elapsed,
+                candidates={n: p for n, p in a.candidates}, scenarios=a.scenarios, workers=a.workers,
+                sizes=r.sz, pin_cpu=r.pin_cpu, timeout_s=a.timeout, mem_limit_gib=a.mem_limit_gib,
+                machine=dict(cpus=os.cpu_count(), kernel=platform.release(),
+                             mem_total_kib=meminfo_kib("MemTotal")),
+                notes=r.notes)
+    with open(os.path.join(a.out, "runtime.json"), "w") as f:
+        json.dump(dict(meta=meta, summary=r.summary(), targets=tg, failures=r.failures, samples=r.samples),
+                  f, indent=1)
+    r.logf.close()
+    print(text)
+    log(f"runtime report: wrote {a.out}/runtime.md, runtime.json" + (", runtime.svg, runtime.png" if written else "")
+        + f" in {elapsed / 60:.1f} min")
+    if r.failures:
+        log(f"runtime report: {len(r.failures)} child run(s) failed")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
