@@ -13,7 +13,9 @@
 //       and park());
 //   T1  a timer node is in the heap only while its task is alive: the task
 //       takes its nodes out before it can end, and a firing timer holds a
-//       reference.
+//       reference;
+//   T2  while any worker is parked and a timer exists, one parked worker
+//       (the watcher) sleeps until the earliest timer (see park()).
 
 #include "weft/runtime.hpp"
 
@@ -250,6 +252,7 @@ private:
     // Parking.
     void notify_one() noexcept;
     void wake(worker* w) noexcept;
+    worker* unpark_locked(worker* w) noexcept;
     void park(worker* w) noexcept;
     void stop_searching(worker* w) noexcept;
     // Running.
@@ -278,6 +281,7 @@ private:
     std::vector<worker*> idle;
     std::atomic<int> n_parked{0};
     std::atomic<int> n_searching{0};
+    worker* watcher = nullptr;  // guarded by idle_mu (T2)
     // Timers (T1).
     mutable std::mutex timer_mu;
     std::vector<timer_node*> heap;
@@ -587,33 +591,55 @@ bool runtime_core::has_work(worker* w) noexcept {
 // A searcher that finds work and was the last searcher wakes another worker,
 // so work it did not take is not left to a searcher that has stopped.
 
+// Timers and parked workers (T2): one parked worker, the watcher, sleeps
+// until the earliest timer; the others sleep without a timeout. When the
+// watcher leaves (woken for work, or its timeout came), another parked
+// worker becomes the watcher, and is told to look at the timers again if
+// there are any; add_timer() tells the watcher when the earliest timer
+// changes. So while any worker is parked, one of them wakes for the next
+// timer, and the others stay asleep.
+//
+// Futex word values: 0 sleep, 1 leave parking (work), 2 the timers changed:
+// recompute the timeout and sleep again.
+
+worker* runtime_core::unpark_locked(worker* w) noexcept {
+    w->parked = false;
+    idle.erase(std::find(idle.begin(), idle.end(), w));
+    n_parked.fetch_sub(1, std::memory_order_seq_cst);
+    if (watcher != w) return nullptr;
+    watcher = idle.empty() ? nullptr : idle.back();
+    if (!watcher || next_timer.load(std::memory_order_seq_cst) == INT64_MAX) return nullptr;
+    std::uint32_t sleeping = 0;
+    return watcher->futex.compare_exchange_strong(sleeping, 2, std::memory_order_acq_rel) ? watcher : nullptr;
+}
+
 void runtime_core::notify_one() noexcept {
     if (n_searching.load(std::memory_order_seq_cst) > 0) return;
     if (n_parked.load(std::memory_order_seq_cst) == 0) return;
     worker* w = nullptr;
+    worker* told = nullptr;
     {
         std::lock_guard g(idle_mu);
         if (idle.empty()) return;
+        // Leave the watcher asleep when another worker can go.
         w = idle.back();
-        idle.pop_back();
-        w->parked = false;
-        n_parked.fetch_sub(1, std::memory_order_seq_cst);
+        if (w == watcher && idle.size() > 1) w = idle[idle.size() - 2];
+        told = unpark_locked(w);
         w->futex.store(1, std::memory_order_release);
     }
     futex_wake(&w->futex, 1);
+    if (told) futex_wake(&told->futex, 1);
 }
 
 void runtime_core::wake(worker* w) noexcept {
+    worker* told = nullptr;
     {
         std::lock_guard g(idle_mu);
-        if (w->parked) {
-            w->parked = false;
-            idle.erase(std::find(idle.begin(), idle.end(), w));
-            n_parked.fetch_sub(1, std::memory_order_seq_cst);
-        }
+        if (w->parked) told = unpark_locked(w);
         w->futex.store(1, std::memory_order_release);
     }
     futex_wake(&w->futex, 1);
+    if (told) futex_wake(&told->futex, 1);
 }
 
 void runtime_core::stop_searching(worker* w) noexcept {
@@ -638,22 +664,34 @@ void runtime_core::park(worker* w) noexcept {
         w->futex.store(0, std::memory_order_relaxed);
         w->parked = true;
         idle.push_back(w);
+        if (!watcher) watcher = w;
         n_parked.fetch_add(1, std::memory_order_seq_cst);
     }
     if (!has_work(w)) {
-        while (w->futex.load(std::memory_order_acquire) == 0) {
-            const std::int64_t wait = timer_wait_ns();
+        for (;;) {
+            std::uint32_t f = w->futex.load(std::memory_order_acquire);
+            if (f == 1) break;
+            if (f == 2) {
+                (void)w->futex.compare_exchange_strong(f, 0, std::memory_order_acq_rel);
+                continue;
+            }
+            bool watching;
+            {
+                std::lock_guard g(idle_mu);
+                watching = watcher == w;
+            }
+            const std::int64_t wait = watching ? timer_wait_ns() : -1;
             if (wait == 0) break;
             futex_wait(&w->futex, 0, wait);
-            if (timer_wait_ns() == 0) break;
+            if (watching && timer_wait_ns() == 0) break;
         }
     }
-    std::lock_guard g(idle_mu);
-    if (w->parked) {
-        w->parked = false;
-        idle.erase(std::find(idle.begin(), idle.end(), w));
-        n_parked.fetch_sub(1, std::memory_order_seq_cst);
+    worker* told = nullptr;
+    {
+        std::lock_guard g(idle_mu);
+        if (w->parked) told = unpark_locked(w);
     }
+    if (told) futex_wake(&told->futex, 1);
 }
 
 // ---- running -------------------------------------------------------------------
@@ -766,7 +804,8 @@ void runtime_core::finish_task(task_record* t) noexcept {
     // The stack goes back at once (warm, to this thread's cache), before
     // the joiners run: a finished task holds no stack.
     if (fiber_record* f = std::exchange(t->fiber, nullptr)) destroy(f);
-    complete(t);
+    // Out of the registry and the count before the joiners are woken: a
+    // join() that has returned never sees its task listed or counted.
     {
         shard& s = shards[t->shard];
         std::lock_guard g(s.mu);
@@ -776,7 +815,9 @@ void runtime_core::finish_task(task_record* t) noexcept {
             s.head = t->reg_next;
         if (t->reg_next) t->reg_next->reg_prev = t->reg_prev;
     }
-    if (live.fetch_sub(1, std::memory_order_acq_rel) == 1 && stopping.load(std::memory_order_acquire)) {
+    const bool last = live.fetch_sub(1, std::memory_order_acq_rel) == 1;
+    complete(t);
+    if (last && stopping.load(std::memory_order_acquire)) {
         stop_word.store(1, std::memory_order_release);
         futex_wake(&stop_word, INT32_MAX);
         // A driver or worker waiting for the end looks again.
@@ -828,12 +869,14 @@ struct driver_guard {
 }  // namespace
 
 void runtime_core::drive(task_record* root) {
+    if (task_record* t = current_task()) task_misuse(t, task_errc::inside_task);
     if (nthreads != 0) return;
     driver_guard g(this);
     loop(ws[0].get(), root, false);
 }
 
 std::size_t runtime_core::run_once() {
+    if (task_record* t = current_task()) task_misuse(t, task_errc::inside_task);
     if (nthreads != 0) return 0;
     driver_guard g(this);
     worker* w = ws[0].get();
@@ -919,15 +962,15 @@ void runtime_core::add_timer(timer_node* n) {
         earliest = heap[0] == n;
         next_timer.store(steady_ns(heap[0]->when), std::memory_order_seq_cst);
     }
-    // A parked worker sleeps until the earliest timer it knew of: wake one
-    // so that it sleeps for the new, shorter time.
+    // The watcher sleeps until the earliest timer it knew of: tell it (T2).
     if (earliest && n_parked.load(std::memory_order_seq_cst) > 0) {
         worker* w = nullptr;
         {
             std::lock_guard g(idle_mu);
-            if (!idle.empty()) w = idle.back();
+            std::uint32_t sleeping = 0;
+            if (watcher && watcher->futex.compare_exchange_strong(sleeping, 2, std::memory_order_acq_rel)) w = watcher;
         }
-        if (w) wake(w);
+        if (w) futex_wake(&w->futex, 1);
     }
 }
 
