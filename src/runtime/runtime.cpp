@@ -1310,7 +1310,16 @@ runtime::~runtime() {
             "); it would wait for itself");
         detail::fatal_message(w.c_str());
     }
-    core_->stop();
+    try {
+        core_->stop();
+    } catch (const std::exception& e) {
+        // stop() refuses only to drive a caller-driven runtime from inside a
+        // task (of another runtime): a destructor cannot report that.
+        char buf[512];
+        detail::text_writer w(buf, sizeof buf);
+        w.text("weft: a runtime could not stop in its destructor: ").text(e.what());
+        detail::fatal_message(w.c_str());
+    }
     core_->released();
 }
 
