@@ -65,6 +65,22 @@ std::int64_t steady_ns(std::chrono::steady_clock::time_point t) noexcept {
 }
 std::int64_t steady_now_ns() noexcept { return steady_ns(std::chrono::steady_clock::now()); }
 
+// spin_lock guards the short critical sections of the hot paths (registry
+// shards: a spawn on one worker and the end of the same task on another
+// take the same shard). std::mutex puts a contended thread to sleep in the
+// kernel, which costs far more than the few instructions held here.
+class spin_lock {
+public:
+    void lock() noexcept {
+        while (flag_.exchange(true, std::memory_order_acquire))
+            while (flag_.load(std::memory_order_relaxed)) std::this_thread::yield();
+    }
+    void unlock() noexcept { flag_.store(false, std::memory_order_release); }
+
+private:
+    std::atomic<bool> flag_{false};
+};
+
 // task_fifo is an intrusive FIFO through task_record::next.
 struct task_fifo {
     task_record* head = nullptr;
@@ -288,7 +304,7 @@ private:
     std::atomic<std::int64_t> next_timer{INT64_MAX};
     // The registry: one shard per worker and one for other threads.
     struct shard {
-        mutable std::mutex mu;
+        mutable spin_lock mu;
         task_record* head = nullptr;
     };
     std::unique_ptr<shard[]> shards;
