@@ -345,7 +345,11 @@ void task_end(task_record* t) noexcept {
 }
 
 void rethrow_outcome(task_record* t) {
-    if (t->outcome == task_state::failed) std::rethrow_exception(t->exception);
+    // Moved out: the joiner owns the exception alone from here on. Left in
+    // the record, the worker's last release of the record could drop the
+    // exception's last reference while the joiner still handles it, ordered
+    // only by libsupc++'s reference count, which TSan cannot see.
+    if (t->outcome == task_state::failed) std::rethrow_exception(std::exchange(t->exception, nullptr));
     throw task_canceled(t->outcome, "weft: " + describe(t) + " was " +
                                         (t->outcome == task_state::timed_out ? "timed out" : "canceled"));
 }
