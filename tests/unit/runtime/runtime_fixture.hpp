@@ -55,8 +55,9 @@ inline bool under_user_mode_emulator() noexcept {
     return !procfs;
 }
 
-// sanitized is true in ASan and TSan builds (counts are scaled down there).
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || WEFT_ASAN || WEFT_TSAN
+// sanitized is true in ASan, TSan and valgrind builds (counts are scaled
+// down there; valgrind runs every thread on one CPU, one at a time).
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || WEFT_ASAN || WEFT_TSAN || WEFT_VALGRIND
 inline constexpr bool sanitized = true;
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
