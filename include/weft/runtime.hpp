@@ -319,31 +319,28 @@ void sleep_for(std::chrono::duration<Rep, Period> d) {
 // continuation task that waits for h's task and calls f with its value
 // (f() for a void task); returns the continuation's handle. An exception or
 // cancellation of h's task passes to the continuation's join().
+namespace detail {
+// continuation() is then()'s task body: join h, pass the value on.
+template <class T, class F>
+auto continuation(join_handle<T>&& h, F&& f) {
+    return [h = std::move(h), f = std::forward<F>(f)]() mutable {
+        if constexpr (std::is_void_v<T>) {
+            h.join();
+            return std::invoke(f);
+        } else {
+            return std::invoke(f, h.join());
+        }
+    };
+}
+}  // namespace detail
+
 template <class T, class F>
 auto then(runtime& rt, join_handle<T>&& h, F&& f, const spawn_options& options = {}) {
-    return rt.spawn(
-        [h = std::move(h), f = std::forward<F>(f)]() mutable {
-            if constexpr (std::is_void_v<T>) {
-                h.join();
-                return std::invoke(f);
-            } else {
-                return std::invoke(f, h.join());
-            }
-        },
-        options);
+    return rt.spawn(detail::continuation(std::move(h), std::forward<F>(f)), options);
 }
 template <class T, class F>
 auto then(join_handle<T>&& h, F&& f, const spawn_options& options = {}) {
-    return spawn(
-        [h = std::move(h), f = std::forward<F>(f)]() mutable {
-            if constexpr (std::is_void_v<T>) {
-                h.join();
-                return std::invoke(f);
-            } else {
-                return std::invoke(f, h.join());
-            }
-        },
-        options);
+    return spawn(detail::continuation(std::move(h), std::forward<F>(f)), options);
 }
 
 // when_all() waits for every task of hs and returns their values in order
