@@ -254,29 +254,85 @@ void idle(weft::runtime& rt, int workers, bool quick) {
     emit("idle", workers, s, 0, extra);
 }
 
+// ---- live (not part of the report) ----
+//
+// weft_runtime_weft live --workers W [--count N] [--copy]: N tasks (default
+// 1,000,000) that are all waiting at once (each sleeps for an hour), on
+// default stacks or copy-stacks; prints the resident memory per task, then
+// cancels them all. Shows that a million live tasks work at the system's
+// default vm.max_map_count (docs/runtime.md, "Stacks").
+long long vm_rss_kib() {
+    std::FILE* f = std::fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    char line[256];
+    long long v = -1;
+    while (std::fgets(line, sizeof line, f))
+        if (std::strncmp(line, "VmRSS:", 6) == 0) v = std::atoll(line + 6);
+    std::fclose(f);
+    return v;
+}
+
+void live(weft::runtime& rt, int workers, long n, bool copy) {
+    const long long before = vm_rss_kib();
+    std::atomic<long> started{0};
+    const auto t0 = clk::now();
+    long long during = 0;
+    double spawn_s = 0;
+    rt.block_on([&] {
+        std::vector<weft::join_handle<void>> hs;
+        hs.reserve(static_cast<std::size_t>(n));
+        for (long i = 0; i < n; ++i)
+            hs.push_back(weft::spawn(
+                [&] {
+                    started.fetch_add(1, std::memory_order_relaxed);
+                    weft::this_task::sleep_for(std::chrono::hours(1));
+                },
+                {.copy_stack = copy}));
+        while (started.load(std::memory_order_relaxed) < n) weft::this_task::sleep_for(std::chrono::milliseconds(10));
+        spawn_s = since(t0);
+        during = vm_rss_kib();
+        for (auto& h : hs) h.cancel();
+        for (auto& h : hs)
+            if (h.wait_for(std::chrono::seconds(60)) && h.state() != weft::task_state::canceled) die("live: not canceled");
+    });
+    char extra[160];
+    std::snprintf(extra, sizeof extra, "\"live_tasks\":%ld,\"copy_stack\":%s,\"rss_bytes_per_task\":%.0f", n,
+                  copy ? "true" : "false", static_cast<double>(during - before) * 1024.0 / static_cast<double>(n));
+    emit("live", workers, spawn_s, static_cast<std::uint64_t>(n), extra);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     std::string scenario;
     int workers = 1;
     bool quick = false;
+    long count = 1'000'000;
+    bool copy = false;
+    const char* usage = "usage: weft_runtime_weft r1|r2|r3|r3b|idle --workers W [--quick]\n"
+                        "       weft_runtime_weft live --workers W [--count N] [--copy]";
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--workers" && i + 1 < argc)
             workers = std::atoi(argv[++i]);
+        else if (a == "--count" && i + 1 < argc)
+            count = std::atol(argv[++i]);
         else if (a == "--quick")
             quick = true;
-        else if (a == "r1" || a == "r2" || a == "r3" || a == "r3b" || a == "idle")
+        else if (a == "--copy")
+            copy = true;
+        else if (a == "r1" || a == "r2" || a == "r3" || a == "r3b" || a == "idle" || a == "live")
             scenario = a;
         else
-            die("usage: weft_runtime_weft r1|r2|r3|r3b|idle --workers W [--quick]");
+            die(usage);
     }
-    if (scenario.empty() || workers < 1) die("usage: weft_runtime_weft r1|r2|r3|r3b|idle --workers W [--quick]");
+    if (scenario.empty() || workers < 1 || count < 1) die(usage);
     weft::runtime rt({.workers = static_cast<unsigned>(workers)});
     if (scenario == "r1") r1(rt, workers, quick);
     if (scenario == "r2") r2(rt, workers, quick);
     if (scenario == "r3") r3(rt, workers, quick);
     if (scenario == "r3b") r3b(rt, workers, quick);
     if (scenario == "idle") idle(rt, workers, quick);
+    if (scenario == "live") live(rt, workers, count, copy);
     return 0;
 }
