@@ -301,6 +301,7 @@ TEST_P(runtime_DeathTest, a_task_that_cannot_get_a_stack_fails_with_stack_error_
     if (weft::test::under_user_mode_emulator())
         GTEST_SKIP() << "qemu-user: a forked child of a process that had threads cannot start threads, and RLIMIT_AS "
                         "is not applied to the guest";
+    if (WEFT_VALGRIND) GTEST_SKIP() << "valgrind does not apply RLIMIT_AS to the program's mappings";
     EXPECT_EXIT(huge_stack_child(workers()), ::testing::ExitedWithCode(0), "stack_error: ");
 }
 
