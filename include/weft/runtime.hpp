@@ -383,11 +383,6 @@ auto when_all(std::vector<join_handle<T>>& hs) {
     return when_all(std::span<join_handle<T>>(hs));
 }
 
-namespace detail {
-// wait_any() waits until one of ts has finished and returns its index.
-[[nodiscard]] WEFT_API std::size_t wait_any(std::span<task_record* const> ts);
-}  // namespace detail
-
 // when_any() waits until one task of hs has finished (hs not empty, all
 // valid) and returns its index; join that handle for its value. With
 // cancel_losers, every other task is then canceled (their handles stay

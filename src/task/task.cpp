@@ -98,8 +98,6 @@ task_record* need_task() {
 
 }  // namespace
 
-task_record::task_record() noexcept : state(task_state::created), outcome(task_state::created) {}
-
 task_record* current_task() noexcept {
     task_record** slot = &running_task;
     asm volatile("" : "+r"(slot));

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <exception>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <type_traits>
 
@@ -174,7 +175,7 @@ struct task_record {
     task_record* reg_next = nullptr;
     void* sched_data = nullptr;   // the scheduler's own use
 
-    task_record() noexcept;
+    task_record() noexcept : state(task_state{}), outcome(task_state{}) {}  // created
 };
 
 // task_block<T> is a task record with room for its result.
@@ -206,6 +207,11 @@ WEFT_API void check_cancel(task_record* t);
 // request_cancel() records why t is to be canceled (the first reason stays)
 // and ends its current wait if that wait is cancellable.
 WEFT_API void request_cancel(task_record* t, wait_status why) noexcept;
+
+// wait_any() waits until one of ts has finished and returns its index
+// (when_any() in weft/runtime.hpp). Throws: std::invalid_argument if ts is
+// empty; forced_unwind if the waiting task is canceled.
+[[nodiscard]] WEFT_API std::size_t wait_any(std::span<task_record* const> ts);
 
 // Joining (src/task/task.cpp). wait_finished() waits until t has finished:
 // from a task it parks that task, from a thread it blocks the thread; until
