@@ -105,7 +105,10 @@ inline std::string current_test_name() {
 // own, so the abort fails just the test that hung.
 class watchdog {
 public:
+    // The limit is five times longer under qemu-user, where everything runs
+    // 30 to 100 times slower than natively.
     explicit watchdog(std::chrono::seconds limit = std::chrono::seconds(60)) : name_(current_test_name()) {
+        if (under_user_mode_emulator()) limit *= 5;
         thread_ = std::thread([this, limit] {
             std::unique_lock lk(mu_);
             if (cv_.wait_for(lk, limit, [this] { return done_; })) return;

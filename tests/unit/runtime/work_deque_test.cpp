@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "unit/runtime/runtime_fixture.hpp"
 #include "weft/detail/work_deque.hpp"
 
 namespace {
@@ -43,8 +44,13 @@ constexpr bool under_tsan = false;
 #endif
 
 // scaled(n) is n, or n / 4 under ThreadSanitizer (about ten times slower on
-// the concurrent tests; the full counts take about 3 s there on 2 cores).
-constexpr std::size_t scaled(std::size_t n) { return under_tsan ? n / 4 : n; }
+// the concurrent tests; the full counts take about 3 s there on 2 cores), or
+// n / 20 under qemu-user (the lock-step races spin-wait on emulated cores:
+// a Debug AArch64 run needed more than 60 s for one test at full counts).
+std::size_t scaled(std::size_t n) {
+    static const bool emulated = weft::test::under_user_mode_emulator();
+    return emulated ? n / 20 : under_tsan ? n / 4 : n;
+}
 
 // spin_until(ready) busy-waits for ready() to become true, yielding now and
 // then so that it also makes progress on an overloaded machine.
@@ -70,6 +76,7 @@ void jitter(std::size_t seed) {
 // from a body are rethrown.
 void run_bounded(std::vector<std::function<void()>> bodies,
                  std::chrono::seconds limit = std::chrono::seconds(60)) {
+    if (weft::test::under_user_mode_emulator()) limit *= 5;  // as the runtime tests' watchdog
     std::atomic<std::size_t> arrived{0};
     const std::size_t n = bodies.size();
     std::vector<std::future<void>> running;
