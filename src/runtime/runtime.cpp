@@ -760,10 +760,18 @@ void runtime_core::run_task(worker* w, task_record* t) {
             finish_task(t);
             return;
         }
+        std::exception_ptr failure;
         try {
             t->fiber = make_fiber(t);
         } catch (...) {
-            t->exception = std::current_exception();
+            failure = std::current_exception();
+        }
+        // Finished outside the handler: the handler's own reference to the
+        // exception is gone before a joiner can take it (TSan cannot see
+        // libsupc++'s reference count, and flagged the joiner's what()
+        // against this thread's end of the handler).
+        if (failure) {
+            t->exception = std::move(failure);
             t->outcome = task_state::failed;
             finish_task(t);
             return;
