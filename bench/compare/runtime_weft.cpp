@@ -43,16 +43,19 @@ using clk = std::chrono::steady_clock;
     std::exit(1);
 }
 
-long long vm_hwm_kib() {
+// status_kib(field) is a "kB" field of /proc/self/status ("VmHWM:", "VmRSS:"), or -1.
+long long status_kib(const char* field) {
     std::FILE* f = std::fopen("/proc/self/status", "r");
     if (!f) return -1;
     char line[256];
     long long v = -1;
+    const std::size_t n = std::strlen(field);
     while (std::fgets(line, sizeof line, f))
-        if (std::strncmp(line, "VmHWM:", 6) == 0) v = std::atoll(line + 6);
+        if (std::strncmp(line, field, n) == 0) v = std::atoll(line + n);
     std::fclose(f);
     return v;
 }
+long long vm_hwm_kib() { return status_kib("VmHWM:"); }
 
 void emit(const char* scenario, int workers, double seconds, std::uint64_t ops, const std::string& extra0) {
     std::string extra = "\"runtime\":\"weft " + std::string(WEFT_BENCH_VERSION) + "\"" + (extra0.empty() ? "" : ",") + extra0;
@@ -261,19 +264,8 @@ void idle(weft::runtime& rt, int workers, bool quick) {
 // default stacks or copy-stacks; prints the resident memory per task, then
 // cancels them all. Shows that a million live tasks work at the system's
 // default vm.max_map_count (docs/runtime.md, "Stacks").
-long long vm_rss_kib() {
-    std::FILE* f = std::fopen("/proc/self/status", "r");
-    if (!f) return -1;
-    char line[256];
-    long long v = -1;
-    while (std::fgets(line, sizeof line, f))
-        if (std::strncmp(line, "VmRSS:", 6) == 0) v = std::atoll(line + 6);
-    std::fclose(f);
-    return v;
-}
-
 void live(weft::runtime& rt, int workers, long n, bool copy) {
-    const long long before = vm_rss_kib();
+    const long long before = status_kib("VmRSS:");
     std::atomic<long> started{0};
     const auto t0 = clk::now();
     long long during = 0;
@@ -290,7 +282,7 @@ void live(weft::runtime& rt, int workers, long n, bool copy) {
                 {.copy_stack = copy}));
         while (started.load(std::memory_order_relaxed) < n) weft::this_task::sleep_for(std::chrono::milliseconds(10));
         spawn_s = since(t0);
-        during = vm_rss_kib();
+        during = status_kib("VmRSS:");
         for (auto& h : hs) h.cancel();
         for (auto& h : hs)
             if (h.wait_for(std::chrono::seconds(60)) && h.state() != weft::task_state::canceled) die("live: not canceled");

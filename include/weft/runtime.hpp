@@ -121,9 +121,7 @@ struct task_closure final : task_block<R> {
                 self->value.emplace(std::invoke(*self->fn));
             t->outcome = task_state::done;
         } catch (const forced_unwind&) {
-            t->outcome = t->cancel_reason.load(std::memory_order_relaxed) == std::uint8_t(wait_status::timed_out)
-                             ? task_state::timed_out
-                             : task_state::canceled;
+            t->outcome = canceled_outcome(t);
             self->fn.reset();
             task_end(t);
             throw;

@@ -94,6 +94,13 @@ private:
 namespace weft {
 namespace detail {
 [[noreturn]] WEFT_API void task_misuse(const task_record* t, task_errc code);
+// canceled_outcome() is the final state of a task ended by a forced unwind
+// (or canceled before it started): timed_out if its deadline did it.
+[[nodiscard]] inline task_state canceled_outcome(const task_record* t) noexcept {
+    return t->cancel_reason.load(std::memory_order_relaxed) == static_cast<std::uint8_t>(wait_status::timed_out)
+               ? task_state::timed_out
+               : task_state::canceled;
+}
 [[nodiscard]] WEFT_API void* local_get(const void* key, void* (*make)(), void (*destroy)(void*) noexcept);
 }  // namespace detail
 

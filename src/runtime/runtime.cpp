@@ -396,6 +396,9 @@ struct hooks {
         guard_check(t);
         requeue(worker_of(t), t);
     }
+    // requeue() puts a task that yielded back in its worker's queue. The
+    // stamp is this run's start: the coarse clock ticks every few
+    // milliseconds, far longer than a run between two yields.
     static void requeue(worker* w, task_record* t) noexcept {
         t->state.store(task_state::ready, std::memory_order_release);
         t->state_since.store(w->now, std::memory_order_relaxed);
@@ -412,17 +415,7 @@ struct hooks {
         guard_check(t);
         worker* w = worker_of(t);
         w->switched = true;
-        // The stamp of this run's start: the coarse clock ticks every few
-        // milliseconds, far longer than a run between two yields.
-        t->state.store(task_state::ready, std::memory_order_release);
-        t->state_since.store(w->now, std::memory_order_relaxed);
-        if (t->pinned) {
-            w->pinned.push(t);
-        } else {
-            w->deque.push(t);
-            w->fifo_next = true;
-            w->rt->notify_one();
-        }
+        requeue(w, t);
     }
 };
 
@@ -754,9 +747,7 @@ void runtime_core::run_task(worker* w, task_record* t) {
         // First run: a task canceled before it started ends without a
         // stack; one whose stack cannot be had ends failed with the error.
         if (t->cancel_reason.load(std::memory_order_acquire) != 0) {
-            t->outcome = t->cancel_reason.load(std::memory_order_relaxed) == std::uint8_t(wait_status::timed_out)
-                             ? task_state::timed_out
-                             : task_state::canceled;
+            t->outcome = canceled_outcome(t);
             finish_task(t);
             return;
         }
