@@ -134,6 +134,7 @@ struct task_closure final : task_block<R> {
         self->fn.reset();
         task_end(t);
     }
+    static void drop_callable(task_record* t) noexcept { static_cast<task_closure*>(t)->fn.reset(); }
     static void free_block(task_record* t) noexcept {
         auto* self = static_cast<task_closure*>(t);
         self->~task_closure();
@@ -176,6 +177,7 @@ join_handle<R> spawn_on(runtime_core* c, F&& f, const spawn_options& o) {
     t->name = std::string_view(name, o.name.size());
     t->run = &block::body;
     t->destroy_block = &block::free_block;
+    t->discard = &block::drop_callable;
     t->stack_size = o.stack_size;
     t->copy_stack = o.copy_stack;
     if (!submit(c, t, o)) {

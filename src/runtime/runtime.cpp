@@ -746,7 +746,11 @@ void runtime_core::run_task(worker* w, task_record* t) {
     if (!t->fiber) [[unlikely]] {
         // First run: a task canceled before it started ends without a
         // stack; one whose stack cannot be had ends failed with the error.
+        // Either way the callable goes before the joiners are woken, as it
+        // does when the body runs: join() returns after its captures are
+        // destroyed.
         if (t->cancel_reason.load(std::memory_order_acquire) != 0) {
+            t->discard(t);
             t->outcome = canceled_outcome(t);
             finish_task(t);
             return;
@@ -762,6 +766,7 @@ void runtime_core::run_task(worker* w, task_record* t) {
         // libsupc++'s reference count, and flagged the joiner's what()
         // against this thread's end of the handler).
         if (failure) {
+            t->discard(t);
             t->exception = std::move(failure);
             t->outcome = task_state::failed;
             finish_task(t);

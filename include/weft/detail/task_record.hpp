@@ -134,6 +134,7 @@ struct task_record {
     std::string_view name;
     void (*run)(task_record*) = nullptr;                // the body, on the task's stack
     void (*destroy_block)(task_record*) noexcept = nullptr;
+    void (*discard)(task_record*) noexcept = nullptr;  // destroys the callable of a task that never ran
     std::size_t stack_size = 0;      // 0: the runtime's
     bool copy_stack = false;
     bool pinned = false;     // never runs on another worker than `home`
