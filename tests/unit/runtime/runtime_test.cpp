@@ -686,6 +686,7 @@ TEST_P(runtime_test, stop_cancels_sleeping_and_never_started_tasks) {
             EXPECT_EQ(rt.run_once(), 5u);
             EXPECT_EQ(sleeping.load(), 5);
             for (int i = 0; i < 5; ++i) fresh.push_back(rt.spawn([&, c = counted{}] { bodies.fetch_add(1); }));
+            EXPECT_GT(counted::made.load(), counted::gone.load()) << "the sleepers' locals are alive before the stop";
             // ~runtime stops it: cancels and runs what is left on this thread.
         } else {
             ASSERT_TRUE(eventually([&] { return sleeping.load() == 5; }));
@@ -702,6 +703,7 @@ TEST_P(runtime_test, stop_cancels_sleeping_and_never_started_tasks) {
                 ADD_FAILURE() << "the blocker was not canceled";
             });
             ASSERT_TRUE(eventually([&] { return spawned.load(); }));
+            EXPECT_GT(counted::made.load(), counted::gone.load()) << "the sleepers' locals are alive before the stop";
             std::thread stopper([&] { rt.stop(); });
             // Once spawn() is refused, stop() has canceled everything listed.
             EXPECT_TRUE(eventually([&] {
@@ -717,7 +719,6 @@ TEST_P(runtime_test, stop_cancels_sleeping_and_never_started_tasks) {
             stopper.join();
             EXPECT_THROW(blocker.join(), weft::task_canceled);
         }
-        EXPECT_GT(counted::made.load(), counted::gone.load()) << "the sleepers' locals are alive before the stop";
         dog_.show(nullptr);
     }  // ~runtime returns
     EXPECT_EQ(bodies.load(), 0) << "a task that had not started ran its body after stop";
