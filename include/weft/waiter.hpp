@@ -1,0 +1,175 @@
+// weft/waiter.hpp: layer L3's one waiter. Everything in weft that suspends
+// (the sync primitives and channels of L5, and later sockets and C++20
+// co_await) waits through it, so each primitive is written once and works
+// from a task and from a plain thread alike:
+//
+//   waiter       one wait of the calling task (which parks: its worker runs
+//                other tasks) or of the calling plain thread (which sleeps
+//                on a futex);
+//   wait_node    an intrusive link of a waiter in a primitive's queue (a
+//                select has one node per case, all for the same waiter);
+//   wait_queue   a primitive's FIFO of nodes;
+//   spin_lock    the lock a primitive guards its queues with.
+//
+// The protocol (docs/sync.md):
+//   V1  A waiter is armed under the primitive's lock, before its node is
+//       linked; from then on exactly one party claims it (claim() or
+//       claim_self() returns true once, or the waiter's own timeout or
+//       cancellation ends it): the one atomic claim per waiter of Go's
+//       selectDone. For a task this is the wait word's W2.
+//   V2  A waker writes what it hands over (a value, a lock, a case index)
+//       after its claim and before wake(); the waiter reads it after wait()
+//       returns `notified`. A waker that loses the claim hands nothing over,
+//       so nothing is lost or duplicated.
+//   V3  A waiter that leaves for any other reason (timeout, cancellation, a
+//       select case won elsewhere) unlinks its nodes under the primitive's
+//       lock before its frame ends; wait_queue::remove() of a node already
+//       taken out does nothing.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <thread>
+
+#include "weft/config.hpp"
+#include "weft/task.hpp"
+
+namespace weft {
+
+// spin_lock is a test-and-test-and-set lock for critical sections of a few
+// instructions (linking a node, moving one value). A contended locker yields
+// its thread; it never suspends a task (a primitive's lock is never held
+// across a suspension).
+class spin_lock {
+public:
+    void lock() noexcept {
+        while (flag_.exchange(true, std::memory_order_acquire))
+            while (flag_.load(std::memory_order_relaxed)) std::this_thread::yield();
+    }
+    bool try_lock() noexcept {
+        return !flag_.load(std::memory_order_relaxed) && !flag_.exchange(true, std::memory_order_acquire);
+    }
+    void unlock() noexcept { flag_.store(false, std::memory_order_release); }
+
+private:
+    std::atomic<bool> flag_{false};
+};
+
+// waiter is one wait of the calling task or thread (see V1-V3 above). It
+// lives on the waiting party's stack. Construct it where the wait begins (it
+// binds to the calling task, or to the thread when not inside a task), arm()
+// it under the primitive's lock, link its node(s), unlock, then wait().
+class waiter {
+public:
+    // outcome is why wait() returned.
+    enum class outcome : std::uint8_t { notified, timed_out, canceled };
+
+    WEFT_API waiter() noexcept;
+    waiter(const waiter&) = delete;
+    waiter& operator=(const waiter&) = delete;
+
+    // arm() starts the wait (V1). Called by the waiting party, under the
+    // primitive's lock, before any node of it is linked. A task whose
+    // cancellation is pending ends the wait at once (wait() returns
+    // canceled) unless `cancellable` is false.
+    WEFT_API void arm(bool cancellable = true) noexcept;
+    // claim() is a waker's attempt to end the wait; true for exactly one
+    // party (V1). Call with the primitive's lock held, while the node is
+    // still linked (or just unlinked by the caller).
+    WEFT_API bool claim() noexcept;
+    // wake() lets the waiter run again after claim() returned true and the
+    // hand-over is written (V2). May be called after the primitive's lock is
+    // released; the waiter's frame stays alive until it has been called.
+    WEFT_API void wake() noexcept;
+    // claim_self() ends the waiter's own armed wait before it waits (a
+    // select that found a ready case while linking). True if it won; then
+    // wait() must not be called. False: a waker (or the timeout or a
+    // cancellation) won, and wait() returns at once with its outcome.
+    WEFT_API bool claim_self() noexcept;
+    // wait() suspends the calling task (or blocks the calling thread) until
+    // the wait is ended: by a waker (notified), by `deadline` passing
+    // (timed_out; null: no deadline) or by the task's cancellation
+    // (canceled). Never returns before a waker's wake() has been called.
+    WEFT_API outcome wait(const std::chrono::steady_clock::time_point* deadline = nullptr);
+
+    // in_task() says whether the waiting party is a task.
+    [[nodiscard]] bool in_task() const noexcept { return task_ != nullptr; }
+
+    // What a waker hands over with its claim (V2): which node fired (a
+    // select case index) and a primitive-specific code.
+    int fired = -1;
+    int code = 0;
+
+private:
+    detail::task_record* task_;
+    std::uint64_t word_ = 0;
+    // A thread's wait: 0 armed, 1 claimed (hand-over being written),
+    // 2 woken, 3 timed out. Unused for a task (its wait word is the claim).
+    std::atomic<std::uint32_t> state_{0};
+};
+
+// throw_canceled() unwinds a task whose wait ended with `canceled`: the
+// cancellation of DESIGN.md ("cancellation is an unwind").
+[[noreturn]] WEFT_API void throw_canceled();
+
+// wait_node links one waiter into one primitive's queue. `slot` and `index`
+// are the primitive's: where a value comes from or goes to, and which select
+// case the node is.
+struct wait_node {
+    wait_node* prev = nullptr;
+    wait_node* next = nullptr;
+    waiter* w = nullptr;
+    void* slot = nullptr;
+    int index = 0;
+    bool linked = false;
+};
+
+// wait_queue is an intrusive FIFO of wait nodes, guarded by its primitive's
+// lock.
+class wait_queue {
+public:
+    [[nodiscard]] bool empty() const noexcept { return head_ == nullptr; }
+    [[nodiscard]] wait_node* front() const noexcept { return head_; }
+    void push_back(wait_node* n) noexcept {
+        n->next = nullptr;
+        n->prev = tail_;
+        if (tail_)
+            tail_->next = n;
+        else
+            head_ = n;
+        tail_ = n;
+        n->linked = true;
+    }
+    // remove() takes n out if it is linked (V3).
+    void remove(wait_node* n) noexcept {
+        if (!n->linked) return;
+        if (n->prev)
+            n->prev->next = n->next;
+        else
+            head_ = n->next;
+        if (n->next)
+            n->next->prev = n->prev;
+        else
+            tail_ = n->prev;
+        n->prev = n->next = nullptr;
+        n->linked = false;
+    }
+    // pop_claimed() takes nodes off the front until one whose waiter it
+    // could claim; returns that node (unlinked, claimed: the caller hands
+    // over and calls wake()) or null. Nodes whose waiter was claimed by
+    // someone else are dropped: that waiter has left or is leaving (V3).
+    wait_node* pop_claimed() noexcept {
+        while (wait_node* n = head_) {
+            remove(n);
+            if (n->w->claim()) return n;
+        }
+        return nullptr;
+    }
+
+private:
+    wait_node* head_ = nullptr;
+    wait_node* tail_ = nullptr;
+};
+
+}  // namespace weft

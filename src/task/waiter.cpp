@@ -1,0 +1,99 @@
+// waiter.cpp: layer L3's one waiter (weft/waiter.hpp, protocol V1-V3).
+//
+// For a task the claim is the task's wait word (W2 in
+// weft/detail/task_record.hpp) and the wake is its second arrival (R1). For
+// a plain thread the claim is `state_`: 0 armed -> 1 claimed by a waker, who
+// writes its hand-over and stores 2 (woken); or 0 -> 3 by the thread itself
+// when its deadline passes. The thread sleeps on the word until it leaves 0
+// and 1.
+
+#include "weft/waiter.hpp"
+
+#include "weft/detail/support.hpp"
+
+namespace weft {
+
+namespace {
+
+constexpr std::uint32_t armed = 0, claimed = 1, woken = 2, timed_out = 3;
+
+}  // namespace
+
+waiter::waiter() noexcept : task_(detail::current_task()) {}
+
+void waiter::arm(bool cancellable) noexcept {
+    fired = -1;
+    code = 0;
+    if (task_)
+        word_ = detail::arm(task_, cancellable);
+    else
+        state_.store(armed, std::memory_order_relaxed);
+}
+
+bool waiter::claim() noexcept {
+    if (task_) return detail::try_end(task_, word_, detail::wait_status::notified);
+    std::uint32_t expect = armed;
+    return state_.compare_exchange_strong(expect, claimed, std::memory_order_acquire, std::memory_order_relaxed);
+}
+
+void waiter::wake() noexcept {
+    if (task_) {
+        detail::arrive(task_);
+        return;
+    }
+    // The thread may return (ending this object) as soon as it sees `woken`;
+    // futex_wake() on the address afterwards is harmless (at worst a
+    // spurious wake of whatever sleeps there next, which re-checks its word).
+    state_.store(woken, std::memory_order_release);
+    detail::futex_wake(&state_, 1);
+}
+
+bool waiter::claim_self() noexcept {
+    // A task that wins its own wait word never arrives and never parks: the
+    // two arrivals of R1 stay at zero for the next wait.
+    if (task_) return detail::try_end(task_, word_, detail::wait_status::notified);
+    std::uint32_t expect = armed;
+    return state_.compare_exchange_strong(expect, woken, std::memory_order_acquire, std::memory_order_relaxed);
+}
+
+waiter::outcome waiter::wait(const std::chrono::steady_clock::time_point* deadline) {
+    if (task_) {
+        detail::task_record* t = task_;
+        if (deadline) {
+            t->wait_timer.when = *deadline;
+            t->wait_timer.task = t;
+            t->wait_timer.word = word_;
+            t->wait_timer.what = detail::timer_node::kind::wait_timeout;
+            t->sched->add_timer(&t->wait_timer);
+        }
+        const detail::wait_status why = detail::park(t);
+        if (deadline) t->sched->remove_timer(&t->wait_timer);
+        switch (why) {
+        case detail::wait_status::notified: return outcome::notified;
+        case detail::wait_status::timed_out: return outcome::timed_out;
+        default: return outcome::canceled;
+        }
+    }
+    for (;;) {
+        const std::uint32_t s = state_.load(std::memory_order_acquire);
+        if (s == woken) return outcome::notified;
+        if (s == timed_out) return outcome::timed_out;
+        if (s == armed && deadline) {
+            const auto left = *deadline - std::chrono::steady_clock::now();
+            const std::int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+            if (ns <= 0) {
+                std::uint32_t expect = armed;
+                if (state_.compare_exchange_strong(expect, timed_out, std::memory_order_acquire))
+                    return outcome::timed_out;
+                continue;  // claimed meanwhile: the waker is writing; wait for `woken`
+            }
+            detail::futex_wait(&state_, armed, ns);
+        } else {
+            detail::futex_wait(&state_, s, -1);
+        }
+    }
+}
+
+void throw_canceled() { throw forced_unwind{}; }
+
+}  // namespace weft
