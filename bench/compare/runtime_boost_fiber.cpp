@@ -1,7 +1,7 @@
 // weft_runtime_boost_fiber: the Boost.Fiber peer of the runtime section of
 // the peer report (bench/compare/runtime_report.py documents the protocol).
 //
-//   weft_runtime_boost_fiber r1|r2|r3|r3b|idle --workers 1|2 [--quick]
+//   weft_runtime_boost_fiber r1|r2|r3|r3b|r4|r5|r5b|r6|r7|idle --workers 1|2 [--quick]
 //                            [--stack BYTES] [--suspend]
 //
 // Prints exactly one line of JSON on stdout:
@@ -38,6 +38,9 @@
 // here touches 5.8-6.6 KB of its stack whatever it does (pattern-filled
 // stacks, every scenario, both worker counts), so 8 KiB is the smallest that
 // works, with ~1.5 KB to spare; with it R1 at W=1 peaks at ~8.0 GiB.
+// Not for the channels and the mutex, though: at one worker r4, r5 and r5b
+// crash on 8 KiB stacks (fine on 16 KiB), so r4-r6, which start at most
+// 1,000 fibers, run on at least 64 KiB stacks whatever --stack says.
 //
 // Tasks and results: every task is a boost::fibers::fiber, launched with the
 // default policy (launch::post: queued, the spawner runs on), and joined with
@@ -61,6 +64,24 @@
 //        1,000,000 times (quick: 10,000). ops = exchanges (round trips);
 //        extra.hog_per_exchange = hog iterations during the exchanges /
 //        exchanges.
+//   r4   channel ping-pong: two fibers exchange a value over two
+//        boost::fibers::unbuffered_channel<uint64_t> (one each way), 500,000
+//        round trips (quick: 5,000). ops = messages (a push+pop each).
+//   r5   buffered channel throughput: one producer fiber, one consumer
+//        fiber, a buffered_channel of capacity 1,024 (a power of 2, as
+//        Boost requires; its ring keeps a slot free, so 1,023 items fit),
+//        4,000,000 items (quick: 40,000). ops = items; the sum is checked.
+//   r5b  the same with four producers and four consumers.
+//   r6   mutex contention: 1,000 fibers (quick: 100) each lock a
+//        boost::fibers::mutex, increment a counter, unlock, 1,000 times
+//        (quick: 100). ops = lock/unlock pairs.
+//   r7   timers: 1,000,000 fibers (quick: 10,000) each
+//        boost::this_fiber::sleep_for a fixed-seed random 10-100 ms and
+//        compare steady_clock::now() on waking with its deadline; extra
+//        early / over_ms / cpu_us_per_task (an early wake exits 1 after the
+//        line is printed).
+//   Boost 1.74's channels have hang bugs fixed later (Boost.Fiber issues
+//   254, 256, 258); the driver's per-run timeout reports a hang as such.
 //   idle nothing to do: the main fiber calls boost::this_fiber::sleep_for(2 s)
 //        (quick: 0.2 s) with the scheduler(s) installed; extra.cpu_percent =
 //        (user+sys CPU of the process over the sleep) / wall time * 100.
@@ -75,6 +96,7 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cinttypes>
@@ -97,6 +119,7 @@ namespace bf = boost::fibers;
 using clk = std::chrono::steady_clock;
 
 std::size_t g_stack = 0;  // 0: Boost.Fiber's default allocator
+constexpr std::size_t kFewFibersStack = 64 * 1024;  // the least r4-r6 run with (see main)
 
 [[noreturn]] void die(int code, const std::string& msg) {
     std::fprintf(stderr, "weft_runtime_boost_fiber: %s\n", msg.c_str());
@@ -344,6 +367,185 @@ void r3b(int workers, bool quick) {
     emit("r3b", workers, s, n, extra);
 }
 
+// ---- r4: channel ping-pong --------------------------------------------------------------
+
+void r4(int workers, bool quick) {
+    const std::uint64_t msgs = quick ? 10'000 : 1'000'000;
+    const std::uint64_t trips = msgs / 2;
+    bf::unbuffered_channel<std::uint64_t> ping, pong;
+    std::uint64_t sum = 0;
+    auto t0 = clk::now();
+    bf::fiber pinger = spawn([&] {
+        for (std::uint64_t i = 0; i < trips; ++i) {
+            if (ping.push(i) != bf::channel_op_status::success) {
+                die(1, "r4: ping channel closed");
+            }
+            std::uint64_t v = 0;
+            if (pong.pop(v) != bf::channel_op_status::success) {
+                die(1, "r4: pong channel closed");
+            }
+            sum += v;
+        }
+        ping.close();
+    });
+    bf::fiber ponger = spawn([&] {
+        for (std::uint64_t v; ping.pop(v) == bf::channel_op_status::success;) {
+            if (pong.push(v + 1) != bf::channel_op_status::success) {
+                die(1, "r4: pong channel closed");
+            }
+        }
+    });
+    pinger.join();
+    ponger.join();
+    double s = since(t0);
+    if (sum != trips * (trips + 1) / 2) {
+        die(1, "r4: sum is wrong");
+    }
+    emit("r4", workers, s, msgs, "\"sum\":" + std::to_string(sum) + ",\"round_trips\":" + std::to_string(trips));
+}
+
+// ---- r5 / r5b: buffered channel throughput ----------------------------------------------
+
+// p producers and c consumers over one buffered_channel of capacity 1,024
+// (Boost's ring keeps one slot free: 1,023 items fit). Producer k sends k,
+// k+p, k+2p, ... below n; each consumer sums what it pops until the channel
+// is closed, which the main fiber does after joining every producer.
+void throughput(const char* scenario, int workers, int p, int c, bool quick) {
+    const std::uint64_t n = quick ? 40'000 : 4'000'000;
+    bf::buffered_channel<std::uint64_t> ch(1024);
+    std::vector<std::uint64_t> sums(static_cast<std::size_t>(c), 0);
+    std::vector<bf::fiber> producers, consumers;
+    auto t0 = clk::now();
+    for (int k = 0; k < c; ++k) {
+        consumers.push_back(spawn([&ch, &sums, k] {
+            std::uint64_t s = 0;
+            for (std::uint64_t v; ch.pop(v) == bf::channel_op_status::success;) {
+                s += v;
+            }
+            sums[static_cast<std::size_t>(k)] = s;
+        }));
+    }
+    for (int k = 0; k < p; ++k) {
+        producers.push_back(spawn([&ch, k, p, n] {
+            for (std::uint64_t v = static_cast<std::uint64_t>(k); v < n; v += static_cast<std::uint64_t>(p)) {
+                if (ch.push(v) != bf::channel_op_status::success) {
+                    die(1, "throughput: channel closed early");
+                }
+            }
+        }));
+    }
+    for (auto& f : producers) {
+        f.join();
+    }
+    ch.close();
+    for (auto& f : consumers) {
+        f.join();
+    }
+    double s = since(t0);
+    std::uint64_t sum = 0;
+    for (auto v : sums) {
+        sum += v;
+    }
+    if (sum != n * (n - 1) / 2) {
+        die(1, std::string(scenario) + ": sum is wrong");
+    }
+    emit(scenario, workers, s, n,
+         "\"sum\":" + std::to_string(sum) + ",\"producers\":" + std::to_string(p) + ",\"consumers\":" +
+             std::to_string(c) + ",\"capacity\":1024");
+}
+
+// ---- r6: mutex contention -----------------------------------------------------------------
+
+void r6(int workers, bool quick) {
+    const int tasks = quick ? 100 : 1000;
+    const int each = quick ? 100 : 1000;
+    bf::mutex mtx;
+    std::uint64_t counter = 0;
+    std::vector<bf::fiber> fibers(static_cast<std::size_t>(tasks));
+    auto t0 = clk::now();
+    for (auto& f : fibers) {
+        f = spawn([&mtx, &counter, each] {
+            for (int k = 0; k < each; ++k) {
+                std::lock_guard<bf::mutex> g(mtx);
+                ++counter;
+            }
+        });
+    }
+    for (auto& f : fibers) {
+        f.join();
+    }
+    double s = since(t0);
+    const std::uint64_t want = static_cast<std::uint64_t>(tasks) * static_cast<std::uint64_t>(each);
+    if (counter != want) {
+        die(1, "r6: counter is wrong");
+    }
+    emit("r6", workers, s, want,
+         "\"counter\":" + std::to_string(counter) + ",\"tasks\":" + std::to_string(tasks) + ",\"locks_each\":" +
+             std::to_string(each));
+}
+
+// ---- r7: timers -----------------------------------------------------------------------------
+
+std::pair<double, double> cpu_seconds();
+
+// Task i's sleep in microseconds, 10,000..100,000: splitmix64 of a fixed
+// seed plus i (the same sequence in every candidate).
+std::int64_t sleep_us(std::uint64_t i) {
+    std::uint64_t z = 0x5eed000000000007ULL + i * 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    return 10'000 + static_cast<std::int64_t>(z % 90'001);
+}
+
+void r7(int workers, bool quick) {
+    const std::size_t n = quick ? 10'000 : 1'000'000;
+    std::vector<std::int64_t> late(n, 0);  // ns woken after the deadline (negative: early)
+    std::int64_t max_us = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        max_us = std::max(max_us, sleep_us(i));
+    }
+    std::vector<bf::fiber> fibers(n);
+    auto [u0, s0] = cpu_seconds();
+    auto t0 = clk::now();
+    for (std::size_t i = 0; i < n; ++i) {
+        fibers[i] = spawn([i, &late] {
+            const auto d = std::chrono::microseconds(sleep_us(i));
+            const auto deadline = clk::now() + d;
+            boost::this_fiber::sleep_for(d);
+            late[i] = std::chrono::duration_cast<std::chrono::nanoseconds>(clk::now() - deadline).count();
+        });
+    }
+    for (auto& f : fibers) {
+        f.join();
+    }
+    double s = since(t0);
+    auto [u1, s1] = cpu_seconds();
+    std::uint64_t early = 0;
+    std::int64_t max_late = 0, first_early = 0;
+    double sum_late = 0;
+    for (auto l : late) {
+        if (l < 0 && early++ == 0) {
+            first_early = l;
+        }
+        max_late = std::max(max_late, l);
+        sum_late += static_cast<double>(l);
+    }
+    const double cpu = (u1 - u0) + (s1 - s0);
+    char extra[512];
+    std::snprintf(extra, sizeof extra,
+                  "\"early\":%" PRIu64 ",\"max_sleep_ms\":%.6g,\"over_ms\":%.6g,\"cpu_us_per_task\":%.6g,"
+                  "\"user_s\":%.6g,\"sys_s\":%.6g,\"late_ms_max\":%.6g,\"late_ms_mean\":%.6g",
+                  early, static_cast<double>(max_us) / 1e3, s * 1e3 - static_cast<double>(max_us) / 1e3,
+                  cpu * 1e6 / static_cast<double>(n), u1 - u0, s1 - s0, static_cast<double>(max_late) / 1e6,
+                  sum_late / static_cast<double>(n) / 1e6);
+    emit("r7", workers, s, n, extra);
+    if (early > 0) {
+        die(1, "r7: " + std::to_string(early) + " timers fired early (the first " + std::to_string(-first_early) +
+                   " ns before its deadline)");
+    }
+}
+
 // ---- idle ------------------------------------------------------------------------------------
 
 std::pair<double, double> cpu_seconds() {
@@ -369,7 +571,7 @@ void idle(int workers, bool quick) {
 
 [[noreturn]] void usage(const char* why) {
     std::fprintf(stderr,
-                 "weft_runtime_boost_fiber: %s\nusage: weft_runtime_boost_fiber r1|r2|r3|r3b|idle --workers 1|2 "
+                 "weft_runtime_boost_fiber: %s\nusage: weft_runtime_boost_fiber r1|r2|r3|r3b|r4|r5|r5b|r6|r7|idle --workers 1|2 "
                  "[--quick] [--stack BYTES] [--suspend]\n",
                  why);
     std::exit(2);
@@ -391,7 +593,8 @@ int main(int argc, char** argv) {
             workers = std::atoi(argv[++i]);
         } else if (a == "--stack" && i + 1 < argc) {
             g_stack = std::strtoull(argv[++i], nullptr, 0);
-        } else if (a == "r1" || a == "r2" || a == "r3" || a == "r3b" || a == "idle") {
+        } else if (a == "r1" || a == "r2" || a == "r3" || a == "r3b" || a == "r4" || a == "r5" || a == "r5b" ||
+                   a == "r6" || a == "r7" || a == "idle") {
             scenario = a;
         } else {
             usage(("unknown argument '" + a + "'").c_str());
@@ -402,6 +605,14 @@ int main(int argc, char** argv) {
     }
     if (workers != 1 && workers != 2) {
         usage("--workers must be 1 or 2");
+    }
+    // 8 KiB is too small for the channel and mutex scenarios at one worker
+    // (r4, r5 and r5b crashed with it: SIGSEGV / "free(): invalid pointer",
+    // fine at 16 KiB); they start at most 1,000 fibers, so they get at least
+    // 64 KiB whatever --stack says (extra.runtime shows the size used).
+    if ((scenario == "r4" || scenario == "r5" || scenario == "r5b" || scenario == "r6") && g_stack != 0 &&
+        g_stack < kFewFibersStack) {
+        g_stack = kFewFibersStack;
     }
     g_runtime = "Boost " + std::to_string(BOOST_VERSION / 100000) + "." + std::to_string(BOOST_VERSION / 100 % 1000) +
                 (workers == 1 ? " round_robin" : suspend ? " work_stealing(2, suspend)" : " work_stealing(2)") +
@@ -417,6 +628,16 @@ int main(int argc, char** argv) {
             r3(workers, quick);
         } else if (scenario == "r3b") {
             r3b(workers, quick);
+        } else if (scenario == "r4") {
+            r4(workers, quick);
+        } else if (scenario == "r5") {
+            throughput("r5", workers, 1, 1, quick);
+        } else if (scenario == "r5b") {
+            throughput("r5b", workers, 4, 4, quick);
+        } else if (scenario == "r6") {
+            r6(workers, quick);
+        } else if (scenario == "r7") {
+            r7(workers, quick);
         } else {
             idle(workers, quick);
         }

@@ -3,7 +3,7 @@
 // scenarios; the Go and Boost.Fiber peers are go-runtime/main.go and
 // runtime_boost_fiber.cpp).
 //
-//   weft_runtime_weft r1|r2|r3|r3b|idle --workers W [--quick]
+//   weft_runtime_weft r1|r2|r3|r3b|r4|r5|r5b|r6|r7|idle --workers W [--quick]
 //
 // Every scenario runs in a weft::runtime with W worker threads (the main
 // thread only waits in block_on), with default options: pooled guarded
@@ -18,11 +18,27 @@
 //        semaphores written here on the task layer's wait word (arm / park
 //        / try_end / arrive, the protocol the sync layer will use): each
 //        exchange is two wake-ups, as with two unbuffered channels.
+//   r4   two tasks exchange a value over two weft::channel<long>(0)
+//        (rendezvous), one each way; ops = messages (send+recv each).
+//   r5   one producer task, one consumer task, weft::channel<long>(1024).
+//   r5b  four producers, four consumers on one such channel; the root task
+//        closes it after joining the producers.
+//   r6   1,000 tasks x 1,000 std::lock_guard<weft::mutex> + increment.
+//   r7   1,000,000 tasks each this_task::sleep_for a fixed-seed random
+//        10-100 ms and compare steady_clock::now() with its deadline on
+//        waking; an early wake exits 1 after the line is printed.
 //   idle the root task sleeps with this_task::sleep_for.
 #include <weft/runtime.hpp>
+#if __has_include(<weft/sync.hpp>)
+#include <weft/sync.hpp>
+#else
+#include <weft/sync/channel.hpp>
+#include <weft/sync/mutex.hpp>
+#endif
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cinttypes>
@@ -31,6 +47,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -233,6 +250,97 @@ void r3b(weft::runtime& rt, int workers, bool quick) {
     emit("r3b", workers, s, static_cast<std::uint64_t>(n), extra);
 }
 
+// ---- r4: channel ping-pong ----
+
+void r4(weft::runtime& rt, int workers, bool quick) {
+    const long msgs = quick ? 10'000 : 1'000'000, trips = msgs / 2;
+    weft::channel<long> ping(0), pong(0);
+    long sum = 0;
+    const auto t0 = clk::now();
+    rt.block_on([&] {
+        auto pinger = weft::spawn([&] {
+            for (long i = 0; i < trips; ++i) {
+                ping.send(i);
+                const std::optional<long> v = pong.recv();
+                if (!v) die("r4: pong closed");
+                sum += *v;
+            }
+            ping.close();
+        });
+        auto ponger = weft::spawn([&] {
+            while (const std::optional<long> v = ping.recv()) pong.send(*v + 1);
+        });
+        pinger.join();
+        ponger.join();
+    });
+    const double s = since(t0);
+    if (sum != trips * (trips + 1) / 2) die("r4: wrong sum");
+    emit("r4", workers, s, static_cast<std::uint64_t>(msgs),
+         "\"sum\":" + std::to_string(sum) + ",\"round_trips\":" + std::to_string(trips));
+}
+
+// ---- r5 / r5b: buffered channel throughput ----
+
+// p producers and c consumers over one channel of capacity 1,024: producer
+// k sends k, k+p, k+2p, ... below n; each consumer sums what it receives
+// until the channel is closed and drained; the root task closes it once it
+// has joined every producer.
+void throughput(weft::runtime& rt, const char* scenario, int workers, int p, int c, bool quick) {
+    const long n = quick ? 40'000 : 4'000'000;
+    weft::channel<long> ch(1024);
+    std::vector<long> sums(static_cast<std::size_t>(c), 0);
+    const auto t0 = clk::now();
+    rt.block_on([&] {
+        std::vector<weft::join_handle<void>> consumers, producers;
+        for (int k = 0; k < c; ++k)
+            consumers.push_back(weft::spawn([&ch, &sums, k] {
+                long s = 0;
+                while (const std::optional<long> v = ch.recv()) s += *v;
+                sums[static_cast<std::size_t>(k)] = s;
+            }));
+        for (int k = 0; k < p; ++k)
+            producers.push_back(weft::spawn([&ch, k, p, n] {
+                for (long v = k; v < n; v += p) ch.send(v);
+            }));
+        for (auto& h : producers) h.join();
+        ch.close();
+        for (auto& h : consumers) h.join();
+    });
+    const double s = since(t0);
+    long sum = 0;
+    for (long v : sums) sum += v;
+    if (sum != n * (n - 1) / 2) die(std::string(scenario) + ": wrong sum");
+    emit(scenario, workers, s, static_cast<std::uint64_t>(n),
+         "\"sum\":" + std::to_string(sum) + ",\"producers\":" + std::to_string(p) +
+             ",\"consumers\":" + std::to_string(c) + ",\"capacity\":1024");
+}
+
+// ---- r6: mutex contention ----
+
+void r6(weft::runtime& rt, int workers, bool quick) {
+    const int tasks = quick ? 100 : 1000, each = quick ? 100 : 1000;
+    weft::mutex m;
+    long counter = 0;
+    const auto t0 = clk::now();
+    rt.block_on([&] {
+        std::vector<weft::join_handle<void>> hs;
+        hs.reserve(static_cast<std::size_t>(tasks));
+        for (int i = 0; i < tasks; ++i)
+            hs.push_back(weft::spawn([&] {
+                for (int k = 0; k < each; ++k) {
+                    std::lock_guard<weft::mutex> g(m);
+                    ++counter;
+                }
+            }));
+        for (auto& h : hs) h.join();
+    });
+    const double s = since(t0);
+    if (counter != long{tasks} * each) die("r6: wrong counter " + std::to_string(counter));
+    emit("r6", workers, s, static_cast<std::uint64_t>(tasks) * static_cast<std::uint64_t>(each),
+         "\"counter\":" + std::to_string(counter) + ",\"tasks\":" + std::to_string(tasks) +
+             ",\"locks_each\":" + std::to_string(each));
+}
+
 // ---- idle ----
 
 double cpu_seconds() {
@@ -255,6 +363,66 @@ void idle(weft::runtime& rt, int workers, bool quick) {
     char extra[64];
     std::snprintf(extra, sizeof extra, "\"cpu_percent\":%.4g", cpu / s * 100.0);
     emit("idle", workers, s, 0, extra);
+}
+
+// ---- r7: timers ----
+
+// Task i's sleep in microseconds, 10,000..100,000: splitmix64 of a fixed
+// seed plus i (the same sequence in every candidate).
+long sleep_us(std::uint64_t i) {
+    std::uint64_t z = 0x5eed000000000007ULL + i * 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    return 10'000 + static_cast<long>(z % 90'001);
+}
+
+void r7(weft::runtime& rt, int workers, bool quick) {
+    const std::size_t n = quick ? 10'000 : 1'000'000;
+    std::vector<std::int64_t> late(n, 0);  // ns woken after the deadline (negative: early)
+    long max_us = 0;
+    for (std::size_t i = 0; i < n; ++i) max_us = std::max(max_us, sleep_us(i));
+    const double c0 = cpu_seconds();
+    rusage r0{};
+    getrusage(RUSAGE_SELF, &r0);
+    const auto t0 = clk::now();
+    rt.block_on([&] {
+        std::vector<weft::join_handle<void>> hs;
+        hs.reserve(n);
+        for (std::size_t i = 0; i < n; ++i)
+            hs.push_back(weft::spawn([i, &late] {
+                const auto d = std::chrono::microseconds(sleep_us(i));
+                const auto deadline = clk::now() + d;
+                weft::this_task::sleep_for(d);
+                late[i] = std::chrono::duration_cast<std::chrono::nanoseconds>(clk::now() - deadline).count();
+            }));
+        for (auto& h : hs) h.join();
+    });
+    const double s = since(t0);
+    const double cpu = cpu_seconds() - c0;
+    rusage r1{};
+    getrusage(RUSAGE_SELF, &r1);
+    auto tv = [](timeval t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
+    std::uint64_t early = 0;
+    std::int64_t max_late = 0, first_early = 0;
+    double sum_late = 0;
+    for (const std::int64_t l : late) {
+        if (l < 0 && early++ == 0) first_early = l;
+        max_late = std::max(max_late, l);
+        sum_late += static_cast<double>(l);
+    }
+    char extra[512];
+    std::snprintf(extra, sizeof extra,
+                  "\"early\":%" PRIu64 ",\"max_sleep_ms\":%.6g,\"over_ms\":%.6g,\"cpu_us_per_task\":%.6g,"
+                  "\"user_s\":%.6g,\"sys_s\":%.6g,\"late_ms_max\":%.6g,\"late_ms_mean\":%.6g",
+                  early, static_cast<double>(max_us) / 1e3, s * 1e3 - static_cast<double>(max_us) / 1e3,
+                  cpu * 1e6 / static_cast<double>(n), tv(r1.ru_utime) - tv(r0.ru_utime),
+                  tv(r1.ru_stime) - tv(r0.ru_stime), static_cast<double>(max_late) / 1e6,
+                  sum_late / static_cast<double>(n) / 1e6);
+    emit("r7", workers, s, n, extra);
+    if (early > 0)
+        die("r7: " + std::to_string(early) + " timers fired early (the first " + std::to_string(-first_early) +
+            " ns before its deadline)");
 }
 
 // ---- live (not part of the report) ----
@@ -301,7 +469,7 @@ int main(int argc, char** argv) {
     bool quick = false;
     long count = 1'000'000;
     bool copy = false;
-    const char* usage = "usage: weft_runtime_weft r1|r2|r3|r3b|idle --workers W [--quick]\n"
+    const char* usage = "usage: weft_runtime_weft r1|r2|r3|r3b|r4|r5|r5b|r6|r7|idle --workers W [--quick]\n"
                         "       weft_runtime_weft live --workers W [--count N] [--copy]";
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
@@ -313,7 +481,8 @@ int main(int argc, char** argv) {
             quick = true;
         else if (a == "--copy")
             copy = true;
-        else if (a == "r1" || a == "r2" || a == "r3" || a == "r3b" || a == "idle" || a == "live")
+        else if (a == "r1" || a == "r2" || a == "r3" || a == "r3b" || a == "r4" || a == "r5" || a == "r5b" ||
+                 a == "r6" || a == "r7" || a == "idle" || a == "live")
             scenario = a;
         else
             die(usage);
@@ -324,6 +493,11 @@ int main(int argc, char** argv) {
     if (scenario == "r2") r2(rt, workers, quick);
     if (scenario == "r3") r3(rt, workers, quick);
     if (scenario == "r3b") r3b(rt, workers, quick);
+    if (scenario == "r4") r4(rt, workers, quick);
+    if (scenario == "r5") throughput(rt, "r5", workers, 1, 1, quick);
+    if (scenario == "r5b") throughput(rt, "r5b", workers, 4, 4, quick);
+    if (scenario == "r6") r6(rt, workers, quick);
+    if (scenario == "r7") r7(rt, workers, quick);
     if (scenario == "idle") idle(rt, workers, quick);
     if (scenario == "live") live(rt, workers, count, copy);
     return 0;

@@ -1,7 +1,7 @@
 // weft_runtime_go: the Go peer of the runtime section of the peer report
 // (bench/compare/runtime_report.py, which documents the protocol).
 //
-//	weft_runtime_go r1|r2|r3|r3b|idle --workers W [--quick]
+//	weft_runtime_go r1|r2|r3|r3b|r4|r5|r5b|r6|r7|idle --workers W [--quick]
 //
 // The driver sets GOMAXPROCS=W in the environment; --workers is checked
 // against runtime.GOMAXPROCS(0) and echoed in the output. Prints exactly one
@@ -28,6 +28,22 @@
 //	     exchange a value over two unbuffered channels 1,000,000 times (quick:
 //	     10,000). ops = exchanges (round trips), extra.hog_per_exchange = hog
 //	     iterations completed during the exchanges / exchanges.
+//	r4   channel ping-pong: two goroutines exchange a value over two
+//	     unbuffered channels (one each way), 500,000 round trips (quick:
+//	     5,000). ops = messages (a send+recv each), 1,000,000 (10,000).
+//	r5   buffered channel throughput: one producer, one consumer, a channel
+//	     of capacity 1,024, 4,000,000 items (quick: 40,000); the consumer
+//	     sums what it receives. ops = items.
+//	r5b  the same with four producers and four consumers on one channel.
+//	r6   mutex contention: 1,000 goroutines (quick: 100) each lock a
+//	     sync.Mutex, increment a shared counter and unlock, 1,000 times
+//	     (quick: 100). ops = lock/unlock pairs.
+//	r7   timers: 1,000,000 goroutines (quick: 10,000) each time.Sleep a
+//	     fixed-seed random 10-100 ms and check that the monotonic clock has
+//	     passed its deadline on waking. extra: early (count; non-zero exits
+//	     1 after printing the line), over_ms (wall time beyond the longest
+//	     sleep), cpu_us_per_task (user+sys CPU of the process over the timed
+//	     region / tasks).
 //	idle nothing to do: main calls time.Sleep(2 s) (quick: 0.2 s);
 //	     extra.cpu_percent = (user+sys CPU of the process over the sleep) /
 //	     wall time * 100, i.e. % of one core.
@@ -242,6 +258,187 @@ func r3b(workers int, quick bool) {
 	emit("r3b", workers, d, int64(n), fmt.Sprintf("\"hog_iters\":%d,\"hog_per_exchange\":%g", h, float64(h)/float64(n)))
 }
 
+// ---- r4: channel ping-pong --------------------------------------------------------
+
+func r4(workers int, quick bool) {
+	msgs := 1_000_000
+	if quick {
+		msgs = 10_000
+	}
+	trips := msgs / 2
+	ping, pong := make(chan int64), make(chan int64)
+	var sum int64
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	wg.Add(2)
+	go func() { // the pinger: sends i, receives i+1
+		for i := 0; i < trips; i++ {
+			ping <- int64(i)
+			sum += <-pong
+		}
+		close(ping)
+		wg.Done()
+	}()
+	go func() { // the ponger
+		for v := range ping {
+			pong <- v + 1
+		}
+		wg.Done()
+	}()
+	wg.Wait()
+	d := time.Since(t0)
+	if want := int64(trips) * int64(trips+1) / 2; sum != want {
+		die("r4: sum %d, want %d", sum, want)
+	}
+	emit("r4", workers, d, int64(msgs), fmt.Sprintf("\"sum\":%d,\"round_trips\":%d", sum, trips))
+}
+
+// ---- r5 / r5b: buffered channel throughput ----------------------------------------
+
+// throughput runs p producers and c consumers over one channel of capacity
+// 1,024; producer k sends k, k+p, k+2p, ... below n (so all of 0..n-1 go
+// through once); each consumer sums what it receives until the channel is
+// closed, which happens once every producer is done.
+func throughput(scenario string, workers, p, c int, quick bool) {
+	n := 4_000_000
+	if quick {
+		n = 40_000
+	}
+	ch := make(chan int64, 1024)
+	sums := make([]int64, c)
+	var prod, cons sync.WaitGroup
+	t0 := time.Now()
+	prod.Add(p)
+	cons.Add(c)
+	for k := 0; k < c; k++ {
+		go func(k int) {
+			var s int64
+			for v := range ch {
+				s += v
+			}
+			sums[k] = s
+			cons.Done()
+		}(k)
+	}
+	for k := 0; k < p; k++ {
+		go func(k int) {
+			for v := k; v < n; v += p {
+				ch <- int64(v)
+			}
+			prod.Done()
+		}(k)
+	}
+	prod.Wait()
+	close(ch)
+	cons.Wait()
+	d := time.Since(t0)
+	var sum int64
+	for _, s := range sums {
+		sum += s
+	}
+	if want := int64(n) * int64(n-1) / 2; sum != want {
+		die("%s: sum %d, want %d", scenario, sum, want)
+	}
+	emit(scenario, workers, d, int64(n), fmt.Sprintf("\"sum\":%d,\"producers\":%d,\"consumers\":%d,\"capacity\":1024", sum, p, c))
+}
+
+// ---- r6: mutex contention ---------------------------------------------------------
+
+func r6(workers int, quick bool) {
+	tasks, each := 1000, 1000
+	if quick {
+		tasks, each = 100, 100
+	}
+	var mu sync.Mutex
+	var counter int64
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	wg.Add(tasks)
+	for i := 0; i < tasks; i++ {
+		go func() {
+			for k := 0; k < each; k++ {
+				mu.Lock()
+				counter++
+				mu.Unlock()
+			}
+			wg.Done()
+		}()
+	}
+	wg.Wait()
+	d := time.Since(t0)
+	if want := int64(tasks * each); counter != want {
+		die("r6: counter %d, want %d", counter, want)
+	}
+	emit("r6", workers, d, int64(tasks*each), fmt.Sprintf("\"counter\":%d,\"tasks\":%d,\"locks_each\":%d", counter, tasks, each))
+}
+
+// ---- r7: timers ---------------------------------------------------------------------
+
+// sleepUs is task i's sleep in microseconds, 10,000..100,000: splitmix64 of
+// a fixed seed plus i (the same sequence in every candidate).
+func sleepUs(i int) int64 {
+	z := uint64(0x5eed_0000_0000_0007) + uint64(i)*0x9e3779b97f4a7c15
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	z ^= z >> 31
+	return 10_000 + int64(z%90_001)
+}
+
+func r7(workers int, quick bool) {
+	n := 1_000_000
+	if quick {
+		n = 10_000
+	}
+	late := make([]int64, n) // ns woken after the deadline (negative: early)
+	for i := range late {
+		late[i] = 0
+	}
+	var maxUs int64
+	for i := 0; i < n; i++ {
+		if s := sleepUs(i); s > maxUs {
+			maxUs = s
+		}
+	}
+	var wg sync.WaitGroup
+	u0, s0 := cpuSeconds()
+	t0 := time.Now()
+	wg.Add(n)
+	for i := 0; i < n; i++ {
+		go func(i int) {
+			d := time.Duration(sleepUs(i)) * time.Microsecond
+			deadline := time.Now().Add(d)
+			time.Sleep(d)
+			late[i] = int64(time.Since(deadline)) // time.Now() is monotonic
+			wg.Done()
+		}(i)
+	}
+	wg.Wait()
+	d := time.Since(t0)
+	u1, s1 := cpuSeconds()
+	early, maxLate, sumLate := 0, int64(0), int64(0)
+	firstEarly := int64(0)
+	for _, l := range late {
+		if l < 0 {
+			if early == 0 {
+				firstEarly = l
+			}
+			early++
+		}
+		if l > maxLate {
+			maxLate = l
+		}
+		sumLate += l
+	}
+	cpu := (u1 - u0) + (s1 - s0)
+	emit("r7", workers, d, int64(n), fmt.Sprintf("\"early\":%d,\"max_sleep_ms\":%g,\"over_ms\":%g,\"cpu_us_per_task\":%g,"+
+		"\"user_s\":%g,\"sys_s\":%g,\"late_ms_max\":%g,\"late_ms_mean\":%g",
+		early, float64(maxUs)/1e3, d.Seconds()*1e3-float64(maxUs)/1e3, cpu*1e6/float64(n), u1-u0, s1-s0,
+		float64(maxLate)/1e6, float64(sumLate)/float64(n)/1e6))
+	if early > 0 {
+		die("r7: %d of %d timers fired early (e.g. %d ns before the deadline)", early, n, -firstEarly)
+	}
+}
+
 // ---- idle --------------------------------------------------------------------------
 
 func cpuSeconds() (float64, float64) {
@@ -269,7 +466,7 @@ func idle(workers int, quick bool) {
 }
 
 func main() {
-	usage := "usage: weft_runtime_go r1|r2|r3|r3b|idle --workers W [--quick] (set GOMAXPROCS=W)"
+	usage := "usage: weft_runtime_go r1|r2|r3|r3b|r4|r5|r5b|r6|r7|idle --workers W [--quick] (set GOMAXPROCS=W)"
 	scenario, workers, quick := "", 0, false
 	args := os.Args[1:]
 	for i := 0; i < len(args); i++ {
@@ -288,7 +485,7 @@ func main() {
 				os.Exit(2)
 			}
 			workers = w
-		case "r1", "r2", "r3", "r3b", "idle":
+		case "r1", "r2", "r3", "r3b", "r4", "r5", "r5b", "r6", "r7", "idle":
 			scenario = a
 		default:
 			fmt.Fprintf(os.Stderr, "weft_runtime_go: unknown argument %q\n%s\n", a, usage)
@@ -315,6 +512,16 @@ func main() {
 		r3(workers, quick)
 	case "r3b":
 		r3b(workers, quick)
+	case "r4":
+		r4(workers, quick)
+	case "r5":
+		throughput("r5", workers, 1, 1, quick)
+	case "r5b":
+		throughput("r5b", workers, 4, 4, quick)
+	case "r6":
+		r6(workers, quick)
+	case "r7":
+		r7(workers, quick)
 	case "idle":
 		idle(workers, quick)
 	}
