@@ -37,7 +37,7 @@ class channel_test : public weft::test::runtime_fixture {};
 TEST_P(channel_test, rendezvous_delivers_every_value_in_order) {
     weft::runtime rt(options());
     const long n = 2000;
-    const bool ok = rt.block_on([n] {
+    const bool ok = rt.block_on([&] {
         channel<long> ch;  // capacity 0
         auto producer = weft::spawn([&] {
             for (long i = 0; i < n; ++i) ch.send(i);
