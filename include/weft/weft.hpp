@@ -11,3 +11,4 @@
 #include "weft/stack.hpp"
 #include "weft/task.hpp"
 #include "weft/runtime.hpp"
+#include "weft/sync.hpp"

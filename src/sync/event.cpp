@@ -1,0 +1,209 @@
+// event.cpp: layer L5, event, latch, wait_group and barrier
+// (weft/sync/event.hpp). Each releases all its waiters at once: it claims
+// them under its lock (V1) and wakes them after (V2), and nothing but the
+// wake is handed over, so a waiter that left early loses nothing and takes
+// nothing from the others.
+
+#include "weft/sync/event.hpp"
+
+#include <stdexcept>
+
+namespace weft {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+// park() waits in q with n's waiter; called with `spin` held, returns with
+// it released. A waiter that was not notified is unlinked again (V3).
+waiter::outcome park(spin_lock& spin, wait_queue& q, wait_node& n, const clock::time_point* deadline) {
+    n.w->arm();
+    q.push_back(&n);
+    spin.unlock();
+    const waiter::outcome o = n.w->wait(deadline);
+    if (o != waiter::outcome::notified) {
+        spin.lock();
+        q.remove(&n);
+        spin.unlock();
+    }
+    return o;
+}
+
+// finish() is what a wait returns for outcome o. Throws: forced_unwind if
+// it was canceled.
+bool finish(waiter::outcome o) {
+    if (o == waiter::outcome::canceled) throw_canceled();
+    return o == waiter::outcome::notified;
+}
+
+// claim_all() takes every waiter of q that is still waiting, in FIFO order,
+// chained through `next` (a claimed node is unlinked: its link is ours
+// until its waiter is woken). Call under the primitive's lock.
+wait_node* claim_all(wait_queue& q) noexcept {
+    wait_node* head = nullptr;
+    wait_node* tail = nullptr;
+    while (wait_node* n = q.pop_claimed()) {
+        n->next = nullptr;
+        if (tail)
+            tail->next = n;
+        else
+            head = n;
+        tail = n;
+    }
+    return head;
+}
+
+// wake_all() wakes a claim_all() chain, after the primitive's lock is
+// released; each node is read before its waiter runs on and ends it.
+void wake_all(wait_node* n) noexcept {
+    while (n) {
+        wait_node* next = n->next;
+        n->w->wake();
+        n = next;
+    }
+}
+
+}  // namespace
+
+// ---- event -------------------------------------------------------------------
+
+void event::set() noexcept {
+    spin_.lock();
+    set_.store(true, std::memory_order_release);
+    wait_node* woken = claim_all(queue_);  // E1
+    spin_.unlock();
+    wake_all(woken);
+}
+
+void event::reset() noexcept {
+    spin_.lock();
+    set_.store(false, std::memory_order_relaxed);
+    spin_.unlock();
+}
+
+bool event::wait_slow(const clock::time_point* deadline) {
+    waiter w;
+    wait_node n{.w = &w};
+    spin_.lock();
+    if (set_.load(std::memory_order_acquire)) {  // E1
+        spin_.unlock();
+        return true;
+    }
+    return finish(park(spin_, queue_, n, deadline));
+}
+
+// ---- latch ---------------------------------------------------------------------
+
+latch::latch(std::ptrdiff_t expected) : count_(expected) {
+    if (expected < 0) throw std::invalid_argument("weft::latch: negative count");
+}
+
+void latch::count_down(std::ptrdiff_t n) {
+    spin_.lock();
+    const std::ptrdiff_t c = count_.load(std::memory_order_relaxed);
+    if (n < 0 || n > c) {
+        spin_.unlock();
+        throw std::invalid_argument("weft::latch::count_down: negative, or more than the count left");
+    }
+    count_.store(c - n, std::memory_order_release);
+    wait_node* woken = c - n == 0 && n != 0 ? claim_all(queue_) : nullptr;  // L1
+    spin_.unlock();
+    wake_all(woken);
+}
+
+bool latch::wait_slow(const clock::time_point* deadline) {
+    waiter w;
+    wait_node n{.w = &w};
+    spin_.lock();
+    if (count_.load(std::memory_order_acquire) == 0) {  // L1
+        spin_.unlock();
+        return true;
+    }
+    return finish(park(spin_, queue_, n, deadline));
+}
+
+// ---- wait_group ----------------------------------------------------------------
+
+void wait_group::add(std::ptrdiff_t n) {
+    spin_.lock();
+    const std::ptrdiff_t c = count_.load(std::memory_order_relaxed);
+    if (c + n < 0) {
+        spin_.unlock();
+        throw std::invalid_argument("weft::wait_group::add: the count would go below zero");
+    }
+    count_.store(c + n, std::memory_order_release);
+    wait_node* woken = c + n == 0 && n != 0 ? claim_all(queue_) : nullptr;  // G1
+    spin_.unlock();
+    wake_all(woken);
+}
+
+bool wait_group::wait_slow(const clock::time_point* deadline) {
+    waiter w;
+    wait_node n{.w = &w};
+    spin_.lock();
+    if (count_.load(std::memory_order_acquire) == 0) {  // G1
+        spin_.unlock();
+        return true;
+    }
+    return finish(park(spin_, queue_, n, deadline));
+}
+
+// ---- barrier -------------------------------------------------------------------
+
+barrier::barrier(std::ptrdiff_t expected) : expected_(expected) {
+    if (expected < 0) throw std::invalid_argument("weft::barrier: negative count");
+}
+
+std::ptrdiff_t barrier::expected() const noexcept {
+    spin_.lock();
+    const std::ptrdiff_t e = expected_;
+    spin_.unlock();
+    return e;
+}
+
+wait_node* barrier::complete_phase() noexcept {
+    arrived_ = 0;  // B1
+    ++phase_;
+    return claim_all(queue_);
+}
+
+bool barrier::arrive_wait(const clock::time_point* deadline) {
+    waiter w;
+    wait_node n{.w = &w};
+    spin_.lock();
+    if (++arrived_ >= expected_) {
+        wait_node* woken = complete_phase();
+        spin_.unlock();
+        wake_all(woken);
+        return true;
+    }
+    const std::uint64_t phase = phase_;
+    w.arm();
+    queue_.push_back(&n);
+    spin_.unlock();
+    const waiter::outcome o = w.wait(deadline);
+    if (o == waiter::outcome::notified) return true;
+    spin_.lock();
+    queue_.remove(&n);  // V3
+    // B2: the phase may have completed after we timed out or were canceled
+    // (complete_phase() then dropped our node); our arrival counted there.
+    const bool withdrawn = phase_ == phase;
+    if (withdrawn) --arrived_;
+    spin_.unlock();
+    if (o == waiter::outcome::canceled) throw_canceled();
+    return !withdrawn;
+}
+
+void barrier::arrive_and_drop() {
+    spin_.lock();
+    if (expected_ == 0) {
+        spin_.unlock();
+        throw std::invalid_argument("weft::barrier::arrive_and_drop: no party left to drop");
+    }
+    --expected_;
+    wait_node* woken = arrived_ >= expected_ ? complete_phase() : nullptr;  // B1
+    spin_.unlock();
+    wake_all(woken);
+}
+
+}  // namespace weft
