@@ -243,6 +243,16 @@ public:
     // run_for() calls run_once() until nothing is ready or `budget` has
     // passed; returns how many tasks ran. Never blocks waiting for work.
     std::size_t run_for(std::chrono::nanoseconds budget);
+    // next_timer_due() is when run_once() next has timer work, or nullopt
+    // when no timer is pending (a sleep, a wait with a deadline, a spawn
+    // deadline): a game loop may sleep until then when nothing is ready.
+    // Never later than the earliest pending deadline rounded up to the
+    // timer tick (16.384 us); earlier when that deadline is further away
+    // than the wheel's finest level covers, and then run_once() only moves
+    // timers closer and fires none: ask again after it (docs/timers.md).
+    // A timer never fires before its deadline. Safe from any thread; with
+    // workers it is informative only (the workers fire the timers).
+    [[nodiscard]] std::optional<std::chrono::steady_clock::time_point> next_timer_due() const noexcept;
 
     // stop() refuses new spawns, cancels every task that is left (each ends
     // canceled at its next suspension point: destructors run), waits until

@@ -11,11 +11,24 @@
 //       workers may take from, either some worker looks at the queues later
 //       than the publication, or a parked worker is woken (see notify_one()
 //       and park());
-//   T1  a timer node is in the heap only while its task is alive: the task
-//       takes its nodes out before it can end, and a firing timer holds a
-//       reference;
+//   T1  a timer node is in a timer wheel only while its task is alive: the
+//       task takes its nodes out before it can end (remove_timer() finds the
+//       wheel through the node, whichever worker it runs on), and a firing
+//       timer takes a reference under the wheel's lock;
 //   T2  while any worker is parked and a timer exists, one parked worker
-//       (the watcher) sleeps until the earliest timer (see park()).
+//       (the watcher) sleeps no later than the earliest timer over all the
+//       wheels: it publishes that time (watch_until) and reads the wheels
+//       again, under idle_mu (INT64_MAX while the watcher has published
+//       nothing: unpark_locked() resets it when the watcher changes);
+//       add_timer() publishes its wheel's earliest time and then reads
+//       watch_until, and wakes the watcher when it is earlier (see
+//       watch_wait_ns() and add_timer()).
+//   T3  a timer fires at or after its deadline, never before: the wheel
+//       rounds deadlines up to its tick and hands out only nodes with
+//       when <= now (weft/detail/timer_wheel.hpp, E1); a worker's loop fires
+//       its own and the shared wheel, and any other wheel whose lock is free,
+//       so a worker stuck in a long task does not hold up its timers while
+//       another worker runs its loop or the watcher wakes (docs/timers.md).
 
 #include "weft/runtime.hpp"
 
@@ -34,6 +47,7 @@
 #include <sys/mman.h>
 
 #include "weft/detail/support.hpp"
+#include "weft/detail/timer_wheel.hpp"
 #include "weft/detail/work_deque.hpp"
 
 namespace weft::detail {
@@ -230,6 +244,9 @@ public:
     void stop();
     std::vector<task_info> tasks() const;
     void blocking(blocking_job& job);
+    // earliest_timer() is the earliest next_due() over the wheels, in
+    // steady_clock nanoseconds (INT64_MAX: no timer).
+    std::int64_t earliest_timer(std::memory_order mo = std::memory_order_seq_cst) const noexcept;
 
     runtime_options opts;
     unsigned nthreads;
@@ -275,17 +292,17 @@ private:
     void loop(worker* w, task_record* until, bool until_empty);
     void run_task(worker* w, task_record* t);
     void finish_task(task_record* t) noexcept;
-    void fire_timers() noexcept;
+    // Timers (T1-T3).
+    struct timer_shard;
+    void fire_timers(worker* w) noexcept;
+    void fire_shard(timer_shard& s, bool wait) noexcept;
     bool timers_due() const noexcept {
-        const std::int64_t next = next_timer.load(std::memory_order_relaxed);
+        const std::int64_t next = earliest_timer(std::memory_order_relaxed);
         return next != INT64_MAX && next <= steady_now_ns();
     }
-    std::int64_t timer_wait_ns() const noexcept;
+    std::int64_t watch_wait_ns() noexcept;
     void thread_main(worker* w);
     void blocking_main();
-    void heap_up(std::size_t i) noexcept;
-    void heap_down(std::size_t i) noexcept;
-    void heap_remove(std::size_t i) noexcept;
 
     // The injection queue: spawns and wakes from threads that are not
     // workers of this runtime.
@@ -298,10 +315,20 @@ private:
     std::atomic<int> n_parked{0};
     std::atomic<int> n_searching{0};
     worker* watcher = nullptr;  // guarded by idle_mu (T2)
-    // Timers (T1).
-    mutable std::mutex timer_mu;
-    std::vector<timer_node*> heap;
-    std::atomic<std::int64_t> next_timer{INT64_MAX};
+    // Timers (T1-T3): one wheel per worker, and one (the last) for nodes
+    // added by threads that are not workers of this runtime. A node stays
+    // in the wheel it was added to (timer_node::owner) until it fires or is
+    // removed, also when its task migrates.
+    struct alignas(64) timer_shard {
+        std::mutex mu;
+        timer_wheel wheel;  // guarded by mu
+        // wheel.next_due(), stored under mu after every change (seq_cst, T2)
+        std::atomic<std::int64_t> next{INT64_MAX};
+        explicit timer_shard(std::chrono::steady_clock::time_point start) noexcept : wheel(start) {}
+    };
+    std::vector<std::unique_ptr<timer_shard>> timer_shards;
+    // The time the watcher sleeps until (T2); written under idle_mu.
+    std::atomic<std::int64_t> watch_until{INT64_MAX};
     // The registry: one shard per worker and one for other threads.
     struct shard {
         mutable spin_lock mu;
@@ -437,6 +464,8 @@ runtime_core::runtime_core(const runtime_options& o)
         ws.push_back(std::move(w));
     }
     idle.reserve(nworkers);
+    const auto start = std::chrono::steady_clock::now();
+    for (unsigned i = 0; i <= nworkers; ++i) timer_shards.push_back(std::make_unique<timer_shard>(start));
     try {
         for (unsigned i = 0; i < nthreads; ++i) threads.emplace_back([this, i] { thread_main(ws[i].get()); });
     } catch (...) {
@@ -584,7 +613,7 @@ bool runtime_core::has_work(worker* w) noexcept {
     if (inj_len.load(std::memory_order_seq_cst) != 0) return true;
     for (auto& v : ws)
         if (!v->deque.empty_estimate()) return true;
-    return next_timer.load(std::memory_order_seq_cst) <= steady_now_ns();
+    return earliest_timer() <= steady_now_ns();
 }
 
 // ---- parking (P1) ------------------------------------------------------------
@@ -601,12 +630,13 @@ bool runtime_core::has_work(worker* w) noexcept {
 // so work it did not take is not left to a searcher that has stopped.
 
 // Timers and parked workers (T2): one parked worker, the watcher, sleeps
-// until the earliest timer; the others sleep without a timeout. When the
-// watcher leaves (woken for work, or its timeout came), another parked
-// worker becomes the watcher, and is told to look at the timers again if
-// there are any; add_timer() tells the watcher when the earliest timer
-// changes. So while any worker is parked, one of them wakes for the next
-// timer, and the others stay asleep.
+// until the earliest timer over all the wheels; the others sleep without a
+// timeout. When the watcher leaves (woken for work, or its timeout came),
+// another parked worker becomes the watcher, and is told to look at the
+// timers again if there are any; add_timer() tells the watcher when its
+// wheel's earliest time is earlier than the one the watcher sleeps until.
+// So while any worker is parked, one of them wakes for the next timer, and
+// the others stay asleep.
 //
 // Futex word values: 0 sleep, 1 leave parking (work), 2 the timers changed:
 // recompute the timeout and sleep again.
@@ -616,8 +646,11 @@ worker* runtime_core::unpark_locked(worker* w) noexcept {
     idle.erase(std::find(idle.begin(), idle.end(), w));
     n_parked.fetch_sub(1, std::memory_order_seq_cst);
     if (watcher != w) return nullptr;
+    // T2: the new watcher has published nothing yet (it may be asleep
+    // without a timeout): until it does, every add_timer() tells it.
+    watch_until.store(INT64_MAX, std::memory_order_seq_cst);
     watcher = idle.empty() ? nullptr : idle.back();
-    if (!watcher || next_timer.load(std::memory_order_seq_cst) == INT64_MAX) return nullptr;
+    if (!watcher || earliest_timer() == INT64_MAX) return nullptr;
     std::uint32_t sleeping = 0;
     return watcher->futex.compare_exchange_strong(sleeping, 2, std::memory_order_acq_rel) ? watcher : nullptr;
 }
@@ -656,11 +689,31 @@ void runtime_core::stop_searching(worker* w) noexcept {
     if (n_searching.fetch_sub(1, std::memory_order_seq_cst) == 1) notify_one();
 }
 
-std::int64_t runtime_core::timer_wait_ns() const noexcept {
-    const std::int64_t next = next_timer.load(std::memory_order_seq_cst);
-    if (next == INT64_MAX) return -1;
-    const std::int64_t d = next - steady_now_ns();
+// watch_wait_ns() is how long the watcher sleeps (-1: no timer), called
+// under idle_mu by the watcher only. T2: it publishes the earliest time and
+// reads the wheels again; an add_timer() whose store to its wheel came
+// before that second read is seen by it, and one whose store came after
+// reads watch_until later than this publication (all seq_cst), and wakes
+// the watcher if its time is earlier. Only the current watcher publishes
+// (under idle_mu), so a worker that has stopped watching cannot overwrite
+// its successor's time.
+std::int64_t runtime_core::watch_wait_ns() noexcept {
+    std::int64_t e = earliest_timer();
+    for (;;) {
+        watch_until.store(e, std::memory_order_seq_cst);
+        const std::int64_t again = earliest_timer();
+        if (again >= e) break;  // later: a timer went; waking early is harmless
+        e = again;
+    }
+    if (e == INT64_MAX) return -1;
+    const std::int64_t d = e - steady_now_ns();
     return d < 0 ? 0 : d;
+}
+
+std::int64_t runtime_core::earliest_timer(std::memory_order mo) const noexcept {
+    std::int64_t e = INT64_MAX;
+    for (const auto& s : timer_shards) e = std::min(e, s->next.load(mo));
+    return e;
 }
 
 void runtime_core::park(worker* w) noexcept {
@@ -685,14 +738,15 @@ void runtime_core::park(worker* w) noexcept {
                 continue;
             }
             bool watching;
+            std::int64_t wait = -1;
             {
                 std::lock_guard g(idle_mu);
                 watching = watcher == w;
+                if (watching) wait = watch_wait_ns();  // T2
             }
-            const std::int64_t wait = watching ? timer_wait_ns() : -1;
             if (wait == 0) break;
             futex_wait(&w->futex, 0, wait);
-            if (watching && timer_wait_ns() == 0) break;
+            if (watching && earliest_timer() <= steady_now_ns()) break;
         }
     }
     worker* told = nullptr;
@@ -851,7 +905,7 @@ void runtime_core::loop(worker* w, task_record* until, bool until_empty) {
         if (until && until->finished.load(std::memory_order_acquire)) return;
         if (until_empty && live.load(std::memory_order_acquire) == 0) return;
         if (!until && !until_empty && shutdown.load(std::memory_order_acquire)) return;
-        if (timers_due()) fire_timers();
+        if (timers_due()) fire_timers(w);
         if (task_record* t = find_work(w)) {
             if (w->searching) stop_searching(w);
             run_task(w, t);
@@ -900,7 +954,7 @@ std::size_t runtime_core::run_once() {
     if (nthreads != 0) return 0;
     driver_guard g(this);
     worker* w = ws[0].get();
-    if (timers_due()) fire_timers();
+    if (timers_due()) fire_timers(w);
     // The batch is what is ready now; what becomes ready while it runs
     // waits for the next call.
     task_fifo batch;
@@ -929,103 +983,92 @@ std::size_t runtime_core::run_once() {
     return n;
 }
 
-// ---- timers (T1) ------------------------------------------------------------------
+// ---- timers (T1-T3) ---------------------------------------------------------------
 
-void runtime_core::heap_up(std::size_t i) noexcept {
-    timer_node* n = heap[i];
-    while (i > 0) {
-        const std::size_t p = (i - 1) / 2;
-        if (heap[p]->when <= n->when) break;
-        heap[i] = heap[p];
-        heap[i]->heap_index = i;
-        i = p;
-    }
-    heap[i] = n;
-    n->heap_index = i;
-}
-
-void runtime_core::heap_down(std::size_t i) noexcept {
-    timer_node* n = heap[i];
-    const std::size_t size = heap.size();
-    for (;;) {
-        std::size_t c = 2 * i + 1;
-        if (c >= size) break;
-        if (c + 1 < size && heap[c + 1]->when < heap[c]->when) ++c;
-        if (n->when <= heap[c]->when) break;
-        heap[i] = heap[c];
-        heap[i]->heap_index = i;
-        i = c;
-    }
-    heap[i] = n;
-    n->heap_index = i;
-}
-
-void runtime_core::heap_remove(std::size_t i) noexcept {
-    timer_node* gone = heap[i];
-    gone->heap_index = timer_node::npos;
-    timer_node* last = heap.back();
-    heap.pop_back();
-    if (last != gone) {
-        heap[i] = last;
-        last->heap_index = i;
-        heap_up(i);
-        heap_down(last->heap_index);
-    }
-}
-
+// A node goes into the wheel of the worker that adds it (the adding task's
+// worker), or into the shared wheel from any other thread, and records it
+// in `owner`: the remove, perhaps on another worker after the task moved,
+// locks that wheel.
 void runtime_core::add_timer(timer_node* n) {
-    bool earliest;
+    worker* w = this_worker();
+    timer_shard& s = *timer_shards[w && w->rt == this ? w->index : nworkers];
+    std::int64_t due;
     {
-        std::lock_guard g(timer_mu);
-        heap.push_back(n);
-        heap_up(heap.size() - 1);
-        earliest = heap[0] == n;
-        next_timer.store(steady_ns(heap[0]->when), std::memory_order_seq_cst);
+        std::lock_guard g(s.mu);
+        n->owner = &s;
+        s.wheel.insert(n);
+        due = s.wheel.next_due();
+        s.next.store(due, std::memory_order_seq_cst);
     }
-    // The watcher sleeps until the earliest timer it knew of: tell it (T2).
-    if (earliest && n_parked.load(std::memory_order_seq_cst) > 0) {
-        worker* w = nullptr;
+    // T2: the watcher sleeps until watch_until; tell it when this wheel is
+    // due earlier.
+    if (due < watch_until.load(std::memory_order_seq_cst) && n_parked.load(std::memory_order_seq_cst) > 0) {
+        worker* v = nullptr;
         {
             std::lock_guard g(idle_mu);
             std::uint32_t sleeping = 0;
-            if (watcher && watcher->futex.compare_exchange_strong(sleeping, 2, std::memory_order_acq_rel)) w = watcher;
+            if (watcher && watcher->futex.compare_exchange_strong(sleeping, 2, std::memory_order_acq_rel)) v = watcher;
         }
-        if (w) futex_wake(&w->futex, 1);
+        if (v) futex_wake(&v->futex, 1);
     }
 }
 
 void runtime_core::remove_timer(timer_node* n) noexcept {
-    std::lock_guard g(timer_mu);
-    if (n->heap_index == timer_node::npos) return;
-    heap_remove(n->heap_index);
-    next_timer.store(heap.empty() ? INT64_MAX : steady_ns(heap[0]->when), std::memory_order_seq_cst);
+    auto* s = static_cast<timer_shard*>(n->owner);
+    if (!s) return;  // never added
+    std::lock_guard g(s->mu);
+    if (s->wheel.erase(n)) s->next.store(s->wheel.next_due(), std::memory_order_seq_cst);
 }
 
-void runtime_core::fire_timers() noexcept {
+// fire_timers() fires what is due on w's own wheel and on the shared one,
+// waiting for their locks, and on every other due wheel whose lock is free
+// (T3): the other worker is then adding or removing a node, or firing that
+// wheel itself.
+void runtime_core::fire_timers(worker* w) noexcept {
+    const std::int64_t now = steady_now_ns();
+    for (unsigned i = 0; i <= nworkers; ++i) {
+        timer_shard& s = *timer_shards[i];
+        if (s.next.load(std::memory_order_relaxed) > now) continue;
+        fire_shard(s, i == w->index || i == nworkers);
+    }
+}
+
+void runtime_core::fire_shard(timer_shard& s, bool wait) noexcept {
     struct due {
         task_record* task;
         std::uint64_t word;
         timer_node::kind what;
     };
-    due batch[64];
-    std::size_t n = 0;
-    {
-        std::lock_guard g(timer_mu);
-        const auto now = std::chrono::steady_clock::now();
-        while (!heap.empty() && heap[0]->when <= now && n < 64) {
-            timer_node* t = heap[0];
-            batch[n++] = {t->task, t->word, t->what};
-            t->task->refs.fetch_add(1, std::memory_order_relaxed);  // T1
-            heap_remove(0);
+    constexpr std::size_t batch_size = 64;
+    timer_node* nodes[batch_size];
+    due batch[batch_size];
+    for (;;) {
+        std::size_t n = 0;
+        {
+            std::unique_lock g(s.mu, std::defer_lock);
+            if (wait)
+                g.lock();
+            else if (!g.try_lock())
+                return;
+            n = s.wheel.expire(std::chrono::steady_clock::now(), nodes, batch_size);
+            for (std::size_t i = 0; i < n; ++i) {
+                timer_node* t = nodes[i];
+                batch[i] = {t->task, t->word, t->what};
+                t->task->refs.fetch_add(1, std::memory_order_relaxed);  // T1
+            }
+            s.next.store(s.wheel.next_due(), std::memory_order_seq_cst);
         }
-        next_timer.store(heap.empty() ? INT64_MAX : steady_ns(heap[0]->when), std::memory_order_seq_cst);
-    }
-    for (std::size_t i = 0; i < n; ++i) {
-        if (batch[i].what == timer_node::kind::task_deadline)
-            request_cancel(batch[i].task, wait_status::timed_out);
-        else if (try_end(batch[i].task, batch[i].word, wait_status::timed_out))
-            arrive(batch[i].task);
-        release(batch[i].task);
+        // Outside the lock: ending a wait queues the task (and may wake a
+        // worker); the node may be reused at once by its task's next wait,
+        // so only the copies are read here.
+        for (std::size_t i = 0; i < n; ++i) {
+            if (batch[i].what == timer_node::kind::task_deadline)
+                request_cancel(batch[i].task, wait_status::timed_out);
+            else if (try_end(batch[i].task, batch[i].word, wait_status::timed_out))
+                arrive(batch[i].task);
+            release(batch[i].task);
+        }
+        if (n < batch_size) return;
     }
 }
 
@@ -1344,6 +1387,12 @@ runtime::~runtime() {
 }
 
 std::size_t runtime::run_once() { return core_->run_once(); }
+
+std::optional<std::chrono::steady_clock::time_point> runtime::next_timer_due() const noexcept {
+    const std::int64_t e = core_->earliest_timer();
+    if (e == INT64_MAX) return std::nullopt;
+    return std::chrono::steady_clock::time_point(std::chrono::nanoseconds(e));
+}
 
 std::size_t runtime::run_for(std::chrono::nanoseconds budget) {
     const auto end = std::chrono::steady_clock::now() + budget;

@@ -52,16 +52,23 @@ inline constexpr int wait_sequence_shift = 4;
     return static_cast<wait_status>(word & wait_status_mask);
 }
 
-// timer_node is a deadline in a scheduler's timer heap; it lives in the task
-// record (a task has at most two: its own deadline and its current wait's).
-// heap_index and the fields it copies out are guarded by the heap's lock.
+// timer_node is a deadline in one of a scheduler's timer wheels
+// (weft/detail/timer_wheel.hpp); it lives in the task record (a task has at
+// most two: its own deadline and its current wait's). `owner` is the timer
+// structure add_timer() put it in, written only by add_timer(): the thread
+// that removes it (perhaps another worker, after the task migrated) finds
+// the right wheel, and its lock, through it. prev, next, slot and the
+// fields the firing code copies out are guarded by that wheel's lock.
 struct timer_node {
-    static constexpr std::size_t npos = ~std::size_t{0};
+    static constexpr std::uint16_t unlinked = 0xffff;
     enum class kind : std::uint8_t { task_deadline, wait_timeout };
     std::chrono::steady_clock::time_point when{};
-    std::size_t heap_index = npos;
+    timer_node* prev = nullptr;
+    timer_node* next = nullptr;
+    void* owner = nullptr;   // the scheduler's: the structure it was last added to
     task_record* task = nullptr;
     std::uint64_t word = 0;  // wait_timeout: the wait word it ends (W1)
+    std::uint16_t slot = unlinked;  // the wheel's slot, or unlinked
     kind what = kind::wait_timeout;
 };
 
@@ -99,7 +106,9 @@ public:
     // its wait ends. Returns when it is resumed.
     virtual void switch_out(task_record* t, bool yield) = 0;
     // add_timer() / remove_timer() put a node into / take it out of the
-    // timer heap (remove of a node not in it does nothing).
+    // scheduler's timers (remove of a node not in them does nothing; it
+    // may run on another thread than the add). A node fires at or after its
+    // `when`, never before.
     virtual void add_timer(timer_node* n) = 0;
     virtual void remove_timer(timer_node* n) noexcept = 0;
     // unhandled() reports the exception of a detached task that failed.
@@ -167,7 +176,7 @@ struct task_record {
     task_state outcome;
 
     // --- timers, locals, queues, registry (owned by the scheduler) ---
-    timer_node deadline_timer;    // in the heap only if has_deadline
+    timer_node deadline_timer;    // in a timer wheel only if has_deadline
     timer_node wait_timer;
     bool has_deadline = false;
     local_slot* locals = nullptr;

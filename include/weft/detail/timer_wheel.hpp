@@ -1,0 +1,240 @@
+// weft/detail/timer_wheel.hpp: layer L4, one hierarchical timing wheel of
+// timer nodes (the runtime keeps one per worker; docs/timers.md).
+//
+// Not synchronised: the owner guards each wheel with a lock of its own.
+#pragma once
+
+#include <bit>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+
+#include "weft/detail/task_record.hpp"
+
+namespace weft::detail {
+
+// timer_wheel holds timer nodes by deadline in `levels` wheels of 64 slots,
+// each level 64 times coarser than the one below, plus an overflow list for
+// deadlines beyond the top level. Each slot is an intrusive doubly-linked
+// list, so insert() and erase() are O(1); one occupancy bitmap per level
+// finds the next non-empty slot in O(levels).
+//
+// Time is counted in ticks of tick_ns. `elapsed` is the wheel's position:
+// every node due before it has been handed out. A node whose deadline rounds up to tick e sits at the level of
+// the highest bit in which e and `elapsed` differ (6 bits per level), in the
+// slot named by e's digit at that level (a node due before `elapsed` is put
+// at `elapsed`):
+//
+//   E1  a node's tick e is its deadline rounded *up* to a tick, so e * tick_ns
+//       >= when: a node reached through level 0 is due (never early), and
+//       expire() still checks when <= now before it hands a node out;
+//   E2  every node at level L > 0 has e's digit at L greater than elapsed's
+//       and the same digits above L (at level 0: e >= elapsed, same digits
+//       above); so no slot start lies before `elapsed`, and moving elapsed
+//       forward to any tick up to the earliest slot start keeps E2: the
+//       earliest slot is reached before any node's level would be wrong;
+//   E3  a slot of level L > 0 is emptied when elapsed reaches its start: its
+//       nodes move to lower levels (cascade), at most `levels` times per node
+//       over its life; the overflow list is moved down when elapsed reaches the
+//       next multiple of 64^levels ticks.
+//
+// Precision: a node is handed out at or after its deadline, and no later than
+// the first expire() at or after its deadline rounded up to the next tick.
+class timer_wheel {
+public:
+    static constexpr int tick_shift = 14;
+    static constexpr std::int64_t tick_ns = std::int64_t{1} << tick_shift;  // 16.384 us
+    static constexpr int slot_bits = 6;
+    static constexpr unsigned slots = 1u << slot_bits;
+    static constexpr unsigned levels = 6;  // 64^6 ticks = 2^50 ns, about 13 days, before the overflow list
+    static constexpr std::uint16_t overflow = levels * slots;
+    static constexpr std::int64_t never = INT64_MAX;
+
+    // timer_wheel() starts the wheel's clock at `start` (a node due earlier
+    // is due at once).
+    explicit timer_wheel(std::chrono::steady_clock::time_point start = {}) noexcept {
+        const std::int64_t ns = ns_of(start);
+        elapsed_ = ns > 0 ? static_cast<std::uint64_t>(ns) >> tick_shift : 0;
+    }
+    timer_wheel(const timer_wheel&) = delete;
+    timer_wheel& operator=(const timer_wheel&) = delete;
+
+    // insert() adds n, due at n->when. Requires: n is in no wheel
+    // (n->slot == timer_node::unlinked).
+    void insert(timer_node* n) noexcept {
+        link(n, tick_of(n->when));
+        ++size_;
+    }
+
+    // erase() takes n out of this wheel: true if it was in it, false if it
+    // was not (never added, expired, or erased already). O(1). Requires: n is
+    // in this wheel or in none.
+    bool erase(timer_node* n) noexcept {
+        if (n->slot == timer_node::unlinked) return false;
+        const std::uint16_t s = n->slot;
+        unlink(n);
+        --size_;
+        if (!heads_[s]) recompute();
+        return true;
+    }
+
+    // expire() takes out up to `max` nodes that are due at `now` (when <= now),
+    // earliest ticks first, and stores them in out[0..returned). Nodes whose
+    // slot comes due move to lower levels on the way (E3). Call it again
+    // while it returns `max`.
+    std::size_t expire(std::chrono::steady_clock::time_point now, timer_node** out, std::size_t max) noexcept {
+        const std::int64_t now_ns = ns_of(now);
+        if (now_ns < 0) return 0;
+        const std::uint64_t now_tick = static_cast<std::uint64_t>(now_ns) >> tick_shift;
+        std::size_t count = 0;
+        while (count < max) {
+            if (next_ > now_tick) {
+                // Nothing comes due before next_ > now_tick: E2 holds. Not
+                // now_tick + 1: a node added later with a deadline already
+                // passed then lands in slot now_tick, due at this `now`
+                // (every node of tick now_tick is due at any now in it, E1).
+                if (now_tick > elapsed_) elapsed_ = now_tick;
+                break;
+            }
+            elapsed_ = next_;  // <= every slot start: E2 holds
+            const std::uint16_t s = next_slot_;
+            if (s < slots) {
+                // Level 0: every node here has tick elapsed_ <= now_tick, so
+                // when <= now (E1); checked all the same.
+                while (count < max && heads_[s]) {
+                    timer_node* n = heads_[s];
+                    unlink(n);
+                    if (n->when <= now) {
+                        --size_;
+                        out[count++] = n;
+                    } else {
+                        link(n, tick_of(n->when));  // after now_tick: not this slot again
+                    }
+                }
+            } else {
+                // A coarser slot (or the overflow list) reached its start:
+                // move its nodes down (E3).
+                timer_node* n = heads_[s];
+                heads_[s] = nullptr;
+                clear_bit(s);
+                while (n) {
+                    timer_node* next = n->next;
+                    n->slot = timer_node::unlinked;
+                    link(n, tick_of(n->when));
+                    n = next;
+                }
+            }
+            recompute();
+        }
+        return count;
+    }
+
+    // next_due() is the earliest time at which expire() has work: a time no
+    // later than the earliest deadline rounded up to a tick, and earlier than
+    // it when the earliest slot is a coarse one (expire() then only moves
+    // nodes down). never when the wheel is empty. In nanoseconds of
+    // steady_clock.
+    [[nodiscard]] std::int64_t next_due() const noexcept {
+        return next_ == no_tick ? never : static_cast<std::int64_t>(next_ << tick_shift);
+    }
+    [[nodiscard]] std::size_t size() const noexcept { return size_; }
+    [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
+
+    // tick_of() is `when` rounded up to a tick (E1); times before the
+    // clock's epoch are tick 0.
+    [[nodiscard]] static std::uint64_t tick_of(std::chrono::steady_clock::time_point when) noexcept {
+        const std::int64_t ns = ns_of(when);
+        if (ns <= 0) return 0;
+        return (static_cast<std::uint64_t>(ns) + static_cast<std::uint64_t>(tick_ns) - 1) >> tick_shift;
+    }
+
+private:
+    static constexpr std::uint64_t no_tick = ~std::uint64_t{0};
+    static constexpr int top_shift = slot_bits * static_cast<int>(levels);  // overflow boundary: 2^36 ticks
+
+    static std::int64_t ns_of(std::chrono::steady_clock::time_point t) noexcept {
+        return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+    }
+
+    // link() puts n at tick e (clamped to elapsed_: a node already due is
+    // due at the first tick not processed yet), at the level E2 gives.
+    void link(timer_node* n, std::uint64_t e) noexcept {
+        if (e < elapsed_) e = elapsed_;
+        const int high = 63 - std::countl_zero((e ^ elapsed_) | (slots - 1));
+        const unsigned level = static_cast<unsigned>(high / slot_bits);
+        std::uint16_t s;
+        std::uint64_t start;
+        if (level >= levels) {
+            s = overflow;
+            start = ((elapsed_ >> top_shift) + 1) << top_shift;
+        } else {
+            const int shift = slot_bits * static_cast<int>(level);
+            s = static_cast<std::uint16_t>(level * slots + ((e >> shift) & (slots - 1)));
+            start = (e >> shift) << shift;
+            occupied_[level] |= std::uint64_t{1} << (s % slots);
+        }
+        n->slot = s;
+        n->prev = nullptr;
+        n->next = heads_[s];
+        if (n->next) n->next->prev = n;
+        heads_[s] = n;
+        if (start < next_) {
+            next_ = start;
+            next_slot_ = s;
+        }
+    }
+
+    // unlink() takes n out of its slot's list (the slot's bit is cleared
+    // when the list empties; next_ is the caller's to recompute).
+    void unlink(timer_node* n) noexcept {
+        const std::uint16_t s = n->slot;
+        if (n->prev)
+            n->prev->next = n->next;
+        else
+            heads_[s] = n->next;
+        if (n->next) n->next->prev = n->prev;
+        n->prev = n->next = nullptr;
+        n->slot = timer_node::unlinked;
+        if (!heads_[s]) clear_bit(s);
+    }
+
+    void clear_bit(std::uint16_t s) noexcept {
+        if (s < overflow) occupied_[s / slots] &= ~(std::uint64_t{1} << (s % slots));
+    }
+
+    // recompute() finds the earliest slot start (E2: at every level the
+    // occupied slots are at or after elapsed's digit).
+    void recompute() noexcept {
+        next_ = no_tick;
+        next_slot_ = 0;
+        for (unsigned level = 0; level < levels; ++level) {
+            const int shift = slot_bits * static_cast<int>(level);
+            const unsigned cur = static_cast<unsigned>((elapsed_ >> shift) & (slots - 1));
+            const std::uint64_t bits = occupied_[level] & (~std::uint64_t{0} << cur);
+            if (!bits) continue;
+            const unsigned slot = static_cast<unsigned>(std::countr_zero(bits));
+            const std::uint64_t start =
+                ((elapsed_ >> (shift + slot_bits)) << (shift + slot_bits)) + (std::uint64_t{slot} << shift);
+            if (start < next_) {
+                next_ = start;
+                next_slot_ = static_cast<std::uint16_t>(level * slots + slot);
+            }
+        }
+        if (heads_[overflow]) {
+            const std::uint64_t start = ((elapsed_ >> top_shift) + 1) << top_shift;
+            if (start < next_) {
+                next_ = start;
+                next_slot_ = overflow;
+            }
+        }
+    }
+
+    std::uint64_t elapsed_ = 0;
+    std::uint64_t next_ = no_tick;  // the earliest slot start, or no_tick
+    std::uint16_t next_slot_ = 0;   // the slot it belongs to
+    std::size_t size_ = 0;
+    std::uint64_t occupied_[levels] = {};
+    timer_node* heads_[levels * slots + 1] = {};
+};
+
+}  // namespace weft::detail
