@@ -27,7 +27,7 @@ WEFT_PKGS_AARCH64=(g++-aarch64-linux-gnu qemu-user googletest)
 # runtime section's peer), matplotlib for the report's charts (Debian's
 # python3), valgrind for the callgrind counts.
 # shellcheck disable=SC2034  # used by the scripts that source this file
-WEFT_PKGS_BENCH=(libboost-context-dev libboost-fiber-dev python3-matplotlib valgrind)
+WEFT_PKGS_BENCH=(libboost-context-dev libboost-fiber-dev libbenchmark-dev python3-matplotlib valgrind)
 # scripts/bench, optional: the Go peer. Without it the report says
 # "Go: not available" instead of failing.
 # shellcheck disable=SC2034  # used by the scripts that source this file
