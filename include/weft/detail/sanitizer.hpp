@@ -24,6 +24,29 @@
 #include <valgrind/valgrind.h>
 #endif
 
+// WEFT_SWITCH_INLINE marks the functions that switch TSan's current fiber
+// (enter(), hand_over(), leave()). TSan keeps a shadow call stack per fiber,
+// pushed by every instrumented function's prologue and popped by its
+// epilogue on whichever fiber is current then. A function that switches
+// fibers and is not inlined (a Debug build does not inline plain `inline`)
+// pushes on the fiber it leaves and pops on the one it switches to. For a
+// fiber that has been resumed before, that pop takes off the entry its own
+// leave() or hand_over() pushed when it left, so the stacks balance. For a
+// fiber that has never run (first entry), the pop leaves its empty shadow
+// stack one entry below the start. The next prologue on it (the out-of-line
+// context::jump()) then wrote 8 bytes below TSan's shadow-stack mapping
+// (SEGV in __tsan_func_entry). Always inlined, the switch runs in the
+// caller's frame: every weft function's prologue and epilogue run on the
+// same TSan fiber, and only context::jump() itself enters on one side of
+// the physical switch and returns on the other. It enters with the
+// destination's fiber current, which is the fiber it returns on. Other
+// builds keep plain `inline`.
+#if WEFT_TSAN
+#define WEFT_SWITCH_INLINE [[gnu::always_inline]]
+#else
+#define WEFT_SWITCH_INLINE
+#endif
+
 namespace weft::detail::sanitizer {
 
 // tool_state is what the tools need per coroutine. Its layout does not
@@ -124,9 +147,9 @@ inline void off_shared_stack([[maybe_unused]] void* base, [[maybe_unused]] std::
 // itself, or a fiber f resumed when f was parked from inside it);
 // *resumer_fake receives the resumer's ASan fake stack, to be handed back to
 // returned().
-inline void enter([[maybe_unused]] tool_state& f, [[maybe_unused]] tool_state& running,
-                  [[maybe_unused]] void** resumer_fake, [[maybe_unused]] const void* base,
-                  [[maybe_unused]] std::size_t size) noexcept {
+WEFT_SWITCH_INLINE inline void enter([[maybe_unused]] tool_state& f, [[maybe_unused]] tool_state& running,
+                                     [[maybe_unused]] void** resumer_fake, [[maybe_unused]] const void* base,
+                                     [[maybe_unused]] std::size_t size) noexcept {
 #if WEFT_ASAN
     __sanitizer_start_switch_fiber(resumer_fake, base, size);
 #endif
@@ -170,8 +193,8 @@ inline void inherit([[maybe_unused]] tool_state& next, [[maybe_unused]] const to
 
 // hand_over() runs on fiber `from` just before it switches to fiber `next`,
 // whose stack is [base, base + size).
-inline void hand_over([[maybe_unused]] tool_state& from, [[maybe_unused]] tool_state& next,
-                      [[maybe_unused]] const void* base, [[maybe_unused]] std::size_t size) noexcept {
+WEFT_SWITCH_INLINE inline void hand_over([[maybe_unused]] tool_state& from, [[maybe_unused]] tool_state& next,
+                                         [[maybe_unused]] const void* base, [[maybe_unused]] std::size_t size) noexcept {
 #if WEFT_ASAN
     __sanitizer_start_switch_fiber(&from.asan_fake_stack, base, size);
 #endif
@@ -183,8 +206,8 @@ inline void hand_over([[maybe_unused]] tool_state& from, [[maybe_unused]] tool_s
 // leave() runs just before fiber `f` switches back to its resumer, in the
 // code of fiber `running` (f, or a fiber it resumed: see enter()); last =
 // true when f will never run again (its fake stack can go).
-inline void leave([[maybe_unused]] tool_state& f, [[maybe_unused]] tool_state& running,
-                  [[maybe_unused]] bool last) noexcept {
+WEFT_SWITCH_INLINE inline void leave([[maybe_unused]] tool_state& f, [[maybe_unused]] tool_state& running,
+                                     [[maybe_unused]] bool last) noexcept {
 #if WEFT_ASAN
     __sanitizer_start_switch_fiber(last ? nullptr : &running.asan_fake_stack, f.caller_bottom, f.caller_size);
 #endif
@@ -218,3 +241,5 @@ inline void reading_dead_stack([[maybe_unused]] const void* p, [[maybe_unused]] 
 }
 
 }  // namespace weft::detail::sanitizer
+
+#undef WEFT_SWITCH_INLINE
