@@ -66,17 +66,17 @@ int main() {
 
     // 2. A timeout case: nobody answers, so the select returns after 20 ms.
     rt.block_on([] {
-        weft::channel<std::string> reply;
+        weft::channel<int> reply;
         const auto t0 = std::chrono::steady_clock::now();
         std::string outcome;
-        const std::size_t i = weft::select(weft::on_recv(reply, [&](std::optional<std::string> s) { outcome = *s; }),
+        const std::size_t i = weft::select(weft::on_recv(reply, [&](std::optional<int> v) { outcome = "reply " + std::to_string(v.value_or(-1)); }),
                                            weft::on_timeout(20ms, [&] { outcome = "timed out"; }));
         const auto waited = std::chrono::steady_clock::now() - t0;
         std::printf("2. case %zu: %s after %lld ms\n", i, outcome.c_str(),
                     static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()));
         check(i == 1 && outcome == "timed out" && waited >= 20ms, "timeout never early");
         // Nothing is left behind: a sender now finds no receiver.
-        check(reply.try_send("late") == weft::channel_status::full, "no node left behind");
+        check(reply.try_send(7) == weft::channel_status::full, "no node left behind");
     });
 
     // 3. on_default: poll without waiting.
