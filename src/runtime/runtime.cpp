@@ -49,6 +49,7 @@
 #include "weft/detail/support.hpp"
 #include "weft/detail/timer_wheel.hpp"
 #include "weft/detail/work_deque.hpp"
+#include "weft/waiter.hpp"
 
 namespace weft::detail {
 
@@ -79,21 +80,10 @@ std::int64_t steady_ns(std::chrono::steady_clock::time_point t) noexcept {
 }
 std::int64_t steady_now_ns() noexcept { return steady_ns(std::chrono::steady_clock::now()); }
 
-// spin_lock guards the short critical sections of the hot paths (registry
-// shards: a spawn on one worker and the end of the same task on another
-// take the same shard). std::mutex puts a contended thread to sleep in the
-// kernel, which costs far more than the few instructions held here.
-class spin_lock {
-public:
-    void lock() noexcept {
-        while (flag_.exchange(true, std::memory_order_acquire))
-            while (flag_.load(std::memory_order_relaxed)) std::this_thread::yield();
-    }
-    void unlock() noexcept { flag_.store(false, std::memory_order_release); }
-
-private:
-    std::atomic<bool> flag_{false};
-};
+// The registry's shards are guarded by weft::spin_lock (weft/waiter.hpp): a
+// spawn on one worker and the end of the same task on another take the same
+// shard, and std::mutex would put a contended thread to sleep in the kernel,
+// which costs far more than the few instructions held here.
 
 // task_fifo is an intrusive FIFO through task_record::next.
 struct task_fifo {
@@ -1419,14 +1409,8 @@ namespace this_task {
 void sleep_until(std::chrono::steady_clock::time_point when) {
     detail::task_record* t = detail::current_task();
     if (!t) detail::task_misuse(nullptr, task_errc::not_in_task);
-    t->wait_timer.when = when;
-    t->wait_timer.task = t;
-    t->wait_timer.what = detail::timer_node::kind::wait_timeout;
-    t->wait_timer.word = detail::arm(t, true);
-    t->sched->add_timer(&t->wait_timer);
-    const detail::wait_status why = detail::park(t);
-    t->sched->remove_timer(&t->wait_timer);
-    if (why == detail::wait_status::canceled) throw forced_unwind{};
+    const std::uint64_t word = detail::arm(t, true);
+    if (detail::park_until(t, word, &when) == detail::wait_status::canceled) throw forced_unwind{};
 }
 
 }  // namespace this_task

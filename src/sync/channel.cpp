@@ -4,7 +4,7 @@
 #include "weft/sync/channel.hpp"
 
 #include <algorithm>
-#include <vector>
+#include <span>
 
 namespace weft {
 
@@ -43,43 +43,44 @@ thread_local std::uint64_t rng_state = 0;
     return x;
 }
 
-// The locks of a select, each taken once, in address order (K5).
+// The locks of a select, each taken once, in address order (K5), kept in
+// the caller's scratch array (the select allocates nothing).
 class lock_set {
 public:
-    lock_set(select_entry* es, std::size_t n) {
-        locks_.reserve(n);
+    lock_set(select_entry* es, std::size_t n, spin_lock** room) : locks_(room) {
         for (std::size_t i = 0; i < n; ++i)
-            if (es[i].ch) locks_.push_back(es[i].ch);
-        std::sort(locks_.begin(), locks_.end());
-        locks_.erase(std::unique(locks_.begin(), locks_.end()), locks_.end());
+            if (es[i].ch) locks_[size_++] = es[i].ch;
+        std::sort(locks_, locks_ + size_);
+        size_ = static_cast<std::size_t>(std::unique(locks_, locks_ + size_) - locks_);
     }
-    [[nodiscard]] bool empty() const noexcept { return locks_.empty(); }
     void lock() noexcept {
-        for (spin_lock* l : locks_) l->lock();
+        for (std::size_t i = 0; i < size_; ++i) locks_[i]->lock();
     }
     void unlock() noexcept {
-        for (auto it = locks_.rbegin(); it != locks_.rend(); ++it) (*it)->unlock();
+        for (std::size_t i = size_; i > 0; --i) locks_[i - 1]->unlock();
     }
 
 private:
-    std::vector<spin_lock*> locks_;
+    spin_lock** locks_;
+    std::size_t size_ = 0;
 };
 
 }  // namespace
 
 int select_engine(select_entry* es, std::size_t n, const std::chrono::steady_clock::time_point* deadline,
-                  bool has_default, int& code) {
+                  bool has_default, int& code, select_scratch scratch) {
     code = code_ok;
-    lock_set locks(es, n);
+    lock_set locks(es, n, scratch.locks);
     // A random poll order makes the choice among ready cases uniform.
-    std::vector<std::uint32_t> order;
-    order.reserve(n);
+    std::uint32_t* const order = scratch.order;
+    std::size_t cases = 0;
     for (std::size_t i = 0; i < n; ++i)
-        if (es[i].ch) order.push_back(static_cast<std::uint32_t>(i));
-    for (std::size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[next_random() % i]);
+        if (es[i].ch) order[cases++] = static_cast<std::uint32_t>(i);
+    for (std::size_t i = cases; i > 1; --i) std::swap(order[i - 1], order[next_random() % i]);
+    const std::span<const std::uint32_t> poll_order(order, cases);
 
     locks.lock();
-    for (std::uint32_t i : order) {
+    for (std::uint32_t i : poll_order) {
         waiter* wake = nullptr;
         if (es[i].hooks->poll(es[i].c, wake)) {
             locks.unlock();
@@ -95,7 +96,7 @@ int select_engine(select_entry* es, std::size_t n, const std::chrono::steady_clo
     // case can complete between the poll above and the links below (K5).
     waiter w;
     w.arm();
-    for (std::uint32_t i : order) {
+    for (std::uint32_t i : poll_order) {
         es[i].node.w = &w;
         es[i].node.index = static_cast<int>(i);
         es[i].hooks->link(es[i].c, &es[i].node);
@@ -104,7 +105,7 @@ int select_engine(select_entry* es, std::size_t n, const std::chrono::steady_clo
     const waiter::outcome o = w.wait(deadline);
     // V3: take out every node still linked (the winning one is out already).
     locks.lock();
-    for (std::uint32_t i : order) es[i].hooks->unlink(es[i].c, &es[i].node);
+    for (std::uint32_t i : poll_order) es[i].hooks->unlink(es[i].c, &es[i].node);
     locks.unlock();
     switch (o) {
     case waiter::outcome::notified: code = w.code; return w.fired;

@@ -182,6 +182,18 @@ wait_status park(task_record* t) {
     return status_of(t->wait_word.load(std::memory_order_acquire));
 }
 
+wait_status park_until(task_record* t, std::uint64_t word, const std::chrono::steady_clock::time_point* deadline) {
+    if (!deadline) return park(t);
+    t->wait_timer.when = *deadline;
+    t->wait_timer.task = t;
+    t->wait_timer.word = word;
+    t->wait_timer.what = timer_node::kind::wait_timeout;
+    t->sched->add_timer(&t->wait_timer);
+    const wait_status why = park(t);
+    t->sched->remove_timer(&t->wait_timer);
+    return why;
+}
+
 void check_cancel(task_record* t) {
     if (t->cancel_reason.load(std::memory_order_acquire) != 0 && t->shield_depth.load(std::memory_order_relaxed) == 0)
         throw forced_unwind{};
@@ -214,15 +226,7 @@ bool wait_finished(task_record* x, const std::chrono::steady_clock::time_point* 
                 link(x, &n);
             }
         }
-        if (deadline) {
-            me->wait_timer.when = *deadline;
-            me->wait_timer.task = me;
-            me->wait_timer.word = n.word;
-            me->wait_timer.what = timer_node::kind::wait_timeout;
-            me->sched->add_timer(&me->wait_timer);
-        }
-        const wait_status why = park(me);
-        if (deadline) me->sched->remove_timer(&me->wait_timer);
+        const wait_status why = park_until(me, n.word, deadline);
         if (why != wait_status::notified) {
             join_guard g(x);
             unlink(x, &n);

@@ -58,17 +58,7 @@ bool waiter::claim_self() noexcept {
 
 waiter::outcome waiter::wait(const std::chrono::steady_clock::time_point* deadline) {
     if (task_) {
-        detail::task_record* t = task_;
-        if (deadline) {
-            t->wait_timer.when = *deadline;
-            t->wait_timer.task = t;
-            t->wait_timer.word = word_;
-            t->wait_timer.what = detail::timer_node::kind::wait_timeout;
-            t->sched->add_timer(&t->wait_timer);
-        }
-        const detail::wait_status why = detail::park(t);
-        if (deadline) t->sched->remove_timer(&t->wait_timer);
-        switch (why) {
+        switch (detail::park_until(task_, word_, deadline)) {
         case detail::wait_status::notified: return outcome::notified;
         case detail::wait_status::timed_out: return outcome::timed_out;
         default: return outcome::canceled;

@@ -211,6 +211,11 @@ struct task_block<void> : task_record {};
 WEFT_API bool try_end(task_record* t, std::uint64_t word, wait_status why) noexcept;
 WEFT_API void arrive(task_record* t) noexcept;
 WEFT_API wait_status park(task_record* t);
+// park_until() is park() with a deadline for the armed wait `word` (null:
+// none): t's wait timer ends the wait with timed_out when it passes. The one
+// place a wait's timer is put in and taken out (join, sleep, the waiter).
+WEFT_API wait_status park_until(task_record* t, std::uint64_t word,
+                                const std::chrono::steady_clock::time_point* deadline);
 // check_cancel() throws forced_unwind if t has a pending cancellation and is
 // not shielded (a suspension point without a wait: yield, task start).
 WEFT_API void check_cancel(task_record* t);

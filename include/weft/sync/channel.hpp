@@ -104,10 +104,15 @@ struct select_entry {
 // or select_timed_out if `deadline` passed first; `code` receives the hand-
 // over code of a case completed by another party. Throws: forced_unwind if
 // the task is canceled.
+// `scratch` is room for n entries of each kind (on the caller's stack).
 inline constexpr int select_default = -1;
 inline constexpr int select_timed_out = -2;
+struct select_scratch {
+    std::uint32_t* order;  // the random poll order
+    spin_lock** locks;     // the distinct locks, sorted
+};
 WEFT_API int select_engine(select_entry* es, std::size_t n, const std::chrono::steady_clock::time_point* deadline,
-                           bool has_default, int& code);
+                           bool has_default, int& code, select_scratch scratch);
 
 // Hand-over codes in waiter::code.
 inline constexpr int code_ok = 0;
@@ -619,7 +624,9 @@ std::size_t select(C&&... cases) {
         (detail::fill_entry(std::get<I>(all), es[I], deadline, has_default), ...);
     }(std::make_index_sequence<n>{});
     int code = detail::code_ok;
-    int r = detail::select_engine(es.data(), n, deadline, has_default, code);
+    std::array<std::uint32_t, n> order;
+    std::array<spin_lock*, n> locks;
+    int r = detail::select_engine(es.data(), n, deadline, has_default, code, {order.data(), locks.data()});
     std::size_t chosen = 0;
     if (r >= 0) {
         chosen = static_cast<std::size_t>(r);
