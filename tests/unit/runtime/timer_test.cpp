@@ -248,8 +248,11 @@ TEST_P(timer_test, sleep_across_migration) {
         EXPECT_GE(res.woke, res.deadline);
         moved += res.before != res.after;
     }
+    // The woken task usually resumes on the waker's worker, but an idle
+    // worker may take it first (once in about 300 rounds under TSan with 4
+    // workers, it was its old one): what matters is that the moves happen.
     if (workers() >= 2)
-        EXPECT_EQ(moved, rounds) << "the wait did not move the task";
+        EXPECT_GT(moved, 0) << "the wait never moved the task";
     else
         EXPECT_EQ(moved, 0);
     EXPECT_FALSE(rt.next_timer_due().has_value());
