@@ -516,6 +516,9 @@ TEST_P(deadline_test, a_task_that_finishes_before_its_deadline_stays_done) {
 // suspend, an idle one must still wake for a timer that falls due.
 TEST_P(deadline_test, a_sleeper_wakes_on_time_while_other_workers_are_busy) {
     if (workers() < 3) GTEST_SKIP() << "needs a worker besides the sleeper's and the busy ones";
+    if (WEFT_VALGRIND)
+        GTEST_SKIP() << "valgrind runs one thread at a time: the spinners hold the only CPU for whole time slices, "
+                        "so the idle worker's wake-up time says nothing about the runtime (a 5 ms sleep took 120 ms)";
     weft::runtime rt(options());
     const unsigned busy = workers() - 2;
     int late = 0;
