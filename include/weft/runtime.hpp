@@ -246,12 +246,11 @@ public:
     // next_timer_due() is when run_once() next has timer work, or nullopt
     // when no timer is pending (a sleep, a wait with a deadline, a spawn
     // deadline): a game loop may sleep until then when nothing is ready.
-    // Never later than the earliest pending deadline rounded up to the
-    // timer tick (16.384 us); earlier when that deadline is further away
-    // than the wheel's finest level covers, and then run_once() only moves
-    // timers closer and fires none: ask again after it (docs/timers.md).
-    // A timer never fires before its deadline. Safe from any thread; with
-    // workers it is informative only (the workers fire the timers).
+    // It is the earliest pending deadline rounded up to the timer tick
+    // (16.384 us), or a time already passed when a deadline has passed.
+    // A timer never fires before its deadline. Safe from any thread (it
+    // takes each timer wheel's lock); with workers it is informative only
+    // (the workers fire the timers).
     [[nodiscard]] std::optional<std::chrono::steady_clock::time_point> next_timer_due() const noexcept;
 
     // stop() refuses new spawns, cancels every task that is left (each ends

@@ -237,6 +237,10 @@ public:
     // earliest_timer() is the earliest next_due() over the wheels, in
     // steady_clock nanoseconds (INT64_MAX: no timer).
     std::int64_t earliest_timer(std::memory_order mo = std::memory_order_seq_cst) const noexcept;
+    // earliest_deadline() is the earliest pending deadline over the wheels
+    // rounded up to a tick (timer_wheel::earliest()), under each wheel's
+    // lock; INT64_MAX: no timer. What next_timer_due() reports.
+    std::int64_t earliest_deadline() const noexcept;
 
     runtime_options opts;
     unsigned nthreads;
@@ -703,6 +707,19 @@ std::int64_t runtime_core::watch_wait_ns() noexcept {
 std::int64_t runtime_core::earliest_timer(std::memory_order mo) const noexcept {
     std::int64_t e = INT64_MAX;
     for (const auto& s : timer_shards) e = std::min(e, s->next.load(mo));
+    return e;
+}
+
+// Not the wheels' next slot start, which earliest_timer() gives the workers:
+// cheaper to keep up to date, and it costs at most one early wake-up per
+// level over a timer's life; a game loop asking when to wake needs the
+// deadline itself.
+std::int64_t runtime_core::earliest_deadline() const noexcept {
+    std::int64_t e = INT64_MAX;
+    for (const auto& s : timer_shards) {
+        std::lock_guard g(s->mu);
+        e = std::min(e, s->wheel.earliest());
+    }
     return e;
 }
 
@@ -1379,7 +1396,7 @@ runtime::~runtime() {
 std::size_t runtime::run_once() { return core_->run_once(); }
 
 std::optional<std::chrono::steady_clock::time_point> runtime::next_timer_due() const noexcept {
-    const std::int64_t e = core_->earliest_timer();
+    const std::int64_t e = core_->earliest_deadline();
     if (e == INT64_MAX) return std::nullopt;
     return std::chrono::steady_clock::time_point(std::chrono::nanoseconds(e));
 }

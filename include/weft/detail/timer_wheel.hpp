@@ -4,6 +4,7 @@
 // Not synchronised: the owner guards each wheel with a lock of its own.
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <chrono>
 #include <cstddef>
@@ -37,6 +38,8 @@ namespace weft::detail {
 //       nodes move to lower levels (cascade), at most `levels` times per node
 //       over its life; the overflow list is moved down when elapsed reaches the
 //       next multiple of 64^levels ticks.
+//   E4  the least tick over the nodes is cached for earliest(): an insert
+//       lowers it, a node leaving with that tick forgets it.
 //
 // Precision: a node is handed out at or after its deadline, and no later than
 // the first expire() at or after its deadline rounded up to the next tick.
@@ -62,8 +65,10 @@ public:
     // insert() adds n, due at n->when. Requires: n is in no wheel
     // (n->slot == timer_node::unlinked).
     void insert(timer_node* n) noexcept {
-        link(n, tick_of(n->when));
+        const std::uint64_t e = tick_of(n->when);
+        link(n, e);
         ++size_;
+        if (earliest_known_ && e < earliest_) earliest_ = e;  // E4
     }
 
     // erase() takes n out of this wheel: true if it was in it, false if it
@@ -74,6 +79,7 @@ public:
         const std::uint16_t s = n->slot;
         unlink(n);
         --size_;
+        forget_earliest(n);
         if (!heads_[s]) recompute();
         return true;
     }
@@ -106,6 +112,7 @@ public:
                     unlink(n);
                     if (n->when <= now) {
                         --size_;
+                        forget_earliest(n);
                         out[count++] = n;
                     } else {
                         link(n, tick_of(n->when));  // after now_tick: not this slot again
@@ -136,6 +143,27 @@ public:
     // steady_clock.
     [[nodiscard]] std::int64_t next_due() const noexcept {
         return next_ == no_tick ? never : static_cast<std::int64_t>(next_ << tick_shift);
+    }
+    // earliest() is the earliest deadline in the wheel rounded up to a tick
+    // (a deadline already passed counts as the wheel's position), in
+    // nanoseconds of steady_clock; never when the wheel is empty. Unlike
+    // next_due() it is never a coarse slot's start. O(1) when the earliest
+    // node is known (E4); otherwise it scans the earliest slot once, which
+    // holds the earliest node (E2: every node of a lower level, and of an
+    // earlier slot of the same level, is due before any node of a later
+    // one).
+    [[nodiscard]] std::int64_t earliest() const noexcept {
+        if (next_ == no_tick) return never;
+        if (!earliest_known_) {
+            std::uint64_t e = next_;  // a level-0 slot holds the nodes of one tick: its start
+            if (next_slot_ >= slots) {
+                e = no_tick;
+                for (const timer_node* n = heads_[next_slot_]; n; n = n->next) e = std::min(e, tick_of(n->when));
+            }
+            earliest_ = e;
+            earliest_known_ = true;
+        }
+        return static_cast<std::int64_t>(std::max(earliest_, elapsed_) << tick_shift);
     }
     [[nodiscard]] std::size_t size() const noexcept { return size_; }
     [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
@@ -198,6 +226,17 @@ private:
         if (!heads_[s]) clear_bit(s);
     }
 
+    // forget_earliest() is called when n leaves the wheel: if n may have been
+    // the earliest node, earliest() finds the next one again (E4).
+    void forget_earliest(const timer_node* n) noexcept {
+        if (size_ == 0) {
+            earliest_ = no_tick;
+            earliest_known_ = true;
+        } else if (earliest_known_ && tick_of(n->when) <= earliest_) {
+            earliest_known_ = false;
+        }
+    }
+
     void clear_bit(std::uint16_t s) noexcept {
         if (s < overflow) occupied_[s / slots] &= ~(std::uint64_t{1} << (s % slots));
     }
@@ -233,6 +272,11 @@ private:
     std::uint64_t next_ = no_tick;  // the earliest slot start, or no_tick
     std::uint16_t next_slot_ = 0;   // the slot it belongs to
     std::size_t size_ = 0;
+    // E4: while earliest_known_, earliest_ is the least tick_of(when) over
+    // the wheel's nodes (no_tick when empty); moving nodes down a level
+    // changes no node's tick.
+    mutable std::uint64_t earliest_ = no_tick;
+    mutable bool earliest_known_ = true;
     std::uint64_t occupied_[levels] = {};
     timer_node* heads_[levels * slots + 1] = {};
 };

@@ -112,6 +112,76 @@ TEST(timer_wheel, erasing_the_earliest_moves_next_due_on) {
     EXPECT_EQ(w.next_due(), timer_wheel::never);
 }
 
+// The CI failure of 2026-11-23: on a machine up for about 9.3 hours, a
+// deadline one hour away crossed the 2^31-tick (2^45 ns) boundary, sat in a
+// level-5 slot that starts at that boundary, and next_due() (the slot start,
+// 38 s away) was what next_timer_due() reported. earliest() is the deadline
+// itself, also after the earliest node leaves and after nodes move down.
+TEST(timer_wheel, earliest_is_the_deadline_across_a_coarse_boundary) {
+    const std::int64_t boundary = std::int64_t{1} << 45;
+    const std::int64_t now = boundary - 38'000'000'000;
+    const std::int64_t hour = std::int64_t{3600} * 1'000'000'000;
+    timer_wheel w(at(now));
+    EXPECT_EQ(w.earliest(), timer_wheel::never);
+    timer_node a, b, c;
+    a.when = at(now + hour);
+    b.when = at(now + hour + 5'000'000'000);
+    c.when = at(now + 2 * hour);
+    for (timer_node* n : {&c, &b, &a}) w.insert(n);
+    EXPECT_EQ(w.next_due(), boundary) << "the earliest slot is a coarse one that starts at the boundary";
+    EXPECT_EQ(w.earliest(), rounded_up(now + hour));
+    w.erase(&a);
+    EXPECT_EQ(w.earliest(), rounded_up(now + hour + 5'000'000'000)) << "found again after the earliest left";
+    // Past the boundary the wheel moves b and c down; the earliest stays b.
+    EXPECT_TRUE(expire_all(w, boundary + 1'000'000).empty());
+    EXPECT_GT(w.next_due(), boundary);
+    EXPECT_EQ(w.earliest(), rounded_up(now + hour + 5'000'000'000));
+    w.insert(&a);
+    EXPECT_EQ(w.earliest(), rounded_up(now + hour)) << "an insert lowers it";
+    const auto out = expire_all(w, rounded_up(now + hour + 5'000'000'000));
+    EXPECT_EQ(out.size(), 2u);
+    EXPECT_EQ(w.earliest(), rounded_up(now + 2 * hour));
+    w.erase(&c);
+    EXPECT_EQ(w.earliest(), timer_wheel::never);
+}
+
+// earliest() against a brute-force minimum, over random inserts, erases and
+// expiries.
+TEST(timer_wheel, earliest_matches_the_least_deadline) {
+    std::mt19937_64 rng(7);
+    timer_wheel w(at(start));
+    std::vector<timer_node> nodes(400);
+    std::vector<bool> in(nodes.size(), false);
+    std::int64_t now = start;
+    for (int step = 0; step < 10000; ++step) {
+        const std::size_t i = rng() % nodes.size();
+        if (!in[i]) {
+            // Spans from a tick to about ten hours: every level.
+            const std::int64_t span = std::int64_t{1} << (14 + rng() % 32);
+            nodes[i].when = at(now + static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(span)));
+            w.insert(&nodes[i]);
+            in[i] = true;
+        } else if (rng() % 2) {
+            EXPECT_TRUE(w.erase(&nodes[i]));
+            in[i] = false;
+        } else {
+            now += static_cast<std::int64_t>(rng() % 100'000'000);
+            for (timer_node* n : expire_all(w, now)) in[static_cast<std::size_t>(n - nodes.data())] = false;
+        }
+        std::int64_t least = timer_wheel::never;
+        for (std::size_t k = 0; k < nodes.size(); ++k)
+            if (in[k]) least = std::min(least, rounded_up(ns_of(nodes[k].when)));
+        const std::int64_t e = w.earliest();
+        if (least == timer_wheel::never) {
+            ASSERT_EQ(e, timer_wheel::never) << "step " << step;
+        } else {
+            // Every node whose deadline passed has been handed out, so the
+            // least deadline left is after `now` rounded down to a tick.
+            ASSERT_EQ(e, least) << "step " << step;
+        }
+    }
+}
+
 TEST(timer_wheel, a_deadline_in_the_past_is_due_at_once) {
     timer_wheel w(at(start));
     (void)expire_all(w, start + 50'000'000);  // the wheel's clock moves on
