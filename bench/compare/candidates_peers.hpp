@@ -3,7 +3,8 @@
 // boost::context::fiber with its protected and pooled stack allocators),
 // glibc ucontext, and C++20 stackless coroutines. Same shape as the weft
 // candidates (candidates_weft.hpp), same body: own 64-byte state touched
-// between yields, Live bytes kept live across each yield.
+// between yields, Live bytes kept live across each yield; the same
+// run-to-completion body (run_once()) for spawn(i) / finish(i).
 #pragma once
 
 #include <ucontext.h>
@@ -64,9 +65,18 @@ public:
             work_loop<Live>([&] { caller = std::move(caller).resume(); });
         });
     }
+    // spawn(): returning the caller ends the fiber; its record and stack
+    // are released on the way out (fiber_exit), before resume() returns.
+    void spawn(std::size_t) {
+        fs_.emplace_back(std::allocator_arg, alloc_, [](bctx::fiber&& caller) -> bctx::fiber {
+            run_once<Live>();
+            return std::move(caller);
+        });
+    }
     void enter(std::size_t i) { resume(i); }
     void resume(std::size_t i) { fs_[i] = std::move(fs_[i]).resume(); }
     void destroy(std::size_t i) { fs_[i] = bctx::fiber{}; }
+    void finish(std::size_t i) { resume(i); }  // leaves an empty fiber: nothing left to release
     void end_round() { fs_.clear(); }
 
 private:
@@ -146,6 +156,18 @@ generator cpp20_body() {
     }
 }
 
+// cpp20_once is the spawn-to-finish body: run_once() spelled out (the
+// coroutine itself must hold the locals), no co_yield.
+template <std::size_t Live>
+generator cpp20_once() {
+    state s{};
+    live<Live> pad;
+    pad.fill();
+    step<Live>(s);
+    pad.keep();
+    co_return;
+}
+
 template <std::size_t Live>
 class cpp20 {
 public:
@@ -155,11 +177,17 @@ public:
             if (h) h.destroy();
     }
     void create(std::size_t) { hs_.push_back(cpp20_body<Live>().h); }
+    void spawn(std::size_t) { hs_.push_back(cpp20_once<Live>().h); }
     void enter(std::size_t i) { hs_[i].resume(); }
     void resume(std::size_t i) { hs_[i].resume(); }
     void destroy(std::size_t i) {
         hs_[i].destroy();
         hs_[i] = nullptr;
+    }
+    // finish(): runs to final_suspend, then frees the frame.
+    void finish(std::size_t i) {
+        hs_[i].resume();
+        destroy(i);
     }
     void end_round() { hs_.clear(); }
 

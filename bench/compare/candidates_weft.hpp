@@ -9,6 +9,12 @@
 //   resume(i)   one resume + yield round trip (two switches)
 //   destroy(i)  destroy the suspended coroutine (weft unwinds its stack)
 //   end_round() untimed cleanup after a round of destroy()s
+// and, for the spawn-to-finish lifecycle (optional: the raw context rows
+// have none):
+//   spawn(i)    create(i) with the run-to-completion body (run_once():
+//               touches its state once and returns, no yield)
+//   finish(i)   the first resume, which runs that body to completion, and
+//               the release of the stack (back to its pool)
 // The switch_to ring has ring(k) instead of resume(i): k transfers of
 // control around the ring, one switch each (see fiber_ring).
 #pragma once
@@ -43,6 +49,12 @@ struct body {
     }
 };
 
+// once is the spawn-to-finish body: it returns at once (harness.hpp).
+template <std::size_t Live>
+struct once {
+    void operator()(weft::yielder<>&) const { run_once<Live>(); }
+};
+
 // coroutines is the common part: a vector of weft::coroutine<> handles and
 // the operations that do not depend on the stack allocator.
 class coroutines {
@@ -51,6 +63,12 @@ public:
     void enter(std::size_t i) { (void)cos_[i].resume(); }
     void resume(std::size_t i) { (void)cos_[i].resume(); }
     void destroy(std::size_t i) { cos_[i].reset(); }
+    // finish(): the body returns, so resume() returns false and the
+    // coroutine is done; reset() then gives its stack back.
+    void finish(std::size_t i) {
+        (void)cos_[i].resume();
+        cos_[i].reset();
+    }
     void end_round() { cos_.clear(); }
 
 protected:
@@ -63,10 +81,27 @@ template <std::size_t Live>
 class mmap : public coroutines {
 public:
     using coroutines::coroutines;
-    void create(std::size_t) {
-        cos_.emplace_back(std::allocator_arg, weft::mmap_stack{}, body<Live>{},
-                          weft::coroutine_options{.stack_size = stack_size_});
+    void create(std::size_t) { make(body<Live>{}); }
+    void spawn(std::size_t) { make(once<Live>{}); }
+
+private:
+    template <class B>
+    void make(B b) {
+        cos_.emplace_back(std::allocator_arg, weft::mmap_stack{}, b, weft::coroutine_options{.stack_size = stack_size_});
     }
+};
+
+// weft::coroutine as a program that names no allocator writes it
+// (coroutine(body, options)): stack_pool::global(), the process-wide pool
+// with default options (default_stack_size stacks, a small per-thread
+// cache). A larger stack_size than the pool's (S2's 2 MB) gets a stack of
+// its own, mapped and unmapped each time. Lifecycle only (report.py).
+template <std::size_t Live>
+class pooled_default : public coroutines {
+public:
+    using coroutines::coroutines;
+    void create(std::size_t) { cos_.emplace_back(body<Live>{}, weft::coroutine_options{.stack_size = stack_size_}); }
+    void spawn(std::size_t) { cos_.emplace_back(once<Live>{}, weft::coroutine_options{.stack_size = stack_size_}); }
 };
 
 // weft::coroutine on weft::pooled_stack: the first round maps new stacks,
@@ -81,12 +116,16 @@ public:
               .stack_size = c.stack_size,
               .max_cached_per_thread = std::min<std::size_t>(c.count, 65536)})) {}
     ~pooled_impl() { cos_.clear(); }  // before the pool goes
-    void create(std::size_t) {
-        cos_.emplace_back(std::allocator_arg, weft::pooled_stack(*pool_), body<Live>{},
+    void create(std::size_t) { make(body<Live>{}); }
+    void spawn(std::size_t) { make(once<Live>{}); }
+
+private:
+    template <class B>
+    void make(B b) {
+        cos_.emplace_back(std::allocator_arg, weft::pooled_stack(*pool_), b,
                           weft::coroutine_options{.stack_size = stack_size_, .cache_colouring = Colour});
     }
 
-private:
     std::unique_ptr<weft::stack_pool> pool_;
 };
 template <std::size_t Live>
@@ -112,22 +151,36 @@ struct fiber_body {
 };
 
 template <std::size_t Live>
+struct fiber_once {
+    void operator()() const { run_once<Live>(); }
+};
+
+template <std::size_t Live>
 class fiber_resume {
 public:
     explicit fiber_resume(const config& c) : stack_size_(c.stack_size), pool_(fiber_pool(c, c.count)) {
         fs_.reserve(c.count);
     }
     ~fiber_resume() { fs_.clear(); }  // before the pool goes
-    void create(std::size_t) {
-        fs_.emplace_back(std::allocator_arg, weft::pooled_stack(*pool_), fiber_body<Live>{},
-                         weft::fiber_options{.stack_size = stack_size_});
-    }
+    void create(std::size_t) { make(fiber_body<Live>{}); }
+    void spawn(std::size_t) { make(fiber_once<Live>{}); }
     void enter(std::size_t i) { (void)fs_[i].resume(); }
     void resume(std::size_t i) { (void)fs_[i].resume(); }
     void destroy(std::size_t i) { fs_[i].reset(); }
+    // finish(): the body returns, the fiber is done (its stack is free);
+    // reset() releases the handle.
+    void finish(std::size_t i) {
+        (void)fs_[i].resume();
+        fs_[i].reset();
+    }
     void end_round() { fs_.clear(); }
 
 private:
+    template <class B>
+    void make(B b) {
+        fs_.emplace_back(std::allocator_arg, weft::pooled_stack(*pool_), b, weft::fiber_options{.stack_size = stack_size_});
+    }
+
     std::size_t stack_size_;
     std::unique_ptr<weft::stack_pool> pool_;
     std::vector<weft::fiber> fs_;
@@ -206,10 +259,8 @@ public:
     explicit copy(const config& c)
         : coroutines(c), pool_({.stack_size = c.stack_size, .stacks = copy_stacks}) {}
     ~copy() { cos_.clear(); }  // before the pool goes
-    void create(std::size_t) {
-        cos_.emplace_back(std::allocator_arg, weft::shared_stack(pool_), body<Live>{},
-                          weft::coroutine_options{.stack_size = stack_size_});
-    }
+    void create(std::size_t) { make(body<Live>{}); }
+    void spawn(std::size_t) { make(once<Live>{}); }
     // max_saved() is the most bytes any coroutine saved at a switch.
     std::size_t max_saved() const {
         std::size_t m = 0;
@@ -219,6 +270,10 @@ public:
     }
 
 private:
+    template <class B>
+    void make(B b) {
+        cos_.emplace_back(std::allocator_arg, weft::shared_stack(pool_), b, weft::coroutine_options{.stack_size = stack_size_});
+    }
     weft::shared_stack_pool pool_;
 };
 #endif

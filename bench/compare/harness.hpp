@@ -82,6 +82,22 @@ template <std::size_t Live, class SwitchOut>
     }
 }
 
+// run_once() is the body of the spawn-to-finish lifecycle (report_main.cpp):
+// the same state and Live bytes as work_loop(), touched once, and then the
+// body returns without yielding, so one resume is the first entry and the
+// run to completion together. A short task that never blocks is what a
+// runtime spawns most; a yield in between would add a round trip that the
+// switch figures already measure. Every candidate's spawn body calls it
+// (the C++20 generator spells it out: it must not be a coroutine itself).
+template <std::size_t Live>
+inline void run_once() noexcept {
+    state s{};
+    live<Live> pad;
+    pad.fill();
+    step<Live>(s);
+    pad.keep();
+}
+
 // M1's coroutines keep ~100 bytes of locals live at their yield: the
 // 64-byte state and this many bytes more.
 inline constexpr std::size_t m1_extra_live = 40;

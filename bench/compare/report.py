@@ -61,16 +61,23 @@ FUNNEL_BUDGET = 121
 
 # key: unique row id; label: what the table shows; world: which binary
 # ("cpp", "cpp-sharefp", "go"); cand: the binary's candidate name; live:
-# extra live bytes at each yield; group: "weft" or "peer".
+# extra live bytes at each yield; group: "weft" or "peer"; lifecycle: runs
+# the lifecycle (and spawn-to-finish) rounds; switch: runs the switch round.
 def rows_for(scenario):
     rows = []
 
-    def add(key, label, world, cand, live=0, group="weft", lifecycle=True):
+    def add(key, label, world, cand, live=0, group="weft", lifecycle=True, switch=True):
         rows.append(dict(key=key, label=label, world=world, cand=cand, live=live,
-                         group=group, lifecycle=lifecycle))
+                         group=group, lifecycle=lifecycle, switch=switch))
 
     add("weft-mmap", "weft coroutine, mmap_stack", "cpp", "weft-mmap")
     add("weft-pooled", "weft coroutine, pooled_stack", "cpp", "weft-pooled")
+    # What a program that names no allocator gets: the process-wide pool
+    # with default options (128 KB stacks, 16 cached per thread; S2's 2 MB
+    # stacks are too big for it and are mapped each time). Its switch is
+    # weft-pooled's, so it runs the lifecycle only.
+    add("weft-default", "weft coroutine, default pool (stack_pool::global())", "cpp", "weft-default",
+        switch=False)
     add("weft-pooled-nocolour", "weft coroutine, pooled_stack, cache colouring off", "cpp", "weft-pooled-nocolour")
     add("weft-fiber", "weft fiber, pooled_stack (resume + this_fiber::suspend)", "cpp", "weft-fiber")
     # A ring hands control over with this_fiber::switch_to: no driver in
@@ -286,7 +293,7 @@ class Runner:
                 f.write(str(prev))
 
     # -- scenarios --
-    def scenario_cmd(self, row, name, count, stack, rounds, target_ms, lifecycle=True):
+    def scenario_cmd(self, row, name, count, stack, rounds, target_ms, lifecycle=True, switch=True):
         w = self.worlds[row["world"]]
         if row["world"] == "go":
             cmd = [w["bin"], "--scenario", name, "--candidate", row["cand"], "--count", str(count),
@@ -297,6 +304,8 @@ class Runner:
                "--target-ms", str(target_ms)]
         if not lifecycle:
             cmd.append("--no-lifecycle")
+        if not switch:
+            cmd.append("--no-switch")
         return cmd, None
 
     def run_scenarios(self):
@@ -326,7 +335,8 @@ class Runner:
                 for rep in range(reps):
                     for row in runnable:
                         cmd, env = self.scenario_cmd(row, name, count, sc["stack"], sc["rounds"][self.q],
-                                                     sc["target_ms"][self.q], row["lifecycle"])
+                                                     sc["target_ms"][self.q], row["lifecycle"],
+                                                     row.get("switch", True))
                         lines, dt = self.run_child(cmd, env, what=f"{name} {row['label']}")
                         log(f"[{name} rep {rep + 1}/{reps}] {row['label']}: {dt:.1f} s")
                         if lines:
@@ -493,6 +503,12 @@ How to read this:
   jump_fcontext, weft context::jump and ucontext the stack is just freed; Go: close its channel
   and let it return). All ns per coroutine. **cold** = the first round in a fresh process (empty
   pools); **warm** = the mean of the later rounds (pools warm);
+- **spawn to finish** = the lifecycle a runtime lives on, per coroutine: create N coroutines whose
+  body touches its 64-byte state once and returns without yielding, then run each to completion
+  with one resume and release it (its stack back to the pool; C++20: resume to the final suspend,
+  then destroy the frame); N alive at once, as in the other rounds; the first of these rounds warms
+  up and is dropped, the figure is the mean of the others. Candidates without a coroutine object
+  (jump_fcontext, weft context::jump, ucontext, Go) have no such row;
 - ratio columns are row / peer (below 1: the row is faster); switch ratios are against Boost.Context
   jump_fcontext, create ratios against boost::context::fiber with pooled_fixedsize_stack and against
   the C++20 generator;
@@ -522,6 +538,8 @@ def scenario_tables(r, name):
     out += ["| candidate | ns per switch | ratio to jump_fcontext |", "|---|---|---|"]
     base = r.stats(name, "fcontext", "switch")
     for row in rows:
+        if not row.get("switch", True):
+            continue
         ok, why = r.available(row)
         st = r.stats(name, row["key"], "switch") if ok else None
         label = f"**{row['label']}**" if row["group"] == "weft" else row["label"]
@@ -550,6 +568,28 @@ def scenario_tables(r, name):
         out.append(f"| {label} | {cell(s['create_cold'])} | {cell(s['create_warm'])} | {rfp} | {rc} | "
                    f"{cell(s['entry_cold'])} | {cell(s['entry_warm'])} | {cell(s['destroy_cold'])} | "
                    f"{cell(s['destroy_warm'])} |")
+    out.append("")
+    out += spawn_table(r, name)
+    return out
+
+
+def spawn_table(r, name):
+    """Spawn to finish: create + first entry + run to completion + release, warm."""
+    rows = [x for x in r.scen_rows[name] if x["lifecycle"] and r.available(x)[0]
+            and r.stats(name, x["key"], "spawn_warm")]
+    if not rows:
+        return []
+    out = ["Spawn to finish, ns per coroutine, warm (create + first entry + run to completion + release; "
+           "the body touches its state once and returns without yielding):", "",
+           "| candidate | spawn to finish | ratio to C++20 | ratio to fiber pooled | of which run + release |",
+           "|---|---|---|---|---|"]
+    c20 = r.stats(name, "cpp20", "spawn_warm")
+    fp = r.stats(name, "fiber-pooled", "spawn_warm")
+    for row in rows:
+        st = r.stats(name, row["key"], "spawn_warm")
+        label = f"**{row['label']}**" if row["group"] == "weft" else row["label"]
+        out.append(f"| {label} | {cell(st)} | {fmt_ratio(ratio(st, c20))} | {fmt_ratio(ratio(st, fp))} | "
+                   f"{cell(r.stats(name, row['key'], 'spawn_run_warm'))} |")
     out.append("")
     return out
 
@@ -627,9 +667,89 @@ def callgrind_table(r):
     return out
 
 
+def issue10_targets(r):
+    """Issue 10's targets (the coroutine at the cost of a raw switch), each checked against this run."""
+    out = ["## Targets of issue 10", ""]
+    if r.quick:
+        out += ["**Quick run: the timed figures and M1 are not meaningful** (short passes, fewer coroutines in "
+                f"S3, M1 at {M1_COUNTS[1][0]:,}); the section is printed to show that every figure is computed. "
+                "The callgrind counts do not depend on the mode. Only a full run decides a target.", ""]
+    out += ["Each timed figure is a ratio of medians from this run; the figures it divides follow in "
+            "parentheses. weft coroutine = `weft::coroutine` on `pooled_stack` with a pool of the scenario's "
+            "stack size (the weft-pooled rows); own FP state = the default build, FP state shared = the "
+            "`bench-sharefp` build (`WEFT_SHARE_FP_ENV=ON`); copy-stack = the \"~0 B live\" copy-stack row of "
+            "the default build; destroy = the destroy-warm column (a suspended coroutine unwound); "
+            "spawn to finish = the spawn-to-finish table.", "",
+            "| target | limit | measured | met |", "|---|---|---|---|"]
+    tally = [0, 0]
+
+    def med(section, row, metric):
+        st = r.stats(section, row, metric)
+        return st["median"] if st else None
+
+    def line(figure, limit_text, value, limit, detail="", fmt="{:.2f}"):
+        if value is None:
+            out.append(f"| {figure} | {limit_text} | not measured{detail} | |")
+            return
+        met = value <= limit
+        tally[0 if met else 1] += 1
+        out.append(f"| {figure} | {limit_text} | {fmt.format(value)}{detail} | {'met' if met else '**not met**'} |")
+
+    def ratio_line(figure, limit, section, num, den, metric, den_name, unit="ns"):
+        a, b = med(section, num, metric), med(section, den, metric)
+        if a is None or b is None or not b:
+            why = " (not run)" if section not in r.scen_rows else f" ({num if a is None else den} has no figure)"
+            line(figure, f"<= {limit}x {den_name}", None, limit, why)
+            return
+        line(figure, f"<= {limit}x {den_name}", a / b, limit, f" ({fmt(a)} / {fmt(b)} {unit})")
+
+    for name in ("S1", "S2", "S3"):
+        ratio_line(f"{name} switch, weft coroutine (own FP state)", 1.0, name, "weft-pooled", "fcontext",
+                   "switch", "jump_fcontext")
+    for name in ("S1", "S2"):
+        ratio_line(f"{name} switch, weft coroutine (FP state shared)", 0.6, name, "weft-pooled-fp", "fcontext",
+                   "switch", "jump_fcontext")
+    ratio_line("S3 switch, weft copy-stack coroutine (~0 B live)", 0.5, "S3", "weft-copy-0", "fcontext",
+               "switch", "jump_fcontext")
+    for name in ("S2", "S3"):
+        ratio_line(f"{name} spawn to finish, weft coroutine", 1.5, name, "weft-pooled", "cpp20", "spawn_warm",
+                   "C++20 generator")
+        ratio_line(f"{name} spawn to finish, weft coroutine", 1.0, name, "weft-pooled", "fiber-pooled",
+                   "spawn_warm", "boost::context::fiber (pooled)")
+    for name in ("S2", "S3"):
+        ratio_line(f"{name} destroy suspended (warm), weft coroutine", 0.5, name, "weft-pooled", "fiber-pooled",
+                   "destroy_warm", "boost::context::fiber (pooled)")
+    # M1: the M1 section's bytes per coroutine (peak RSS over the count),
+    # from the largest count that ran.
+    m1 = [(count, res) for count in sorted(M1_COUNTS[r.q], reverse=True)
+          for res in [r.m1_results.get(("weft-copy", count))]
+          if isinstance(res, dict) and "m1_bytes_per_coroutine" in res]
+    for limit, what in ((250, ""), (160, " (stretch)")):
+        if m1:
+            count, res = m1[0]
+            line(f"M1 bytes per suspended copy-stack coroutine, ~100 B live{what}", f"<= {limit} B",
+                 res["m1_bytes_per_coroutine"], limit, f" at {count:,}", fmt="{:.0f} B")
+        else:
+            line(f"M1 bytes per suspended copy-stack coroutine, ~100 B live{what}", f"<= {limit} B", None, limit,
+                 " (M1 not run)" if "M1" not in r.args.only.split(",") else " (weft-copy has no M1 figure)")
+    a, b = med("S1", "weft-copy-0", "switch"), med("S1", "weft-pooled", "switch")
+    line("S1 switch, copy-stack (~0 B live) / standalone weft coroutine", "<= 1.2x", a / b if a and b else None,
+         1.2, f" ({fmt(a)} / {fmt(b)} ns)" if a and b else (" (S1 not run)" if "S1" not in r.scen_rows else ""))
+    cg_why = "" if r.cg else " (callgrind not run)"
+    line("instructions per round trip, weft coroutine resume + yield (callgrind)", "<= 70",
+         r.cg.get("weft-mmap"), 70, cg_why, fmt="{:.0f}")
+    # The ring's figure is per two switch_to()s (one round trip of the others).
+    st = r.cg.get("weft-fiber-switch")
+    line("instructions per weft fiber switch_to (callgrind, ring of 2: round trip / 2)", "<= 60",
+         st / 2 if st is not None else None, 60, cg_why, fmt="{:.0f}")
+    out += ["", f"{tally[0]} of {tally[0] + tally[1]} measured targets met"
+            + (" (quick run: not meaningful)." if r.quick else "."), ""]
+    return out
+
+
 def targets_table(r):
     """The targets of the stacks and benchmark issues, each checked against this run."""
-    out = ["## Targets", "",
+    out = ["## Targets of earlier issues (stacks, benchmark, fiber core)", "",
            "Each target is a ratio of medians from this run (the issues' wording), or a callgrind count. The lifecycle sum is "
            "create + first entry + destroy, warm, per coroutine; weft's rows are its default allocator "
            "(pooled_stack) in the default build (FP control state saved per context) unless named.", "",
@@ -866,6 +986,7 @@ def main():
         md += m1_table(r)
     if "callgrind" in parts:
         md += callgrind_table(r)
+    md += issue10_targets(r)
     md += targets_table(r)
     if written:
         md += ["## Charts", ""] + [f"![{os.path.basename(p)}]({os.path.basename(p)})" for p in written] + [""]

@@ -9,15 +9,27 @@
 //       weft configuration (WEFT_SHARE_FP_ENV, copy-stack support).
 //   weft_bench_report --scenario NAME --candidate C --count N --stack BYTES
 //                     [--live BYTES] [--rounds R] [--target-ms T] [--no-lifecycle]
-//       Lifecycle rounds, then a switch round. Round r creates N coroutines
-//       (timed: "create"), resumes each once so it runs to its first yield
-//       (timed: "entry"), then destroys them all while suspended (timed:
-//       "destroy"). Round 0 is "cold" (fresh process, empty pools); rounds
-//       1..R-1 are "warm" and averaged. Then the switch round: create N,
+//                     [--no-switch]
+//       Lifecycle rounds, spawn-to-finish rounds, then a switch round.
+//       Lifecycle round r creates N coroutines (timed: "create"), resumes
+//       each once so it runs to its first yield (timed: "entry"), then
+//       destroys them all while suspended (timed: "destroy"). Round 0 is
+//       "cold" (fresh process, empty pools); rounds 1..R-1 are "warm" and
+//       averaged. Spawn-to-finish (candidates with spawn(i)/finish(i)): R
+//       more rounds, each creating N coroutines whose body touches its state
+//       once and returns without yielding (harness.hpp run_once), then
+//       running each to completion and releasing it (its stack back to the
+//       pool); round 0 warms the pools and code paths up and is not
+//       reported, rounds 1..R-1 are averaged: "spawn_warm" is create +
+//       first entry + run to completion + release, "spawn_run_warm" its
+//       second part. N are alive at once, as in the other rounds, so S2 and
+//       S3 pay their cache misses here too. Then the switch round: create N,
 //       enter, one untimed warm-up pass, then passes of round-robin resumes
 //       (resume coroutine 0, 1, ..., N-1, again) for about T ms; "switch" is
 //       the time per transfer of control = per round trip / 2.
 //       All figures are ns per coroutine (per switch for "switch").
+//       --no-lifecycle skips the lifecycle and spawn rounds, --no-switch
+//       the switch round.
 //   weft_bench_report --m1 --candidate C --count N --stack BYTES
 //       Creates N coroutines and runs each to its first yield, ~100 bytes of
 //       locals live; prints the peak RSS (VmHWM) minus the RSS before the
@@ -66,6 +78,7 @@ struct args {
     double target_ms = 50;
     std::uint64_t iters = 1000;
     bool lifecycle = true;
+    bool switches = true;
 };
 
 // --- scenario ---------------------------------------------------------------
@@ -83,6 +96,13 @@ std::size_t count_for(std::size_t asked) {
     else
         return asked;
 }
+
+// has_spawn: C has the spawn-to-finish pair (spawn(i), finish(i)).
+template <class C>
+constexpr bool has_spawn = requires(C& c) {
+    c.spawn(std::size_t{0});
+    c.finish(std::size_t{0});
+};
 
 // pass_ns() times `passes` passes over the n coroutines: each resumed once
 // in turn (two switches each), or, for a ring, n transfers per pass.
@@ -141,7 +161,31 @@ int run_scenario(const args& a) {
             emit(s, k, "entry_warm", warm[1] / w, "ns");
             emit(s, k, "destroy_warm", warm[2] / w, "ns");
         }
+        if constexpr (has_spawn<C>) {
+            // Timed in two parts, each over all N, so that one clock pair
+            // covers many coroutines (S1's single one subtracts the pair).
+            double spawn = 0, run = 0;
+            for (int r = 0; r < a.rounds; ++r) {
+                const std::int64_t t0 = now_ns();
+                for (std::size_t i = 0; i < n; ++i) c.spawn(i);
+                const std::int64_t t1 = now_ns();
+                for (std::size_t i = 0; i < n; ++i) c.finish(i);
+                const std::int64_t t2 = now_ns();
+                c.end_round();
+                if (r == 0) continue;  // warm-up
+                const double cr = std::max(0.0, static_cast<double>(t1 - t0) - overhead) / dn;
+                const double fr = std::max(0.0, static_cast<double>(t2 - t1) - overhead) / dn;
+                spawn += cr + fr;
+                run += fr;
+            }
+            if (a.rounds > 1) {
+                const double w = a.rounds - 1;
+                emit(s, k, "spawn_warm", spawn / w, "ns");
+                emit(s, k, "spawn_run_warm", run / w, "ns");
+            }
+        }
     }
+    if (!a.switches) return 0;
 
     // The switch round.
     for (std::size_t i = 0; i < n; ++i) c.create(i);
@@ -260,6 +304,8 @@ struct entry {
 const entry candidates[] = {
     {"weft-mmap", &with_series<weft_side::mmap>, "weft::coroutine, fresh weft::mmap_stack each"},
     {"weft-pooled", &with_series<weft_side::pooled>, "weft::coroutine, weft::pooled_stack (stack_pool)"},
+    {"weft-default", &with_live<weft_side::pooled_default>,
+     "weft::coroutine(body, options): stack_pool::global(), default options"},
     {"weft-pooled-nocolour", &with_live<weft_side::pooled_nocolour>,
      "weft::coroutine, weft::pooled_stack, cache_colouring off"},
     {"weft-fiber", &with_live<weft_side::fiber_resume>,
@@ -301,7 +347,7 @@ int usage() {
     std::fprintf(stderr,
                  "usage: weft_bench_report --list\n"
                  "       weft_bench_report --scenario NAME --candidate C --count N --stack BYTES [--live BYTES]\n"
-                 "                         [--rounds R] [--target-ms T] [--no-lifecycle]\n"
+                 "                         [--rounds R] [--target-ms T] [--no-lifecycle] [--no-switch]\n"
                  "       weft_bench_report --m1 --candidate C --count N --stack BYTES\n"
                  "       weft_bench_report --callgrind --candidate C --iters N\n");
     return 2;
@@ -332,6 +378,7 @@ int main(int argc, char** argv) {
         else if (o == "--target-ms") a.target_ms = std::strtod(value(), nullptr);
         else if (o == "--iters") a.iters = std::strtoull(value(), nullptr, 10);
         else if (o == "--no-lifecycle") a.lifecycle = false;
+        else if (o == "--no-switch") a.switches = false;
         else return usage();
     }
     if (a.m == mode::none) return usage();
