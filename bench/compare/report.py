@@ -5,7 +5,10 @@ scripts/bench builds the binaries and calls this. It runs every candidate in
 every scenario as a fresh child process, interleaved (repetition 1: A B C ...,
 repetition 2: A B C ..., ...), pinned to one CPU, and writes:
 
-  OUT/latest.md     the markdown report (also printed on stdout)
+  OUT/latest.md     the markdown report (also printed on stdout), ending with
+                    the targets of issue 10 (and of earlier issues), each
+                    a ratio of this run's medians (or a callgrind count or
+                    M1 figure) marked met / not met
   OUT/latest.json   every sample, the medians, and the run's metadata
   OUT/latest.csv    every sample, one a line
   OUT/*.svg         one chart per scenario (matplotlib)
