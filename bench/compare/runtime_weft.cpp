@@ -183,7 +183,7 @@ public:
         if (weft::detail::park(t) != weft::detail::wait_status::notified) {
             std::lock_guard g(m_);
             if (waiter_ == t) waiter_ = nullptr;
-            throw weft::forced_unwind{};
+            weft::detail::raise_forced_unwind();
         }
     }
 

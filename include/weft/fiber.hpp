@@ -38,6 +38,8 @@
 // do); weft itself reads its per-thread state afresh after every switch.
 #pragma once
 
+#include <cxxabi.h>
+
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -97,12 +99,25 @@ private:
     coroutine_errc code_;
 };
 
-// forced_unwind is thrown inside a suspended fiber that is being unwound
-// (unwind(), or destroying it), so that its stack unwinds and destructors
-// run. It does not derive from std::exception. A body that catches it with
-// catch (...) must rethrow it; one that swallows it aborts the process with
-// a message naming the fiber.
-class forced_unwind final {};
+// forced_unwind is what unwinds a fiber that is being destroyed or unwound
+// (unwind(), destroying it) or a task that is canceled, from its suspension
+// point up to its entry, so that destructors run. It is the C++ runtime's
+// forced-unwind type (abi::__forced_unwind, <cxxabi.h>), the one glibc's
+// thread cancellation uses, and it is raised the same way: with
+// _Unwind_ForcedUnwind, which walks the frames once (a C++ throw walks them
+// twice: a search, then the cleanup; docs/safety.md, Cancellation). The
+// rules are glibc's:
+//   - catch (const std::exception&) and handlers of other types never see it;
+//   - catch (...) and catch (const weft::forced_unwind&) (the same as
+//     catch (abi::__forced_unwind&)) do, and must rethrow it (`throw;`);
+//   - a handler that ends without rethrowing (swallows it) aborts the
+//     process with a message naming the fiber, where the handler ends;
+//   - a catch (...) reached while another exception is being handled (a
+//     handler nested inside another catch block) ends the process
+//     (std::terminate), as in glibc;
+//   - std::uncaught_exceptions() does not count it.
+// It cannot be constructed or thrown: cancellation is the library's to raise.
+using forced_unwind = abi::__forced_unwind;
 
 // after_switch_fn is a hook for this_fiber::suspend() and switch_to(): it
 // runs once, on the thread the fiber switched out of, after the fiber's

@@ -1427,7 +1427,7 @@ void sleep_until(std::chrono::steady_clock::time_point when) {
     detail::task_record* t = detail::current_task();
     if (!t) detail::task_misuse(nullptr, task_errc::not_in_task);
     const std::uint64_t word = detail::arm(t, true);
-    if (detail::park_until(t, word, &when) == detail::wait_status::canceled) throw forced_unwind{};
+    if (detail::park_until(t, word, &when) == detail::wait_status::canceled) detail::raise_forced_unwind();
 }
 
 }  // namespace this_task

@@ -196,7 +196,7 @@ wait_status park_until(task_record* t, std::uint64_t word, const std::chrono::st
 
 void check_cancel(task_record* t) {
     if (t->cancel_reason.load(std::memory_order_acquire) != 0 && t->shield_depth.load(std::memory_order_relaxed) == 0)
-        throw forced_unwind{};
+        detail::raise_forced_unwind();
 }
 
 void request_cancel(task_record* t, wait_status why) noexcept {
@@ -231,7 +231,7 @@ bool wait_finished(task_record* x, const std::chrono::steady_clock::time_point* 
             join_guard g(x);
             unlink(x, &n);
         }
-        if (why == wait_status::canceled) throw forced_unwind{};
+        if (why == wait_status::canceled) detail::raise_forced_unwind();
         return why == wait_status::notified;
     }
     // A plain thread sleeps on a futex.
@@ -293,7 +293,7 @@ std::size_t wait_any(std::span<task_record* const> ts) {
         join_guard g(ts[i]);
         unlink(ts[i], &ns[i]);
     }
-    if (why == wait_status::canceled) throw forced_unwind{};
+    if (why == wait_status::canceled) detail::raise_forced_unwind();
     return first_finished();
 }
 

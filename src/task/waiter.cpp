@@ -84,6 +84,6 @@ waiter::outcome waiter::wait(const std::chrono::steady_clock::time_point* deadli
     }
 }
 
-void throw_canceled() { throw forced_unwind{}; }
+void throw_canceled() { detail::raise_forced_unwind(); }
 
 }  // namespace weft

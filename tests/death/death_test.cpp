@@ -7,6 +7,7 @@
 // the binary runs under a user-mode emulator without binfmt registration.
 
 #include <gtest/gtest.h>
+#include <pthread.h>
 
 #include "support/leak_check.hpp"
 #include "weft/coroutine.hpp"
@@ -38,6 +39,9 @@ TEST_F(coroutine_death, swallowing_forced_unwind_in_an_anonymous_coroutine_abort
     EXPECT_DEATH(swallow_and_return(""), "coroutine <anonymous 0x[0-9a-f]+> swallowed weft::forced_unwind");
 }
 
+// A handler that swallows the unwind is caught where it ends (the forced
+// unwind's exception object is deleted there), before the body can yield
+// again.
 TEST_F(coroutine_death, swallowing_forced_unwind_then_yielding_again_aborts) {
     auto statement = [] {
         weft::coroutine<int> co(
@@ -53,7 +57,7 @@ TEST_F(coroutine_death, swallowing_forced_unwind_then_yielding_again_aborts) {
             {.name = "stubborn"});
         (void)co.resume();
     };
-    EXPECT_DEATH(statement(), "coroutine 'stubborn' tried to yield while being destroyed");
+    EXPECT_DEATH(statement(), "coroutine 'stubborn' swallowed weft::forced_unwind");
 }
 
 TEST_F(coroutine_death, swallowing_then_this_coroutine_yield_aborts) {
@@ -69,7 +73,38 @@ TEST_F(coroutine_death, swallowing_then_this_coroutine_yield_aborts) {
             {.name = "plain"});
         (void)co.resume();
     };
-    EXPECT_DEATH(statement(), "coroutine 'plain' tried to yield while being destroyed");
+    EXPECT_DEATH(statement(), "coroutine 'plain' swallowed weft::forced_unwind");
+}
+
+// Yielding from inside the handler, before it ends, is refused as before.
+TEST_F(coroutine_death, yielding_inside_a_handler_of_the_unwind_aborts) {
+    auto statement = [] {
+        weft::coroutine<int> co(
+            [](weft::yielder<int>& y) {
+                try {
+                    y.yield(1);
+                } catch (...) {
+                    y.yield(2);
+                    throw;
+                }
+            },
+            {.name = "restless"});
+        (void)co.resume();
+    };
+    EXPECT_DEATH(statement(), "coroutine 'restless' tried to yield while being destroyed");
+}
+
+// A cancellation unwind raised outside any coroutine has no entry to stop
+// at. Raised on a thread of its own: the death test's statement runs inside
+// gtest's catch (...), which would take it for an exception.
+void* raise_on_a_plain_thread(void*) { weft::detail::raise_forced_unwind(); }
+
+TEST_F(coroutine_death, a_forced_unwind_outside_any_coroutine_aborts) {
+    auto statement = [] {
+        pthread_t t;
+        if (pthread_create(&t, nullptr, raise_on_a_plain_thread, nullptr) == 0) pthread_join(t, nullptr);
+    };
+    EXPECT_DEATH(statement(), "forced_unwind raised outside any coroutine");
 }
 
 TEST_F(coroutine_death, destroying_a_running_coroutine_from_inside_aborts) {

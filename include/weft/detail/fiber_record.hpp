@@ -108,6 +108,7 @@ struct alignas(16) fiber_record {
     fiber_flavour flavour = fiber_flavour::fiber;
     bool unwinding = false;   // unwind() resumed it to throw forced_unwind
     bool keep_stack = false;  // copy-stack: the resumer gives the shared stack back (a value lies there)
+    bool unwind_caught = false;  // its entry caught the forced unwind raised on its stack (raise_forced_unwind())
     eh_state eh;              // the fiber's exception state while it is not running
     eh_state resumer_eh;      // its resumer's, while it runs (I4)
     after_switch_fn hook = nullptr;  // what the side it switches to runs for it (I3)
@@ -185,6 +186,13 @@ WEFT_API void entry_caught(fiber_record* f) noexcept;
 [[nodiscard]] WEFT_API bool unwind(fiber_record* f);
 // destroy() unwinds f if it is suspended and releases it.
 WEFT_API void destroy(fiber_record* f) noexcept;
+// raise_forced_unwind() unwinds the stack of the code running on this thread
+// (a fiber, or a task's fiber) up to its entry with _Unwind_ForcedUnwind
+// (forced_unwind's rules, weft/fiber.hpp). The entry catches it
+// (entry_for()). A handler that swallows it aborts naming the fiber; raised
+// outside any fiber, it aborts when it reaches the end of the thread's
+// stack. Never returns.
+[[noreturn]] WEFT_API void raise_forced_unwind();
 // rethrow() rethrows and clears the exception the body let escape.
 [[noreturn]] WEFT_API void rethrow(fiber_record* f);
 // describe() is "coroutine 'name'" or "coroutine <anonymous 0x...>".
@@ -440,10 +448,8 @@ template <bool ThrowIfBusy = true>
     context::transfer t = jump(f->resumer, word);
     sanitizer::arrived(f->tools(), cur->tools(), false, kind_of(t.data) == switch_kind::resume);
     settle_fiber(cur, f, t);
-    // Thrown right here rather than from an out-of-line helper: each frame
-    // between the throw and the entry is walked twice by the unwinder.
     if (f->unwinding) [[unlikely]]
-        throw forced_unwind{};
+        raise_forced_unwind();
 }
 
 // suspend() switches the running fiber f back to its resumer; the hook, if
@@ -495,7 +501,7 @@ inline void switch_to(fiber_record* f, fiber_record* next, after_switch_fn hook 
     sanitizer::arrived(f->tools(), f->tools(), false, kind_of(t.data) == switch_kind::resume);
     settle_fiber(f, f, t);
     if (f->unwinding) [[unlikely]]
-        throw forced_unwind{};
+        raise_forced_unwind();
 }
 
 // first_arrival() is the start of a fiber's entry function.
@@ -518,6 +524,9 @@ void entry_for(context::transfer t) noexcept {
     try {
         Block::run(f);
     } catch (const forced_unwind&) {
+        // The forced unwind raised on this stack ends here: leaving this
+        // handler deletes it, which is then no swallowing.
+        f->unwind_caught = true;
         unwound = true;
     } catch (...) {
         entry_caught(f);
