@@ -9,15 +9,30 @@
 // shared by every handle that refers to it.
 //
 // Where idle stacks live:
-//   - a per-thread cache, a LIFO of at most max_cached_per_thread stacks,
-//     touched only by its own thread: allocate() and deallocate() on it take
-//     no lock and execute no read-modify-write instruction (the live-stack
-//     statistic is a per-thread counter too);
+//   - a per-thread cache, a LIFO touched only by its own thread: allocate()
+//     and deallocate() on it take no lock and execute no read-modify-write
+//     instruction (the live-stack statistic is a per-thread counter too);
 //   - the shared reserve, a mutex-protected LIFO that receives the older half
 //     of a full thread cache, refills an empty one, takes a cache when its
 //     thread exits, and serves threads without a cache.
 // A stack allocated on one thread and freed on another goes into the freeing
 // thread's cache (or the reserve) and is reused from there.
+//
+// The capacity of a thread cache follows that thread's demand. A cache
+// starts with room for min_cached_per_thread stacks. Every stack the thread
+// has to take from outside its cache because the cache is empty (a refill
+// from the reserve or a new mapping) raises the capacity by one, up to
+// max_cached_per_thread: a thread that repeatedly creates N coroutines and
+// frees them ends its first round with room for all N, and from then on
+// serves every allocation from its own cache, with no reserve traffic. A
+// thread that only frees stacks other threads allocated gains no capacity
+// and passes the surplus to the reserve, where the allocating threads find
+// it. At each decay step the capacity shrinks to the most the cache was
+// drawn down (or had to take from outside) during the last two decay
+// periods, but not below min_cached_per_thread nor below the stacks it
+// still holds; the idle stacks themselves leave through decay (below).
+// The cache's slot array grows geometrically as stacks come back to it and
+// shrinks with the capacity, so a steady loop allocates no memory.
 //
 // Following demand: the pool maps a new stack only when the calling thread's
 // cache and the reserve are both empty, so it grows to the peak demand. When
@@ -30,9 +45,9 @@
 // reserve, where they are unmapped. Decay runs as a side effect of
 // allocate() and deallocate(): every ops_per_decay_check operations a thread
 // reads the clock and trims its own cache and, when due, the reserve. A
-// thread that stops using the pool keeps its cache (at most
-// max_cached_per_thread stacks, not trimmed) until it uses the pool again or
-// exits. trim() forces a step now.
+// thread that stops using the pool keeps its cache (not trimmed, at most its
+// current capacity) until it uses the pool again or exits. trim() forces a
+// step now.
 //
 // A stack from the pool is indistinguishable from a fresh mmap_stack stack
 // to a well-behaved coroutine: same usable size, the guard page below it
@@ -80,10 +95,15 @@ struct stack_pool_options {
     std::size_t stack_size = default_stack_size;
     // guard_pages inaccessible pages lie below each stack (>= 1).
     std::size_t guard_pages = 1;
-    // max_cached_per_thread is the capacity of each thread's cache (0: no
-    // thread caches, every operation goes through the reserve). At most
-    // 65536; the pool uses at most max_stacks of it.
-    std::size_t max_cached_per_thread = 16;
+    // max_cached_per_thread bounds the capacity of each thread's cache, which
+    // grows with the thread's demand (see the top of this file; 0: no thread
+    // caches, every operation goes through the reserve). At most 65536; the
+    // pool uses at most max_stacks of it.
+    std::size_t max_cached_per_thread = 65536;
+    // min_cached_per_thread is the capacity a thread cache starts with and
+    // never shrinks below (>= 1; clamped to max_cached_per_thread). Setting
+    // both to the same value gives caches of a fixed capacity.
+    std::size_t min_cached_per_thread = 16;
     // max_stacks and max_bytes are hard limits on the pooled stacks mapped at
     // once, in use or idle; bytes count whole mappings, guards included.
     std::size_t max_stacks = std::numeric_limits<std::size_t>::max();
@@ -112,6 +132,8 @@ struct stack_pool_statistics {
     std::uint64_t limit_failures = 0;  // allocate() calls that threw stack_pool_error
     std::uint64_t trims = 0;           // idle stacks whose pages were released (madvise)
     std::uint64_t unmaps = 0;          // idle pooled stacks unmapped
+    std::uint64_t flushes = 0;         // deallocations that found their thread's cache full at its
+                                       // capacity and moved its older half to the reserve
     std::size_t in_use = 0;            // pooled stacks handed out and not returned
     std::size_t cached = 0;            // idle pooled stacks, in thread caches and the reserve
     std::size_t reserved = 0;          // of which in the reserve
@@ -120,6 +142,7 @@ struct stack_pool_statistics {
     std::size_t peak_mapped = 0;       // the most pooled stacks mapped at once
     std::size_t unpooled_in_use = 0;   // unpooled stacks handed out and not returned
     std::size_t thread_caches = 0;     // live threads that have a cache for this pool
+    std::size_t cache_capacity = 0;    // the current capacities of their caches, summed
 };
 
 // stack_pool_error is thrown by allocate() at a hard limit under
@@ -160,7 +183,8 @@ public:
     // std::invalid_argument naming the option (zero stack_size or
     // guard_pages, max_stacks 0, max_bytes below one stack, min_retained
     // above max_stacks or max_bytes, a negative decay, an oversized
-    // max_cached_per_thread, sizes that overflow).
+    // max_cached_per_thread or min_cached_per_thread, a zero
+    // min_cached_per_thread, sizes that overflow).
     stack_pool() : stack_pool(options{}) {}
     explicit stack_pool(const options& opts);
     ~stack_pool();
@@ -185,8 +209,9 @@ public:
     // trim() runs a decay step now, as if a decay period had passed with no
     // demand: idle stacks in the calling thread's cache and in the reserve
     // have their pages released, those already released are unmapped (the
-    // reserve keeps min_retained). Other threads trim their caches at their
-    // next decay check.
+    // reserve keeps min_retained), and the calling thread's cache capacity
+    // falls to the stacks it still holds (at least min_cached_per_thread).
+    // Other threads trim their caches at their next decay check.
     void trim() noexcept;
 
     // stats() is a snapshot of the counters and gauges.
@@ -209,6 +234,9 @@ private:
     void deallocate_slow(stack_view stack) noexcept;
     cache* local_cache(bool create) noexcept;
     void flush_half(cache& c) noexcept;
+    void grow_capacity(cache& c, std::uint32_t got) noexcept;
+    bool grow_slots(cache& c) noexcept;
+    void resize_slots(cache& c, std::uint32_t size) noexcept;
     void to_reserve(std::uintptr_t entry) noexcept;
     void maintain(cache& c) noexcept;
     void pass_local(cache& c, bool forced, std::int64_t now, std::uint64_t epoch) noexcept;
@@ -223,7 +251,8 @@ private:
     std::size_t stack_size_;
     std::size_t guard_size_;
     std::size_t stack_bytes_;  // one mapping: stack_size_ + guard_size_
-    std::uint32_t thread_capacity_;
+    std::uint32_t cache_floor_;  // min_cached_per_thread, clamped to cache_bound_
+    std::uint32_t cache_bound_;  // min(max_cached_per_thread, max_stacks)
     std::int64_t decay_ns_;
     mmap_stack mmap_;           // pooled stacks
     mmap_stack unpooled_mmap_;  // unpooled stacks: one more guard page
@@ -234,6 +263,7 @@ private:
     std::atomic<std::uint64_t> reserve_hits_{0};
     std::atomic<std::uint64_t> trims_{0};
     std::atomic<std::uint64_t> unmaps_{0};
+    std::atomic<std::uint64_t> flushes_{0};
     std::atomic<std::uint64_t> unpooled_{0};
     std::atomic<std::uint64_t> limit_failures_{0};
     std::atomic<std::int64_t> unpooled_live_{0};

@@ -37,14 +37,28 @@ namespace weft {
 namespace detail {
 
 // pool_thread_cache is one thread's LIFO of idle stacks for one pool.
+//
+// Capacity invariants (the owner keeps them; see "capacity" below):
+//   1 <= floor <= capacity <= bound   (the pool's cache_floor_, cache_bound_)
+//   count <= limit == min(capacity, slots_size)
+//   low_water <= count <= high_water
+// capacity rises only in allocate_slow(), when the cache was empty, by the
+// stacks taken from outside it; it falls only at a decay step. slots_size
+// rises only in deallocate_slow(), when a stack comes back to a cache whose
+// array is full below its capacity; it falls only at a decay step.
 struct pool_thread_cache {
     std::uint64_t pool_id = 0;  // the pool's unique id: never reused, unlike its address
     stack_pool* pool = nullptr;
-    std::uintptr_t* slots = nullptr;  // capacity entries, top at count - 1
-    std::uint32_t capacity = 0;
+    std::uintptr_t* slots = nullptr;  // slots_size entries, top at count - 1
+    std::uint32_t limit = 0;          // min(capacity, slots_size): deallocate()'s fast-path bound
     std::atomic<std::uint32_t> count{0};  // written by the owner only
     std::uint32_t low_water = 0;          // untouched bottom of slots since the last decay step
+    std::uint32_t high_water = 0;         // the most entries since the last decay step
     std::uint32_t countdown = stack_pool::ops_per_decay_check;
+    std::uint32_t slots_size = 0;
+    std::atomic<std::uint32_t> capacity{0};  // written by the owner only
+    std::uint32_t obtained = 0;     // stacks taken from outside into the empty cache since the last step
+    std::uint32_t prev_demand = 0;  // the demand measured at the last decay step
     std::uint64_t seen_epoch = 0;   // the pool's trim epoch at the last step
     std::int64_t last_pass = 0;     // clock of the last decay step, ns
     std::atomic<std::uint64_t> hits{0};  // written by the owner only
@@ -70,6 +84,8 @@ using std::memory_order_release;
 
 constexpr std::uintptr_t cold_bit = 1;
 constexpr std::size_t max_thread_capacity = 65536;
+// max_refill bounds the stacks one refill takes from the reserve.
+constexpr std::uint32_t max_refill = 64;
 
 std::atomic<std::uint64_t> next_pool_id{1};
 
@@ -151,6 +167,11 @@ const stack_pool_options& checked(const stack_pool_options& o) {
     if (o.max_cached_per_thread > max_thread_capacity)
         invalid("max_cached_per_thread (" + to_string(o.max_cached_per_thread) + ") exceeds " +
                 to_string(max_thread_capacity));
+    if (o.min_cached_per_thread > max_thread_capacity)
+        invalid("min_cached_per_thread (" + to_string(o.min_cached_per_thread) + ") exceeds " +
+                to_string(max_thread_capacity));
+    if (o.min_cached_per_thread == 0)
+        invalid("min_cached_per_thread must be at least 1 (max_cached_per_thread = 0 turns thread caches off)");
     if (o.decay.count() < 0) invalid("decay must not be negative");
     if (o.on_limit != limit_policy::fail && o.on_limit != limit_policy::fresh_unpooled)
         invalid("on_limit is not a limit_policy");
@@ -198,7 +219,9 @@ stack_pool::stack_pool(const options& opts)
       stack_size_((opts.stack_size + page_size() - 1) & ~(page_size() - 1)),
       guard_size_(opts.guard_pages * page_size()),
       stack_bytes_(stack_size_ + guard_size_),
-      thread_capacity_(static_cast<std::uint32_t>(std::min(opts.max_cached_per_thread, opts.max_stacks))),
+      cache_floor_(static_cast<std::uint32_t>(
+          std::min({opts.min_cached_per_thread, opts.max_cached_per_thread, opts.max_stacks}))),
+      cache_bound_(static_cast<std::uint32_t>(std::min(opts.max_cached_per_thread, opts.max_stacks))),
       decay_ns_(to_ns(opts.decay)),
       mmap_(opts.guard_pages),
       unpooled_mmap_(opts.guard_pages + 1),
@@ -274,9 +297,10 @@ WEFT_NOINLINE void stack_pool::deallocate(stack_view s) noexcept {
         cache* c = t_state.current;
         if (c && c->pool_id == id_) [[likely]] {
             const std::uint32_t n = c->count.load(memory_order_relaxed);
-            if (n < c->capacity) [[likely]] {
+            if (n < c->limit) [[likely]] {
                 c->slots[n] = reinterpret_cast<std::uintptr_t>(s.base);
                 c->count.store(n + 1, memory_order_relaxed);
+                if (n >= c->high_water) c->high_water = n + 1;
                 detail::live_stacks.add(-1);
                 if (--c->countdown == 0) [[unlikely]]
                     maintain(*c);
@@ -304,15 +328,25 @@ stack_view stack_pool::allocate_slow(std::size_t size) {
     if (cache* c = local_cache(true)) {
         std::uint32_t n = c->count.load(memory_order_relaxed);
         if (n == 0) {
-            // Refill half the cache from the reserve, newest first.
-            std::lock_guard<std::mutex> lock(mutex_);
-            const std::size_t take = std::min<std::size_t>(reserve_.size(), std::max<std::uint32_t>(1, c->capacity / 2));
-            const std::size_t from = reserve_.size() - take;
-            std::copy(reserve_.begin() + static_cast<std::ptrdiff_t>(from), reserve_.end(), c->slots);
-            reserve_.resize(from);
-            reserve_low_water_ = std::min(reserve_low_water_, from);
-            n = static_cast<std::uint32_t>(take);
-            if (n != 0) reserve_hits_.fetch_add(1, memory_order_relaxed);
+            // Refill from the reserve, newest first: half the capacity, at
+            // most max_refill (the reserve is shared; growing the capacity by
+            // what was taken already makes the next round refill-free).
+            {
+                std::lock_guard<std::mutex> lock(mutex_);
+                const std::uint32_t want =
+                    std::min({c->capacity.load(memory_order_relaxed) / 2, max_refill, c->slots_size});
+                const std::size_t take = std::min<std::size_t>(reserve_.size(), std::max<std::uint32_t>(1, want));
+                const std::size_t from = reserve_.size() - take;
+                std::copy(reserve_.begin() + static_cast<std::ptrdiff_t>(from), reserve_.end(), c->slots);
+                reserve_.resize(from);
+                reserve_low_water_ = std::min(reserve_low_water_, from);
+                n = static_cast<std::uint32_t>(take);
+                if (n != 0) reserve_hits_.fetch_add(1, memory_order_relaxed);
+            }
+            if (n != 0) {
+                c->high_water = std::max(c->high_water, n);
+                grow_capacity(*c, n);
+            }
         } else {
             bump(c->hits);  // the cache was there, only not the current one
         }
@@ -324,6 +358,10 @@ stack_view stack_pool::allocate_slow(std::size_t size) {
             if (--c->countdown == 0) maintain(*c);
             return hand_out(e);
         }
+        // A miss: the thread holds one stack more than its cache could give.
+        stack_view s = allocate_new(size);
+        if (s.guard == guard_size_) grow_capacity(*c, 1);  // not an unpooled one at a limit
+        return s;
     } else {
         std::unique_lock<std::mutex> lock(mutex_);
         if (!reserve_.empty()) {
@@ -393,10 +431,13 @@ void stack_pool::deallocate_slow(stack_view s) noexcept {
     detail::live_stacks.add(-1);
     const auto e = reinterpret_cast<std::uintptr_t>(s.base);
     if (cache* c = local_cache(true)) {
-        if (c->count.load(memory_order_relaxed) == c->capacity) flush_half(*c);
+        // Full below its capacity: a larger array. Full at its capacity (this
+        // thread returns more stacks than it recently took): the reserve.
+        if (c->count.load(memory_order_relaxed) >= c->limit && !grow_slots(*c)) flush_half(*c);
         const std::uint32_t n = c->count.load(memory_order_relaxed);
         c->slots[n] = e;
         c->count.store(n + 1, memory_order_relaxed);
+        if (n >= c->high_water) c->high_water = n + 1;
         if (--c->countdown == 0) maintain(*c);
         return;
     }
@@ -420,13 +461,13 @@ stack_pool::cache* stack_pool::local_cache(bool create) noexcept {
         if (r->pool_id == id_) return t.current = r;
         link = &r->next_in_thread;
     }
-    if (!create || t.exited || thread_capacity_ == 0) return nullptr;
+    if (!create || t.exited || cache_bound_ == 0) return nullptr;
     // Plain new (not the nothrow form), so that a program that replaces
     // operator new and delete sees matching pairs.
     cache* r = nullptr;
     try {
         r = new cache;
-        r->slots = new std::uintptr_t[thread_capacity_];
+        r->slots = new std::uintptr_t[cache_floor_];
     } catch (const std::bad_alloc&) {
         delete r;
         return nullptr;  // the caller falls back to the reserve
@@ -436,7 +477,9 @@ stack_pool::cache* stack_pool::local_cache(bool create) noexcept {
     asm volatile("" : : "r"(hook) : "memory");
     r->pool_id = id_;
     r->pool = this;
-    r->capacity = thread_capacity_;
+    r->slots_size = cache_floor_;
+    r->capacity.store(cache_floor_, memory_order_relaxed);
+    r->limit = cache_floor_;
     r->seen_epoch = trim_epoch_.load(memory_order_relaxed);
     r->last_pass = now_ns();
     {
@@ -461,6 +504,60 @@ void stack_pool::flush_half(cache& c) noexcept {
     std::memmove(c.slots, c.slots + k, (n - k) * sizeof(std::uintptr_t));
     c.count.store(n - k, memory_order_relaxed);
     c.low_water = c.low_water > k ? c.low_water - k : 0;
+    flushes_.fetch_add(1, memory_order_relaxed);
+}
+
+// ---------------------------------------------------------------- capacity
+//
+// Demand is the most stacks this thread has held out of its cache at once,
+// measured per decay period as the larger of how far the cache was drawn
+// down (high_water - low_water) and how many stacks the thread had to take
+// from outside while its cache was empty (obtained). The capacity grows at
+// once, in the slow path, by every stack taken from outside (so the first
+// round of a loop that holds N stacks leaves room for N), and shrinks at a
+// decay step to the larger demand of the last two periods: the same two
+// periods after which an idle stack is unmapped, so capacity and memory fall
+// together, and a step that lands in the middle of a round keeps the
+// capacity of the previous whole round. A thread that only frees stacks
+// other threads took (a consumer) never finds its cache empty when it
+// allocates nothing, so it keeps the floor and flushes to the reserve,
+// where the allocating threads find the stacks.
+
+// grow_capacity() raises the capacity by `got` stacks taken from outside.
+// Only the limit can change; the slot array grows when stacks come back.
+void stack_pool::grow_capacity(cache& c, std::uint32_t got) noexcept {
+    const std::uint32_t cap = c.capacity.load(memory_order_relaxed);
+    const std::uint32_t grown = cap + std::min(got, cache_bound_ - cap);
+    c.capacity.store(grown, memory_order_relaxed);
+    c.obtained = c.obtained + std::min(got, std::numeric_limits<std::uint32_t>::max() - c.obtained);
+    c.limit = std::min(grown, c.slots_size);
+}
+
+// grow_slots() doubles the slot array (up to the capacity) of a cache that is
+// full below its capacity. False when it is at its capacity or memory is
+// short: the caller flushes instead.
+bool stack_pool::grow_slots(cache& c) noexcept {
+    const std::uint32_t cap = c.capacity.load(memory_order_relaxed);
+    if (c.slots_size >= cap) return false;
+    const std::uint32_t before = c.slots_size;
+    resize_slots(c, std::min(cap, std::max<std::uint32_t>(1, before) * 2));
+    return c.slots_size != before;
+}
+
+// resize_slots() moves the entries to an array of `size` slots and updates
+// the limit. Requires: size >= count. Keeps the old array if memory is short.
+void stack_pool::resize_slots(cache& c, std::uint32_t size) noexcept {
+    std::uintptr_t* fresh = nullptr;
+    try {
+        fresh = new std::uintptr_t[size];
+    } catch (const std::bad_alloc&) {
+        return;
+    }
+    std::copy(c.slots, c.slots + c.count.load(memory_order_relaxed), fresh);
+    delete[] c.slots;
+    c.slots = fresh;
+    c.slots_size = size;
+    c.limit = std::min(c.capacity.load(memory_order_relaxed), size);
 }
 
 // to_reserve() pushes an idle stack on the reserve. Requires: mutex_ held.
@@ -548,6 +645,18 @@ void stack_pool::pass_local(cache& c, bool forced, std::int64_t now, std::uint64
         }
     }
     if (released) trims_.fetch_add(released, memory_order_relaxed);
+    // The capacity follows the demand of the last two periods (see
+    // "capacity"); a forced step counts as a period without demand.
+    const std::uint32_t demand = std::max(c.high_water - std::min(c.low_water, c.high_water), c.obtained);
+    const std::uint32_t recent = forced ? 0 : std::max(demand, c.prev_demand);
+    const std::uint32_t cap = std::min(std::max({recent, n, cache_floor_}), cache_bound_);
+    c.capacity.store(cap, memory_order_relaxed);
+    c.limit = std::min(cap, c.slots_size);
+    // An array more than twice the capacity shrinks to it (count <= cap).
+    if (c.slots_size / 2 > cap) resize_slots(c, cap);
+    c.prev_demand = forced ? 0 : demand;
+    c.obtained = 0;
+    c.high_water = n;
     c.low_water = n;
     c.last_pass = now;
     c.seen_epoch = epoch;
@@ -600,6 +709,7 @@ stack_pool::statistics stack_pool::stats() const {
         s.hits += r->hits.load(memory_order_relaxed);
         s.cached += r->count.load(memory_order_relaxed);
         ++s.thread_caches;
+        s.cache_capacity += r->capacity.load(memory_order_relaxed);
     }
     s.reserve_hits = reserve_hits_.load(memory_order_relaxed);
     s.misses = misses_.load(memory_order_relaxed);
@@ -607,6 +717,7 @@ stack_pool::statistics stack_pool::stats() const {
     s.limit_failures = limit_failures_.load(memory_order_relaxed);
     s.trims = trims_.load(memory_order_relaxed);
     s.unmaps = unmaps_.load(memory_order_relaxed);
+    s.flushes = flushes_.load(memory_order_relaxed);
     s.mapped = mapped_;
     s.mapped_bytes = mapped_ * stack_bytes_;
     s.peak_mapped = peak_mapped_;

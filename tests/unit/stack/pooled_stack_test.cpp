@@ -306,6 +306,8 @@ TEST_F(pooled_stack_reuse, full_thread_cache_spills_to_the_reserve) {
     EXPECT_EQ(st.cached, 10u);
     EXPECT_GE(st.reserved, 6u);
     EXPECT_LE(st.cached - st.reserved, 4u);
+    EXPECT_GE(st.flushes, 1u);
+    EXPECT_EQ(st.cache_capacity, 4u) << "max_cached_per_thread caps the capacity (and the floor)";
     // Taking them all back maps nothing new.
     std::set<void*> bases;
     for (auto& s : v) {
@@ -318,6 +320,69 @@ TEST_F(pooled_stack_reuse, full_thread_cache_spills_to_the_reserve) {
     EXPECT_GE(st.reserve_hits, 1u);
     EXPECT_EQ(st.hits + st.reserve_hits + st.misses, 20u) << "each allocation counted once";
     for (auto& s : v) pool.deallocate(s);
+}
+
+// steady_loop() runs `rounds` rounds of: take n stacks on this thread, give
+// them back; it returns the statistics after each round.
+std::vector<weft::stack_pool::statistics> steady_loop(weft::stack_pool& pool, std::size_t n, int rounds) {
+    std::vector<weft::stack_pool::statistics> after;
+    std::vector<weft::stack_view> v(n);
+    for (int r = 0; r < rounds; ++r) {
+        for (auto& s : v) s = pool.allocate(small);
+        for (auto& s : v) pool.deallocate(s);
+        after.push_back(pool.stats());
+    }
+    return after;
+}
+
+// The S2 / S3 pattern: after a warm-up round the thread's cache holds every
+// stack the loop needs, so the reserve sees no traffic at all.
+TEST_F(pooled_stack_reuse, steady_loop_stays_in_the_thread_cache) {
+    for (const std::size_t n : {std::size_t{1000}, std::size_t{5000}}) {
+        SCOPED_TRACE(n);
+        weft::stack_pool pool(small_pool());  // default capacity options
+        const auto after = steady_loop(pool, n, 5);
+        EXPECT_EQ(after[0].misses, n) << "the first round maps every stack";
+        EXPECT_GE(after[0].cache_capacity, n) << "and leaves room for all of them";
+        for (std::size_t r = 1; r < after.size(); ++r) {
+            SCOPED_TRACE(r + 1);
+            EXPECT_EQ(after[r].misses, after[0].misses);
+            EXPECT_EQ(after[r].reserve_hits, 0u);
+            EXPECT_EQ(after[r].flushes, 0u);
+            EXPECT_EQ(after[r].hits, r * n) << "every later allocation is a hit";
+            EXPECT_EQ(after[r].reserved, 0u);
+            EXPECT_EQ(after[r].cached, n);
+            EXPECT_EQ(after[r].cache_capacity, after[0].cache_capacity);
+        }
+    }
+}
+
+// A cache that already holds some stacks still grows by what the thread
+// takes from outside: a second, larger loop settles after one round too.
+TEST_F(pooled_stack_reuse, capacity_grows_again_when_demand_rises) {
+    weft::stack_pool pool(small_pool());
+    (void)steady_loop(pool, 100, 2);
+    const auto after = steady_loop(pool, 700, 4);
+    EXPECT_EQ(after[0].misses, 700u);
+    EXPECT_GE(after[0].cache_capacity, 700u);
+    for (std::size_t r = 1; r < after.size(); ++r) {
+        EXPECT_EQ(after[r].misses, 700u);
+        EXPECT_EQ(after[r].reserve_hits, 0u);
+        EXPECT_EQ(after[r].flushes, 0u);
+    }
+}
+
+// The capacity is bounded by max_cached_per_thread: above it the cache
+// flushes to the reserve as before and refills from it.
+TEST_F(pooled_stack_reuse, capacity_stops_at_max_cached_per_thread) {
+    weft::stack_pool::options o = small_pool();
+    o.max_cached_per_thread = 100;
+    weft::stack_pool pool(o);
+    const auto after = steady_loop(pool, 300, 3);
+    EXPECT_EQ(after[0].cache_capacity, 100u);
+    EXPECT_GE(after[0].flushes, 1u);
+    EXPECT_GT(after[2].reserve_hits, after[1].reserve_hits) << "each round goes through the reserve";
+    EXPECT_EQ(after[2].misses, 300u) << "but maps nothing new";
 }
 
 TEST_F(pooled_stack_reuse, without_thread_caches_the_reserve_is_lifo) {
@@ -581,6 +646,56 @@ TEST_F(pooled_stack_threads, thread_exit_returns_its_cache_for_other_threads) {
     EXPECT_EQ(st.reserved, 3u);
 }
 
+// A thread that only frees stacks another thread allocated gains no
+// capacity: it passes them to the reserve, where the allocating thread finds
+// them, so a producer / consumer loop stops mapping after a few rounds.
+TEST_F(pooled_stack_threads, consumer_thread_passes_freed_stacks_back_to_the_producer) {
+    weft::stack_pool pool(small_pool());
+    constexpr std::size_t n = 200;
+    constexpr std::uint32_t floor = 16;  // min_cached_per_thread's default
+    std::mutex m;
+    std::condition_variable cv;
+    std::vector<weft::stack_view> batch;  // handed to the consumer
+    bool quit = false;
+    std::thread consumer([&] {
+        std::unique_lock<std::mutex> lk(m);
+        for (;;) {
+            cv.wait(lk, [&] { return quit || !batch.empty(); });
+            if (batch.empty()) return;
+            for (auto& s : batch) pool.deallocate(s);
+            batch.clear();
+            cv.notify_all();
+        }
+    });
+    std::set<void*> seen;
+    std::vector<weft::stack_pool::statistics> after;
+    for (int r = 0; r < 8; ++r) {
+        std::vector<weft::stack_view> v(n);
+        for (auto& s : v) {
+            s = pool.allocate(small);
+            seen.insert(s.base);
+        }
+        std::unique_lock<std::mutex> lk(m);
+        batch = v;
+        cv.notify_all();
+        cv.wait(lk, [&] { return batch.empty(); });
+        after.push_back(pool.stats());
+        const weft::stack_pool::statistics& st = after.back();
+        EXPECT_LE(st.cached - st.reserved, floor) << "the consumer's cache keeps at most its floor";
+        EXPECT_LE(st.mapped, n + floor);
+    }
+    {
+        std::lock_guard<std::mutex> lk(m);
+        quit = true;
+    }
+    cv.notify_all();
+    consumer.join();
+    EXPECT_EQ(after[7].misses, after[3].misses) << "the freed stacks are reused";
+    EXPECT_EQ(seen.size(), after[7].misses);
+    EXPECT_GT(after[7].flushes, after[3].flushes) << "the consumer flushes every round";
+    EXPECT_GT(after[7].reserve_hits, after[3].reserve_hits) << "the producer refills every round";
+}
+
 TEST_F(pooled_stack_threads, limits_count_idle_stacks_and_exit_releases_them) {
     weft::stack_pool::options o = small_pool();
     o.max_stacks = 2;
@@ -802,6 +917,63 @@ TEST_F(pooled_stack_decay, decay_follows_the_clock_and_keeps_what_is_used) {
     EXPECT_EQ(st.misses, 3u);
 }
 
+// When demand falls, decay returns the stacks and the capacity follows: one
+// period measures the old demand, the next releases the pages, the third
+// unmaps them and shrinks the capacity to the floor; demand rising again
+// grows it back.
+TEST_F(pooled_stack_decay, capacity_shrinks_when_demand_falls) {
+    fake_now_ns = 1'000'000'000;
+    weft::stack_pool::options o = small_pool();
+    o.decay = std::chrono::milliseconds(100);
+    o.clock = &fake_clock;
+    weft::stack_pool pool(o);
+    constexpr std::size_t n = 1000;
+    auto after = steady_loop(pool, n, 2);
+    ASSERT_EQ(after[1].flushes, 0u);
+    ASSERT_EQ(after[1].reserve_hits, 0u);
+    ASSERT_GE(after[1].cache_capacity, n);
+    // step() advances the clock by one decay period and runs enough
+    // operations for two decay checks, with one stack in use.
+    auto step = [&] {
+        fake_now_ns += 100'000'000;
+        for (std::uint32_t i = 0; i < weft::stack_pool::ops_per_decay_check; ++i) pool.deallocate(pool.allocate(small));
+        return pool.stats();
+    };
+    weft::stack_pool::statistics st = step();  // the period of the loop ends
+    EXPECT_EQ(st.trims, 0u);
+    EXPECT_GE(st.cache_capacity, n) << "the loop's demand is measured";
+    st = step();  // a period with a demand of one: the idle stacks' pages go
+    EXPECT_EQ(st.trims, n - 1);
+    EXPECT_EQ(st.unmaps, 0u);
+    EXPECT_GE(st.cache_capacity, n) << "the previous period's demand still counts";
+    st = step();  // a second such period: the surplus is unmapped
+    EXPECT_EQ(st.unmaps, n - 1);
+    EXPECT_EQ(st.mapped, 1u);
+    EXPECT_EQ(st.cached, 1u);
+    EXPECT_EQ(st.cache_capacity, 16u) << "back to min_cached_per_thread";
+    EXPECT_EQ(st.flushes, 0u);
+    // Demand rises again: one round to map and grow, then steady.
+    after = steady_loop(pool, n, 3);
+    EXPECT_EQ(after[0].misses, 2 * n - 1);
+    EXPECT_GE(after[0].cache_capacity, n);
+    EXPECT_EQ(after[2].misses, after[0].misses);
+    EXPECT_EQ(after[2].reserve_hits, 0u);
+    EXPECT_EQ(after[2].flushes, 0u);
+}
+
+// trim() counts as a period without demand: two of them return the stacks
+// and the capacity.
+TEST_F(pooled_stack_decay, trim_shrinks_the_capacity_with_the_stacks) {
+    weft::stack_pool pool(small_pool());
+    (void)steady_loop(pool, 300, 2);
+    pool.trim();
+    EXPECT_GE(pool.stats().cache_capacity, 300u) << "the stacks are still in the cache";
+    pool.trim();
+    const weft::stack_pool::statistics st = pool.stats();
+    EXPECT_EQ(st.mapped, 0u);
+    EXPECT_EQ(st.cache_capacity, 16u);
+}
+
 TEST_F(pooled_stack_decay, trim_reaches_other_threads_caches_at_their_next_check) {
     weft::stack_pool pool(small_pool());  // default decay: 10 s, never reached here
     std::mutex m;
@@ -964,6 +1136,8 @@ TEST_F(pooled_stack_limits, invalid_options_are_rejected_with_a_message) {
          "exceed max_bytes"},
         {"negative decay", [](auto& o) { o.decay = std::chrono::milliseconds(-1); }, "decay must not be negative"},
         {"huge cache", [](auto& o) { o.max_cached_per_thread = 1u << 20; }, "max_cached_per_thread"},
+        {"huge cache floor", [](auto& o) { o.min_cached_per_thread = 1u << 20; }, "min_cached_per_thread (1048576)"},
+        {"zero cache floor", [](auto& o) { o.min_cached_per_thread = 0; }, "min_cached_per_thread must be at least 1"},
         {"overflowing size", [](auto& o) { o.stack_size = std::numeric_limits<std::size_t>::max() - 10; }, "overflows"},
         {"overflowing guard", [](auto& o) { o.guard_pages = std::numeric_limits<std::size_t>::max() / 2; }, "guard_pages"},
         {"bad policy", [](auto& o) { o.on_limit = static_cast<weft::limit_policy>(7); }, "on_limit"},
