@@ -8,11 +8,14 @@
 // 3. Destroying a coroutine that is suspended (it yielded and was never
 //    resumed to the end) unwinds its stack: every object alive in the body
 //    and in the functions it called is destroyed, innermost first, exactly
-//    as if an exception had passed through. weft does this by throwing
-//    weft::forced_unwind out of the pending yield().
-// 4. So a catch (...) inside a body must rethrow: swallowing forced_unwind
-//    would leave the coroutine running while it is being destroyed, and
-//    weft aborts the program with a message naming the coroutine.
+//    as if an exception had passed through. weft does this with a forced
+//    unwind out of the pending yield(): weft::forced_unwind, the C++
+//    runtime's abi::__forced_unwind, the same as glibc uses to cancel a
+//    thread. Handlers for std::exception and other types never see it.
+// 4. catch (...) does see it, so a catch (...) inside a body must rethrow:
+//    swallowing forced_unwind would leave the coroutine running while it is
+//    being destroyed, and weft aborts the program with a message naming the
+//    coroutine where the handler ends.
 
 #include <weft/coroutine.hpp>
 
