@@ -120,12 +120,14 @@ struct task_closure final : task_block<R> {
             else
                 self->value.emplace(std::invoke(*self->fn));
             t->outcome = task_state::done;
-        } catch (const forced_unwind&) {
-            t->outcome = canceled_outcome(t);
-            self->fn.reset();
-            task_end(t);
-            throw;
         } catch (...) {
+            // Not catch (const forced_unwind&): see forced_unwind_in_flight().
+            if (forced_unwind_in_flight()) {
+                t->outcome = canceled_outcome(t);
+                self->fn.reset();
+                task_end(t);
+                throw;
+            }
             t->exception = std::current_exception();
             t->outcome = task_state::failed;
         }
@@ -362,9 +364,8 @@ auto when_all(std::span<join_handle<T>> hs) {
         for (auto& h : hs) {
             try {
                 h.join();
-            } catch (const forced_unwind&) {
-                throw;
             } catch (...) {
+                if (detail::forced_unwind_in_flight()) throw;
                 if (!first) first = std::current_exception();
             }
         }
@@ -374,9 +375,8 @@ auto when_all(std::span<join_handle<T>> hs) {
         for (std::size_t i = 0; i < hs.size(); ++i) {
             try {
                 out[i].emplace(hs[i].join());
-            } catch (const forced_unwind&) {
-                throw;
             } catch (...) {
+                if (detail::forced_unwind_in_flight()) throw;
                 if (!first) first = std::current_exception();
             }
         }

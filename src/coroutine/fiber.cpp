@@ -141,7 +141,10 @@ void raise_forced_unwind() {
     u->header.exception_class = unwind_class;
     u->header.exception_cleanup = unwind_cleanup;
     u->f = f;
-    if (f) f->unwind_caught = false;
+    if (f) {
+        f->unwind_raised = true;
+        f->unwind_caught = false;
+    }
 #if WEFT_ASAN
     // What ASan's __cxa_throw interceptor does for a C++ throw: the frames
     // about to be popped may hold poisoned redzones.
@@ -153,6 +156,11 @@ void raise_forced_unwind() {
     std::snprintf(buf, sizeof buf, "could not be unwound (_Unwind_ForcedUnwind returned %d)", static_cast<int>(rc));
     if (f) fatal(f, buf);
     fatal_message("weft: _Unwind_ForcedUnwind failed outside any coroutine");
+}
+
+bool forced_unwind_in_flight() noexcept {
+    const fiber_record* f = this_thread_state()->current;
+    return f && f->unwind_raised;
 }
 
 void entry_caught(fiber_record* f) noexcept {

@@ -108,7 +108,8 @@ struct alignas(16) fiber_record {
     fiber_flavour flavour = fiber_flavour::fiber;
     bool unwinding = false;   // unwind() resumed it to throw forced_unwind
     bool keep_stack = false;  // copy-stack: the resumer gives the shared stack back (a value lies there)
-    bool unwind_caught = false;  // its entry caught the forced unwind raised on its stack (raise_forced_unwind())
+    bool unwind_raised = false;  // a forced unwind is under way on its stack (raise_forced_unwind())
+    bool unwind_caught = false;  // its entry caught that forced unwind
     eh_state eh;              // the fiber's exception state while it is not running
     eh_state resumer_eh;      // its resumer's, while it runs (I4)
     after_switch_fn hook = nullptr;  // what the side it switches to runs for it (I3)
@@ -193,6 +194,14 @@ WEFT_API void destroy(fiber_record* f) noexcept;
 // outside any fiber, it aborts when it reaches the end of the thread's
 // stack. Never returns.
 [[noreturn]] WEFT_API void raise_forced_unwind();
+// forced_unwind_in_flight() says whether the exception being handled by the
+// calling catch (...) is a forced unwind: true when one was raised on the
+// stack of the code running on this thread (it ends at that code's entry, so
+// it is the one in flight; a destructor that throws during it terminates).
+// weft's own handlers use it instead of catch (const forced_unwind&), which
+// binds a reference to the null object libsupc++ hands out for a foreign
+// exception (UBSan reports it).
+[[nodiscard]] WEFT_API bool forced_unwind_in_flight() noexcept;
 // rethrow() rethrows and clears the exception the body let escape.
 [[noreturn]] WEFT_API void rethrow(fiber_record* f);
 // describe() is "coroutine 'name'" or "coroutine <anonymous 0x...>".
@@ -523,13 +532,15 @@ void entry_for(context::transfer t) noexcept {
     bool unwound = false;
     try {
         Block::run(f);
-    } catch (const forced_unwind&) {
-        // The forced unwind raised on this stack ends here: leaving this
-        // handler deletes it, which is then no swallowing.
-        f->unwind_caught = true;
-        unwound = true;
     } catch (...) {
-        entry_caught(f);
+        if (f->unwind_raised) {
+            // The forced unwind raised on this stack ends here: leaving this
+            // handler deletes it, which is then no swallowing (U2).
+            f->unwind_caught = true;
+            unwound = true;
+        } else {
+            entry_caught(f);
+        }
     }
     finish(f, unwound);
 }
