@@ -4,6 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cxxabi.h>
+
+#include <exception>
+#include <type_traits>
+
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -368,6 +373,53 @@ TEST_F(coroutine_destruction, body_that_catches_forced_unwind_by_type_and_rethro
     }
     EXPECT_TRUE(caught);
     static_assert(!std::is_base_of_v<std::exception, weft::forced_unwind>);
+}
+
+// Destruction is a forced unwind (glibc's cancellation, docs/safety.md,
+// Cancellation), not a C++ throw: a catch (abi::__forced_unwind&) sees it,
+// std::uncaught_exceptions() does not count it, and std::current_exception()
+// in a catch (...) is empty. With the two-phase throw of weft::forced_unwind
+// that this replaced, each of these differed.
+struct uncaught_probe {
+    int* seen;
+    ~uncaught_probe() { *seen = std::uncaught_exceptions(); }
+};
+
+__attribute__((no_sanitize("undefined"))) void yield_catching_abi_type(weft::yielder<>& y, bool& caught) {
+    try {
+        y.yield();
+    } catch (abi::__forced_unwind&) {
+        caught = true;
+        throw;
+    }
+}
+
+TEST_F(coroutine_destruction, destruction_is_a_forced_unwind_as_glibc_cancellation) {
+    static_assert(std::is_same_v<weft::forced_unwind, abi::__forced_unwind>);
+    bool caught_abi = false;
+    {
+        weft::coroutine<> co(std::allocator_arg, weft::test::stack(),
+                             [&](weft::yielder<>& y) { yield_catching_abi_type(y, caught_abi); });
+        EXPECT_TRUE(co.resume());
+    }
+    EXPECT_TRUE(caught_abi);
+
+    int uncaught = -1;
+    bool current_empty = false;
+    {
+        weft::coroutine<> co(std::allocator_arg, weft::test::stack(), [&](weft::yielder<>& y) {
+            try {
+                uncaught_probe p{&uncaught};
+                y.yield();
+            } catch (...) {
+                current_empty = !std::current_exception();
+                throw;
+            }
+        });
+        EXPECT_TRUE(co.resume());
+    }
+    EXPECT_EQ(uncaught, 0) << "a forced unwind is not an uncaught C++ exception";
+    EXPECT_TRUE(current_empty) << "a forced unwind has no C++ exception object";
 }
 
 TEST_F(coroutine_destruction, catch_std_exception_does_not_catch_forced_unwind) {
