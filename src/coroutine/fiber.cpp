@@ -7,9 +7,11 @@
 
 #include <unwind.h>
 
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <new>
+#include <type_traits>
 
 #include "weft/detail/support.hpp"
 
@@ -79,16 +81,18 @@ fiber_record* current_for_signal() noexcept {
 
 // ---- the forced unwind (weft/fiber.hpp, forced_unwind) --------------------------
 //
-// One exception object per raise, on the heap: it must outlive every frame
-// the unwinder pops (the landing pads it runs call destructors, which reuse
-// the stack below them), and a fiber may be unwound on one thread, suspend
-// in a destructor and go on on another, so neither the raising frame nor a
-// thread-local will do. `f` is the fiber whose stack is unwound (the code
-// running on this thread when it was raised): only its entry catches it.
-//   U1  the object is deleted exactly once, by __cxa_end_catch when a
-//       handler ends without rethrowing (_Unwind_DeleteException calls
-//       unwind_cleanup), and nowhere else; a rethrow (`throw;`) resumes the
-//       same forced unwind (_Unwind_Resume_or_Rethrow) with the same object;
+// The exception object lives in the record of the fiber whose stack is
+// unwound (the code running on this thread when it was raised): it must
+// outlive every frame the unwinder pops (the landing pads it runs call
+// destructors, which reuse the stack below them), a fiber may be unwound on
+// one thread, suspend in a destructor and go on on another (so no
+// thread-local will do), and a cancellation must not need memory (the
+// out-of-mappings death test cancels tasks with none left). Only that
+// fiber's entry catches it.
+//   U1  the object is "deleted" (unwind_cleanup runs) exactly once, by
+//       __cxa_end_catch when a handler ends without rethrowing; a rethrow
+//       (`throw;`) resumes the same forced unwind (_Unwind_Resume_or_Rethrow)
+//       with the same object;
 //   U2  the handler that may end it is entry_for()'s, which sets
 //       f->unwind_caught first; any other handler that ends it swallowed it,
 //       and unwind_cleanup aborts naming f;
@@ -98,30 +102,35 @@ fiber_record* current_for_signal() noexcept {
 //       raised outside any fiber, or the entry's frame was lost. It aborts.
 namespace {
 
-struct unwind_object {
-    _Unwind_Exception header;  // first: the unwinder and libsupc++ see only this
-    fiber_record* f;
-};
+static_assert(sizeof(_Unwind_Exception) <= sizeof(fiber_record::unwind_object) &&
+                  alignof(_Unwind_Exception) <= alignof(fiber_record),
+              "fiber_record::unwind_object must hold an _Unwind_Exception");
+static_assert(std::is_standard_layout_v<fiber_record>, "offsetof(fiber_record, unwind_object) is used");
 
 // "WEFTFUNW": not a C++ exception class, so libsupc++ treats the object as
 // foreign (never looks for a __cxa_exception around it).
 constexpr _Unwind_Exception_Class unwind_class = 0x5745465446554e57ull;
 
+// Raised outside any fiber there is no record: this thread's own object
+// (that unwind ends in an abort, U3).
+thread_local _Unwind_Exception outside_object;
+
+fiber_record* owner_of(_Unwind_Exception* e) noexcept {
+    if (e == &outside_object) return nullptr;
+    return reinterpret_cast<fiber_record*>(reinterpret_cast<unsigned char*>(e) - offsetof(fiber_record, unwind_object));
+}
+
 void unwind_cleanup(_Unwind_Reason_Code, _Unwind_Exception* e) {
-    auto* u = reinterpret_cast<unwind_object*>(e);
-    fiber_record* f = u->f;
-    const bool caught = f && f->unwind_caught;
-    std::free(u);
-    if (!caught) {
-        if (f) fatal(f, "swallowed weft::forced_unwind while being destroyed, unwound or canceled (a catch (...) must rethrow it)");
-        fatal_message("weft: weft::forced_unwind raised outside any coroutine was swallowed");
-    }
+    fiber_record* f = owner_of(e);
+    if (f && f->unwind_caught) return;
+    if (f) fatal(f, "swallowed weft::forced_unwind while being destroyed, unwound or canceled (a catch (...) must rethrow it)");
+    fatal_message("weft: weft::forced_unwind raised outside any coroutine was swallowed");
 }
 
 _Unwind_Reason_Code unwind_stop(int, _Unwind_Action actions, _Unwind_Exception_Class, _Unwind_Exception* e,
                                 struct _Unwind_Context*, void*) {
     if (actions & _UA_END_OF_STACK) [[unlikely]] {
-        fiber_record* f = reinterpret_cast<unwind_object*>(e)->f;
+        fiber_record* f = owner_of(e);
         if (f) fatal(f, "was unwound past its entry (weft::forced_unwind found no entry to stop at)");
         fatal_message("weft: weft::forced_unwind raised outside any coroutine reached the end of the thread's stack");
     }
@@ -131,16 +140,11 @@ _Unwind_Reason_Code unwind_stop(int, _Unwind_Action actions, _Unwind_Exception_C
 }  // namespace
 
 void raise_forced_unwind() {
-    void* mem = std::malloc(sizeof(unwind_object));
     fiber_record* f = this_thread_state()->current;
-    if (!mem) [[unlikely]] {
-        if (f) fatal(f, "cannot be unwound: no memory for the unwind");
-        fatal_message("weft: no memory to raise weft::forced_unwind");
-    }
-    auto* u = ::new (mem) unwind_object{};
-    u->header.exception_class = unwind_class;
-    u->header.exception_cleanup = unwind_cleanup;
-    u->f = f;
+    _Unwind_Exception* e = f ? ::new (static_cast<void*>(f->unwind_object)) _Unwind_Exception{} : &outside_object;
+    if (!f) *e = _Unwind_Exception{};
+    e->exception_class = unwind_class;
+    e->exception_cleanup = unwind_cleanup;
     if (f) {
         f->unwind_raised = true;
         f->unwind_caught = false;
@@ -150,7 +154,7 @@ void raise_forced_unwind() {
     // about to be popped may hold poisoned redzones.
     __asan_handle_no_return();
 #endif
-    const _Unwind_Reason_Code rc = _Unwind_ForcedUnwind(&u->header, unwind_stop, nullptr);
+    const _Unwind_Reason_Code rc = _Unwind_ForcedUnwind(e, unwind_stop, nullptr);
     // Only returns when it could not start (no unwind information).
     char buf[96];
     std::snprintf(buf, sizeof buf, "could not be unwound (_Unwind_ForcedUnwind returned %d)", static_cast<int>(rc));

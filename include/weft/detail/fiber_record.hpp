@@ -142,6 +142,11 @@ struct alignas(16) fiber_record {
     context::entry_fn start = nullptr;                  // the first function on its stack
     void (*release)(fiber_record*) noexcept = nullptr;  // destroys the typed block, frees the stack
     copy_state* copy = nullptr;                         // copy-stack mode: the saved bytes; null otherwise
+    // The exception object of a forced unwind raised on this fiber's stack
+    // (an _Unwind_Exception, <unwind.h>; raise_forced_unwind()). In the
+    // record, not on the heap: a cancellation must work when memory is
+    // exhausted (nothing may be lost then), and not on the stack it unwinds.
+    alignas(16) unsigned char unwind_object[32];
 };
 
 // copy_state is what a copy-stack fiber keeps besides its record: its
