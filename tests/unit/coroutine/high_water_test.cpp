@@ -69,7 +69,10 @@ void expect_within_a_page_of() {
     const std::size_t reference = high_water_of([](weft::yielder<>&) { g_sink = use_stack<reference_bytes>(); });
     const std::size_t mark = high_water_of([](weft::yielder<>&) { g_sink = use_stack<N>(); });
     ASSERT_GT(mark, reference);
-    EXPECT_GE(mark - reference, N - reference_bytes) << "reference " << reference << ", mark " << mark;
+    // 64 bytes of slack below: the two bodies' frames around their arrays
+    // (alignment, spills) are not byte-identical in every build (16 bytes
+    // apart in the valgrind preset's build).
+    EXPECT_GE(mark - reference, N - reference_bytes - 64) << "reference " << reference << ", mark " << mark;
     EXPECT_LE(mark - reference, N - reference_bytes + weft::page_size())
         << "reference " << reference << ", mark " << mark;
     // In absolute terms: the whole array, plus no more than what weft and the
