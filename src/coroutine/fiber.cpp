@@ -141,8 +141,8 @@ _Unwind_Reason_Code unwind_stop(int, _Unwind_Action actions, _Unwind_Exception_C
 
 void raise_forced_unwind() {
     fiber_record* f = this_thread_state()->current;
-    _Unwind_Exception* e = f ? ::new (static_cast<void*>(f->unwind_object)) _Unwind_Exception{} : &outside_object;
-    if (!f) *e = _Unwind_Exception{};
+    void* where = f ? static_cast<void*>(f->unwind_object) : static_cast<void*>(&outside_object);
+    _Unwind_Exception* e = ::new (where) _Unwind_Exception{};
     e->exception_class = unwind_class;
     e->exception_cleanup = unwind_cleanup;
     if (f) {
