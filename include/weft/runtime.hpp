@@ -45,6 +45,14 @@ namespace weft {
 // the thread that finished (or detached) it.
 using unhandled_handler = void (*)(const task_info& task, std::exception_ptr e) noexcept;
 
+// io_backend chooses how a runtime waits for IO (weft/io/, docs/io.md).
+//   automatic  io_uring when the kernel allows it, else epoll;
+//   epoll      epoll, edge-triggered;
+//   io_uring   io_uring (liburing); when io_uring_setup() fails (EPERM in
+//              containers, ENOSYS on old kernels) the runtime falls back to
+//              epoll and io::backend_info() says why.
+enum class io_backend : unsigned char { automatic, epoll, io_uring };
+
 // runtime_options configure a runtime.
 struct runtime_options {
     // workers is the number of worker threads. 0: tasks run on the thread
@@ -68,6 +76,8 @@ struct runtime_options {
     // task's name, id and what() to stderr and std::terminate(), as an
     // exception escaping a std::thread does.
     unhandled_handler unhandled = nullptr;
+    // io is the IO backend, made when the runtime's first IO wait needs it.
+    io_backend io = io_backend::automatic;
 };
 
 // spawn_options configure one task.
@@ -190,6 +200,30 @@ join_handle<R> spawn_on(runtime_core* c, F&& f, const spawn_options& o) {
 }
 
 // blocking_job is one call for the blocking() pool.
+// poller is the IO layer's (L6) part of a runtime: what an idle worker
+// waits in. The runtime makes it on first use (runtime_poller()) and owns it.
+//   - poll(timeout_ns) waits up to timeout_ns (-1: no limit, 0: not at all)
+//     for IO, wakes the waiters whose IO is ready, and returns how many it
+//     woke. The runtime calls it from one thread at a time.
+//   - interrupt() makes a poll() in progress, or the next one, return soon;
+//     callable from any thread, also a signal-free one inside poll().
+class poller {
+public:
+    virtual ~poller() = default;
+    virtual std::size_t poll(std::int64_t timeout_ns) noexcept = 0;
+    virtual void interrupt() noexcept = 0;
+};
+using make_poller_fn = std::unique_ptr<poller> (*)(runtime_core* c, const runtime_options& o);
+// runtime_poller() is c's poller, made by `make` on the first call (once per
+// runtime; later calls return the same one whatever `make` is). Throws what
+// `make` throws.
+WEFT_API poller* runtime_poller(runtime_core* c, make_poller_fn make);
+// retain_core() / release_core() keep c's memory (and its poller) alive
+// while an IO registration refers to it, also after the runtime object is
+// gone.
+WEFT_API void retain_core(runtime_core* c) noexcept;
+WEFT_API void release_core(runtime_core* c) noexcept;
+
 struct blocking_job {
     void (*run)(void* ctx) noexcept;
     void* ctx;

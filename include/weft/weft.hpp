@@ -12,3 +12,5 @@
 #include "weft/task.hpp"
 #include "weft/runtime.hpp"
 #include "weft/sync.hpp"
+#include "weft/io/handle.hpp"
+#include "weft/io/socket.hpp"

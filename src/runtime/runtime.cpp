@@ -29,6 +29,19 @@
 //       its own and the shared wheel, and any other wheel whose lock is free,
 //       so a worker stuck in a long task does not hold up its timers while
 //       another worker runs its loop or the watcher wakes (docs/timers.md).
+//   I1  once the runtime has a poller (L6, docs/io.md), the watcher of T2
+//       waits in poller::poll() instead of on its futex word, and
+//       everything that wakes a parked worker (notify_one(), wake(), a new
+//       watcher, add_timer()) also interrupts the poll when the worker is
+//       polling: the worker sets `polling` under idle_mu after reading its
+//       futex word there, and a waker stores the word and reads `polling`
+//       under idle_mu, so either the worker sees the store and does not
+//       wait, or the waker sees `polling` and interrupts (the interrupt
+//       stays pending until a poll sees it);
+//   I2  one thread at a time polls (poll_mu): the watcher waits for the
+//       lock, a running worker only tries it, every io_interval loop
+//       iterations and before it parks, so readiness is seen while every
+//       worker is busy (Go's findrunnable polls the same way).
 
 #include "weft/runtime.hpp"
 
@@ -127,6 +140,9 @@ struct task_fifo {
 constexpr unsigned injection_interval = 61;
 constexpr unsigned lifo_bound = 3;
 constexpr std::size_t injection_batch = 32;
+// A worker whose queues never run dry polls for IO every io_interval
+// iterations of its loop (I2).
+constexpr unsigned io_interval = 61;
 
 }  // namespace
 
@@ -158,6 +174,10 @@ struct alignas(64) worker {
     // Parking: 0 = may sleep, 1 = woken.
     std::atomic<std::uint32_t> futex{0};
     bool parked = false;  // guarded by runtime_core::idle_mu
+    // polling: the worker is (about to be) inside poller::poll() with a
+    // timeout, as the watcher (I1); guarded by runtime_core::idle_mu.
+    bool polling = false;
+    unsigned io_tick = 0;  // loop iterations since the last IO poll
     // Copy-stack tasks pinned here run on these stacks.
     std::once_flag shared_once;
     std::unique_ptr<shared_stack_pool> shared;
@@ -297,6 +317,33 @@ private:
     std::int64_t watch_wait_ns() noexcept;
     void thread_main(worker* w);
     void blocking_main();
+    // kick() ends w's sleep after its futex word was stored under idle_mu;
+    // `polling` is w->polling read there (I1).
+    void kick(worker* w, bool polling) noexcept;
+
+public:
+    // wake_parked() wakes w if it is parked (its loop looks again).
+    void wake_parked(worker* w) noexcept {
+        {
+            std::lock_guard g(idle_mu);
+            if (!w->parked) return;
+        }
+        wake(w);
+    }
+
+private:
+    // poll_now() polls for IO without waiting if no other thread polls (I2);
+    // true if it woke a waiter.
+    bool poll_now() noexcept;
+
+public:
+    // The poller (I1, I2), made on first use by runtime_poller().
+    std::atomic<poller*> io{nullptr};
+    std::mutex io_make_mu;
+    std::unique_ptr<poller> io_owned;
+    std::mutex poll_mu;
+
+private:
 
     // The injection queue: spawns and wakes from threads that are not
     // workers of this runtime.
@@ -644,7 +691,9 @@ worker* runtime_core::unpark_locked(worker* w) noexcept {
     // without a timeout): until it does, every add_timer() tells it.
     watch_until.store(INT64_MAX, std::memory_order_seq_cst);
     watcher = idle.empty() ? nullptr : idle.back();
-    if (!watcher || earliest_timer() == INT64_MAX) return nullptr;
+    // It must start watching if there is something to watch: a timer, or
+    // IO (I1).
+    if (!watcher || (earliest_timer() == INT64_MAX && !io.load(std::memory_order_acquire))) return nullptr;
     std::uint32_t sleeping = 0;
     return watcher->futex.compare_exchange_strong(sleeping, 2, std::memory_order_acq_rel) ? watcher : nullptr;
 }
@@ -654,6 +703,7 @@ void runtime_core::notify_one() noexcept {
     if (n_parked.load(std::memory_order_seq_cst) == 0) return;
     worker* w = nullptr;
     worker* told = nullptr;
+    bool wp = false, tp = false;
     {
         std::lock_guard g(idle_mu);
         if (idle.empty()) return;
@@ -662,20 +712,40 @@ void runtime_core::notify_one() noexcept {
         if (w == watcher && idle.size() > 1) w = idle[idle.size() - 2];
         told = unpark_locked(w);
         w->futex.store(1, std::memory_order_release);
+        wp = w->polling;
+        tp = told && told->polling;
     }
-    futex_wake(&w->futex, 1);
-    if (told) futex_wake(&told->futex, 1);
+    kick(w, wp);
+    if (told) kick(told, tp);
 }
 
 void runtime_core::wake(worker* w) noexcept {
     worker* told = nullptr;
+    bool wp = false, tp = false;
     {
         std::lock_guard g(idle_mu);
         if (w->parked) told = unpark_locked(w);
         w->futex.store(1, std::memory_order_release);
+        wp = w->polling;
+        tp = told && told->polling;
     }
+    kick(w, wp);
+    if (told) kick(told, tp);
+}
+
+void runtime_core::kick(worker* w, bool polling) noexcept {
     futex_wake(&w->futex, 1);
-    if (told) futex_wake(&told->futex, 1);
+    // The poller itself, waking tasks from inside poll(), need not be
+    // interrupted.
+    if (polling && w != this_worker()) io.load(std::memory_order_acquire)->interrupt();
+}
+
+bool runtime_core::poll_now() noexcept {
+    poller* p = io.load(std::memory_order_acquire);
+    if (!p) return false;
+    std::unique_lock l(poll_mu, std::try_to_lock);
+    if (!l.owns_lock()) return false;  // the watcher, or another worker, polls (I2)
+    return p->poll(0) > 0;
 }
 
 void runtime_core::stop_searching(worker* w) noexcept {
@@ -751,17 +821,36 @@ void runtime_core::park(worker* w) noexcept {
                 watching = watcher == w;
                 if (watching) wait = watch_wait_ns();  // T2
             }
+            if (poller* p = io.load(std::memory_order_acquire); watching && p) {
+                // I1, I2: the watcher waits in the poller.
+                std::unique_lock pl(poll_mu);
+                {
+                    std::lock_guard g(idle_mu);
+                    if (w->futex.load(std::memory_order_acquire) != 0 || watcher != w) continue;
+                    w->polling = true;
+                }
+                const std::size_t woke = p->poll(wait);
+                {
+                    std::lock_guard g(idle_mu);
+                    w->polling = false;
+                }
+                pl.unlock();
+                if (woke > 0 || earliest_timer() <= steady_now_ns()) break;
+                continue;
+            }
             if (wait == 0) break;
             futex_wait(&w->futex, 0, wait);
             if (watching && earliest_timer() <= steady_now_ns()) break;
         }
     }
     worker* told = nullptr;
+    bool tp = false;
     {
         std::lock_guard g(idle_mu);
         if (w->parked) told = unpark_locked(w);
+        tp = told && told->polling;
     }
-    if (told) futex_wake(&told->futex, 1);
+    if (told) kick(told, tp);
 }
 
 // ---- running -------------------------------------------------------------------
@@ -913,11 +1002,17 @@ void runtime_core::loop(worker* w, task_record* until, bool until_empty) {
         if (until_empty && live.load(std::memory_order_acquire) == 0) return;
         if (!until && !until_empty && shutdown.load(std::memory_order_acquire)) return;
         if (timers_due()) fire_timers(w);
+        if (++w->io_tick >= io_interval) {  // I2
+            w->io_tick = 0;
+            (void)poll_now();
+        }
         if (task_record* t = find_work(w)) {
             if (w->searching) stop_searching(w);
             run_task(w, t);
             continue;
         }
+        w->io_tick = 0;
+        if (poll_now()) continue;
         park(w);
     }
 }
@@ -962,6 +1057,7 @@ std::size_t runtime_core::run_once() {
     driver_guard g(this);
     worker* w = ws[0].get();
     if (timers_due()) fire_timers(w);
+    (void)poll_now();
     // The batch is what is ready now; what becomes ready while it runs
     // waits for the next call.
     task_fifo batch;
@@ -1011,12 +1107,16 @@ void runtime_core::add_timer(timer_node* n) {
     // due earlier.
     if (due < watch_until.load(std::memory_order_seq_cst) && n_parked.load(std::memory_order_seq_cst) > 0) {
         worker* v = nullptr;
+        bool vp = false;
         {
             std::lock_guard g(idle_mu);
             std::uint32_t sleeping = 0;
-            if (watcher && watcher->futex.compare_exchange_strong(sleeping, 2, std::memory_order_acq_rel)) v = watcher;
+            if (watcher && watcher->futex.compare_exchange_strong(sleeping, 2, std::memory_order_acq_rel)) {
+                v = watcher;
+                vp = v->polling;
+            }
         }
-        if (v) futex_wake(&v->futex, 1);
+        if (v) kick(v, vp);
     }
 }
 
@@ -1354,6 +1454,22 @@ runtime_core* current_core() {
 }
 
 void drive_until(runtime_core* c, task_record* root) { c->drive(root); }
+
+poller* runtime_poller(runtime_core* c, make_poller_fn make) {
+    if (poller* p = c->io.load(std::memory_order_acquire)) return p;
+    std::lock_guard g(c->io_make_mu);
+    if (poller* p = c->io.load(std::memory_order_relaxed)) return p;
+    c->io_owned = make(c, c->opts);
+    poller* p = c->io_owned.get();
+    c->io.store(p, std::memory_order_release);
+    // A worker parked before there was a poller sleeps on its futex word:
+    // wake them all, so that the watcher starts polling (I1).
+    for (auto& w : c->ws) c->wake_parked(w.get());
+    return p;
+}
+
+void retain_core(runtime_core* c) noexcept { c->refs.fetch_add(1, std::memory_order_relaxed); }
+void release_core(runtime_core* c) noexcept { c->released(); }
 
 void run_blocking(blocking_job& job) {
     task_record* t = current_task();

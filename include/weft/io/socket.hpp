@@ -1,0 +1,199 @@
+// weft/io/socket.hpp: layer L6, sockets on the runtime's reactor: TCP and
+// Unix-domain streams and listeners, UDP, endpoints, name resolution.
+//
+//   weft::runtime rt({.workers = 2});
+//   rt.block_on([] {
+//       auto l = weft::io::tcp_listener::bind(weft::io::endpoint::loopback_v4(0));
+//       weft::spawn([port = l.local_endpoint().port()] {
+//           auto s = weft::io::tcp_stream::connect(weft::io::endpoint::loopback_v4(port));
+//           s.write_all(std::as_bytes(std::span("ping", 4)));
+//       }).detach();
+//       auto c = l.accept();
+//       std::array<std::byte, 4> buf;
+//       c.read_exact(buf, weft::io::after(std::chrono::seconds(5)));
+//   });
+//
+// Every operation that can wait takes a deadline (io::no_deadline by
+// default) and is a suspension point: the task parks, its worker runs
+// others, and a cancellation unwinds the task there. Each comes in two
+// forms, as in Boost.Asio: one sets a std::error_code, one throws
+// std::system_error with it. EINTR, EAGAIN and short reads / writes are
+// handled inside; a write to a socket whose peer has gone reports EPIPE and
+// never raises SIGPIPE. Errors are errno values in std::system_category(),
+// plus io::eof() from read_exact().
+#pragma once
+
+#include <sys/socket.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include "weft/io/handle.hpp"
+
+namespace weft::io {
+
+// eof() is the error read_exact() reports when the stream ends first
+// (category "weft.io", message "end of file").
+[[nodiscard]] WEFT_API std::error_code eof() noexcept;
+
+// endpoint is an IPv4, IPv6 or Unix-domain socket address (a copy of a
+// sockaddr). The empty endpoint has family AF_UNSPEC.
+class WEFT_API endpoint {
+public:
+    endpoint() noexcept;
+    // endpoint(sa, len) copies a sockaddr; throws std::system_error
+    // (invalid_argument) if len is larger than sockaddr_storage.
+    endpoint(const sockaddr* sa, socklen_t len);
+
+    // ipv4("127.0.0.1", 80) / ipv6("::1", 80): numeric addresses only
+    // (resolve() for names); throw std::system_error (invalid_argument).
+    static endpoint ipv4(std::string_view address, std::uint16_t port);
+    static endpoint ipv6(std::string_view address, std::uint16_t port);
+    static endpoint loopback_v4(std::uint16_t port = 0);
+    static endpoint loopback_v6(std::uint16_t port = 0);
+    // unix_path("/tmp/x.sock"): a Unix-domain address; a path that starts
+    // with '@' is in the abstract namespace. Throws std::system_error
+    // (filename_too_long) if it does not fit.
+    static endpoint unix_path(std::string_view path);
+    // parse("1.2.3.4:80"), parse("[::1]:80"), parse("unix:/path"): the
+    // numeric forms to_string() prints; nullopt if malformed.
+    static std::optional<endpoint> parse(std::string_view text);
+
+    [[nodiscard]] int family() const noexcept;
+    // port() is 0 for a Unix-domain or empty endpoint.
+    [[nodiscard]] std::uint16_t port() const noexcept;
+    [[nodiscard]] std::string to_string() const;
+    [[nodiscard]] const sockaddr* data() const noexcept { return reinterpret_cast<const sockaddr*>(&storage_); }
+    [[nodiscard]] socklen_t size() const noexcept { return len_; }
+    friend bool operator==(const endpoint& a, const endpoint& b) noexcept;
+
+private:
+    sockaddr_storage storage_;
+    socklen_t len_;
+};
+
+// resolve() runs getaddrinfo(host, service) on the runtime's blocking pool
+// (weft::blocking; directly outside a task) and returns its addresses, for
+// stream sockets. Errors: getaddrinfo's, in category "weft.resolve" (value:
+// the EAI_ code, message: gai_strerror()).
+WEFT_API std::vector<endpoint> resolve(std::string_view host, std::string_view service, std::error_code& ec);
+WEFT_API std::vector<endpoint> resolve(std::string_view host, std::string_view service);
+
+// shutdown_kind says which direction shutdown() ends.
+enum class shutdown_kind { read = SHUT_RD, write = SHUT_WR, both = SHUT_RDWR };
+
+// stream is a connected stream socket: TCP (IPv4, IPv6) or Unix-domain.
+// tcp_stream and unix_stream name it.
+class WEFT_API stream {
+public:
+    stream() noexcept = default;
+    // stream(h) adopts a connected stream socket.
+    explicit stream(handle h) noexcept : h_(std::move(h)) {}
+
+    // connect() opens a socket of to's family and connects it; the
+    // deadline bounds the whole connect (timed_out); a refused connect
+    // reports connection_refused.
+    static stream connect(const endpoint& to, std::error_code& ec, clock::time_point deadline = no_deadline);
+    static stream connect(const endpoint& to, clock::time_point deadline = no_deadline);
+
+    // read_some() reads what is there, up to buf.size() bytes, waiting
+    // until something is; 0: the peer shut down its side (or empty buf).
+    std::size_t read_some(std::span<std::byte> buf, std::error_code& ec, clock::time_point deadline = no_deadline);
+    std::size_t read_some(std::span<std::byte> buf, clock::time_point deadline = no_deadline);
+    // write_some() writes what fits, at least one byte unless buf is empty.
+    std::size_t write_some(std::span<const std::byte> buf, std::error_code& ec,
+                           clock::time_point deadline = no_deadline);
+    std::size_t write_some(std::span<const std::byte> buf, clock::time_point deadline = no_deadline);
+    // read_exact() reads exactly buf.size() bytes; io::eof() if the stream
+    // ends first. Returns how many bytes it read (all of them, or fewer
+    // with ec set).
+    std::size_t read_exact(std::span<std::byte> buf, std::error_code& ec, clock::time_point deadline = no_deadline);
+    std::size_t read_exact(std::span<std::byte> buf, clock::time_point deadline = no_deadline);
+    // write_all() writes all of buf; returns how many bytes it wrote.
+    std::size_t write_all(std::span<const std::byte> buf, std::error_code& ec,
+                          clock::time_point deadline = no_deadline);
+    std::size_t write_all(std::span<const std::byte> buf, clock::time_point deadline = no_deadline);
+
+    std::error_code shutdown(shutdown_kind how = shutdown_kind::write) noexcept;
+    // set_no_delay() sets TCP_NODELAY (an error on a Unix-domain stream);
+    // set_keep_alive() sets SO_KEEPALIVE.
+    std::error_code set_no_delay(bool on) noexcept;
+    std::error_code set_keep_alive(bool on) noexcept;
+    [[nodiscard]] endpoint local_endpoint() const;
+    [[nodiscard]] endpoint remote_endpoint() const;
+
+    // close(): see handle::close(); tasks blocked on this stream wake with
+    // operation_canceled.
+    std::error_code close() noexcept { return h_.close(); }
+    [[nodiscard]] bool is_open() const noexcept { return h_.is_open(); }
+    [[nodiscard]] handle& native() noexcept { return h_; }
+
+private:
+    handle h_;
+};
+using tcp_stream = stream;
+using unix_stream = stream;
+
+// listener is a listening stream socket (TCP or Unix-domain); tcp_listener
+// and unix_listener name it.
+class WEFT_API listener {
+public:
+    listener() noexcept = default;
+    // bind() opens a socket of at's family, sets SO_REUSEADDR (TCP), binds
+    // and listens with `backlog`. Port 0 picks a free port
+    // (local_endpoint() says which).
+    static listener bind(const endpoint& at, std::error_code& ec, int backlog = SOMAXCONN);
+    static listener bind(const endpoint& at, int backlog = SOMAXCONN);
+
+    // accept() waits for the next connection. When the process is out of
+    // fds (EMFILE, ENFILE) it reports that and the listener stays usable:
+    // accept again once fds are free. `peer`, if given, receives the
+    // peer's address.
+    stream accept(std::error_code& ec, clock::time_point deadline = no_deadline, endpoint* peer = nullptr);
+    stream accept(clock::time_point deadline = no_deadline, endpoint* peer = nullptr);
+
+    [[nodiscard]] endpoint local_endpoint() const;
+    std::error_code close() noexcept { return h_.close(); }
+    [[nodiscard]] bool is_open() const noexcept { return h_.is_open(); }
+    [[nodiscard]] handle& native() noexcept { return h_; }
+
+private:
+    handle h_;
+};
+using tcp_listener = listener;
+using unix_listener = listener;
+
+// udp_socket is a datagram socket (IPv4 or IPv6).
+class WEFT_API udp_socket {
+public:
+    udp_socket() noexcept = default;
+    // bind() opens a UDP socket of at's family bound to `at` (port 0: any).
+    static udp_socket bind(const endpoint& at, std::error_code& ec);
+    static udp_socket bind(const endpoint& at);
+
+    // send_to() sends one datagram; returns its size.
+    std::size_t send_to(std::span<const std::byte> buf, const endpoint& to, std::error_code& ec,
+                        clock::time_point deadline = no_deadline);
+    std::size_t send_to(std::span<const std::byte> buf, const endpoint& to, clock::time_point deadline = no_deadline);
+    // recv_from() receives one datagram (truncated to buf.size()); returns
+    // the bytes stored; `from` receives the sender.
+    std::size_t recv_from(std::span<std::byte> buf, endpoint& from, std::error_code& ec,
+                          clock::time_point deadline = no_deadline);
+    std::size_t recv_from(std::span<std::byte> buf, endpoint& from, clock::time_point deadline = no_deadline);
+
+    [[nodiscard]] endpoint local_endpoint() const;
+    std::error_code close() noexcept { return h_.close(); }
+    [[nodiscard]] bool is_open() const noexcept { return h_.is_open(); }
+    [[nodiscard]] handle& native() noexcept { return h_; }
+
+private:
+    handle h_;
+};
+
+}  // namespace weft::io

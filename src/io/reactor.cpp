@@ -1,0 +1,306 @@
+// reactor.cpp: layer L6's reactor (R1-R5 in reactor.hpp) and its epoll
+// backend.
+
+#include "reactor.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "weft/detail/support.hpp"
+
+namespace weft::io::detail {
+
+namespace {
+
+constexpr std::size_t chunk_size = 64;
+
+std::error_code last_error() noexcept { return {errno, std::system_category()}; }
+
+// epoll_backend: one epoll instance, edge-triggered registrations, and an
+// eventfd (token 0, level-triggered) that interrupt() writes.
+class epoll_backend final : public backend {
+public:
+    epoll_backend() {
+        ep_ = ::epoll_create1(EPOLL_CLOEXEC);
+        if (ep_ < 0) throw std::system_error(last_error(), "weft: epoll_create1");
+        ev_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (ev_ < 0) {
+            const auto ec = last_error();
+            ::close(ep_);
+            throw std::system_error(ec, "weft: eventfd");
+        }
+        epoll_event e{};
+        e.events = EPOLLIN;
+        e.data.u64 = 0;
+        if (::epoll_ctl(ep_, EPOLL_CTL_ADD, ev_, &e) != 0) {
+            const auto ec = last_error();
+            ::close(ev_);
+            ::close(ep_);
+            throw std::system_error(ec, "weft: epoll_ctl (eventfd)");
+        }
+    }
+    ~epoll_backend() override {
+        ::close(ev_);
+        ::close(ep_);
+    }
+
+    std::error_code add(registration* r, std::uint64_t token) noexcept override {
+        epoll_event e{};
+        e.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+        e.data.u64 = token;
+        if (::epoll_ctl(ep_, EPOLL_CTL_ADD, r->fd, &e) != 0) return last_error();
+        return {};
+    }
+    void remove(registration* r) noexcept override {
+        epoll_event e{};
+        (void)::epoll_ctl(ep_, EPOLL_CTL_DEL, r->fd, &e);
+    }
+
+    std::size_t wait(std::int64_t timeout_ns, reactor& re) noexcept override {
+        epoll_event evs[128];
+        int n;
+        if (timeout_ns <= 0) {
+            n = ::epoll_wait(ep_, evs, 128, timeout_ns < 0 ? -1 : 0);
+        } else if (pwait2_) {
+            timespec ts{static_cast<time_t>(timeout_ns / 1'000'000'000), static_cast<long>(timeout_ns % 1'000'000'000)};
+            n = ::epoll_pwait2(ep_, evs, 128, &ts, nullptr);
+            if (n < 0 && errno == ENOSYS) {
+                pwait2_ = false;
+                return 0;  // the caller loops and comes back with epoll_wait
+            }
+        } else {
+            // Rounded up: a timer never fires early.
+            const std::int64_t ms = (timeout_ns + 999'999) / 1'000'000;
+            n = ::epoll_wait(ep_, evs, 128, ms > INT32_MAX ? INT32_MAX : static_cast<int>(ms));
+        }
+        std::size_t woke = 0;
+        for (int i = 0; i < n; ++i) {
+            const std::uint64_t token = evs[i].data.u64;
+            if (token == 0) {
+                std::uint64_t v;
+                (void)!::read(ev_, &v, sizeof v);
+                continue;
+            }
+            const std::uint32_t e = evs[i].events;
+            unsigned bits = 0;
+            if (e & (EPOLLIN | EPOLLRDHUP | EPOLLPRI)) bits |= ev_read;
+            if (e & EPOLLOUT) bits |= ev_write;
+            if (e & (EPOLLERR | EPOLLHUP)) bits |= ev_error;
+            woke += re.dispatch(token, bits);
+        }
+        return woke;
+    }
+
+    void interrupt() noexcept override {
+        const std::uint64_t one = 1;
+        (void)!::write(ev_, &one, sizeof one);
+    }
+    [[nodiscard]] const char* name() const noexcept override { return "epoll"; }
+
+private:
+    int ep_ = -1;
+    int ev_ = -1;
+    bool pwait2_ = true;  // only the polling thread reads or writes it (I2)
+};
+
+// ignore_sigpipe() makes SIGPIPE ignored if its disposition is the default
+// (which kills the process), as Go and Rust's runtime do: a write to a pipe
+// whose reader has gone then reports EPIPE. Sockets never need it (weft
+// sends with MSG_NOSIGNAL); a program's own handler is left alone.
+void ignore_sigpipe() noexcept {
+    struct sigaction old {};
+    if (::sigaction(SIGPIPE, nullptr, &old) != 0) return;
+    if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_DFL) {
+        struct sigaction ign {};
+        ign.sa_handler = SIG_IGN;
+        sigemptyset(&ign.sa_mask);
+        (void)::sigaction(SIGPIPE, &ign, nullptr);
+    }
+}
+
+std::unique_ptr<weft::detail::poller> make_reactor(weft::detail::runtime_core* c, const runtime_options& o) {
+    std::unique_ptr<backend> b;
+    std::string why;
+    if (o.io != io_backend::epoll) {
+        b = make_uring_backend(why);
+        if (!b && o.io == io_backend::automatic) why.clear();  // not asked for: not a fallback
+    }
+    if (!b) b = make_epoll_backend();
+    ignore_sigpipe();
+    return std::make_unique<reactor>(c, std::move(b), std::move(why));
+}
+
+}  // namespace
+
+std::unique_ptr<backend> make_epoll_backend() { return std::make_unique<epoll_backend>(); }
+
+#if !WEFT_HAVE_LIBURING
+std::unique_ptr<backend> make_uring_backend(std::string& why) {
+    why = "io_uring: weft was built without liburing";
+    return nullptr;
+}
+#endif
+
+reactor::reactor(weft::detail::runtime_core* core, std::unique_ptr<backend> b, std::string fallback)
+    : core_(core), backend_(std::move(b)), fallback_(std::move(fallback)) {}
+
+reactor::~reactor() = default;
+
+registration* reactor::acquire(int fd, std::uint32_t& seq) {
+    registration* r;
+    {
+        std::lock_guard g(free_mu);
+        if (!free_) {
+            auto chunk = std::make_unique<registration[]>(chunk_size);
+            for (std::size_t i = 0; i < chunk_size; ++i) {
+                chunk[i].owner = this;
+                chunk[i].next_free = i + 1 < chunk_size ? &chunk[i + 1] : nullptr;
+            }
+            free_ = &chunk[0];
+            chunks_.push_back(std::move(chunk));
+        }
+        r = free_;
+        free_ = r->next_free;
+        r->next_free = nullptr;
+    }
+    {
+        std::lock_guard g(r->mu);
+        r->fd = fd;
+        r->closed = false;
+        r->always_ready = false;
+        r->ready[0] = r->ready[1] = false;
+        seq = r->seq;
+    }
+    if (std::error_code ec = backend_->add(r, token(r, seq))) {
+        if (ec == std::errc::operation_not_permitted) {
+            // A regular file or directory: epoll cannot watch it, and it is
+            // always ready.
+            std::lock_guard g(r->mu);
+            r->always_ready = true;
+        } else {
+            {
+                std::lock_guard g(r->mu);
+                r->closed = true;
+                ++r->seq;
+            }
+            std::lock_guard g(free_mu);
+            r->next_free = free_;
+            free_ = r;
+            throw std::system_error(ec, "weft: registering an fd with the reactor");
+        }
+    }
+    weft::detail::retain_core(core_);
+    return r;
+}
+
+void reactor::retire(registration* r) noexcept {
+    wait_node* woken[2][16];
+    std::size_t n[2] = {0, 0};
+    bool watched;
+    for (;;) {
+        bool more = false;
+        {
+            std::lock_guard g(r->mu);
+            r->closed = true;
+            for (int d = 0; d < 2; ++d) {
+                n[d] = 0;
+                while (n[d] < 16) {
+                    wait_node* w = r->q[d].pop_claimed();
+                    if (!w) break;
+                    w->w->code = ECANCELED;
+                    woken[d][n[d]++] = w;
+                }
+                if (!r->q[d].empty()) more = true;
+            }
+            watched = !r->always_ready;
+        }
+        for (int d = 0; d < 2; ++d)
+            for (std::size_t i = 0; i < n[d]; ++i) woken[d][i]->w->wake();
+        if (!more) break;
+    }
+    if (watched) backend_->remove(r);
+    {
+        std::lock_guard g(r->mu);
+        ++r->seq;  // R2: from here on, events and waits for the old fd are stale
+        r->fd = -1;
+    }
+    {
+        std::lock_guard g(free_mu);
+        r->next_free = free_;
+        free_ = r;
+    }
+    weft::detail::release_core(core_);
+}
+
+std::size_t reactor::dispatch(std::uint64_t token, unsigned events) noexcept {
+    constexpr std::uint64_t seq_mask = (1u << seq_bits) - 1;
+    auto* r = reinterpret_cast<registration*>(static_cast<std::uintptr_t>(token >> seq_bits) << 6);
+    const auto seq = static_cast<std::uint32_t>(token & seq_mask);
+    std::size_t woke = 0;
+    for (;;) {
+        wait_node* woken[32];
+        std::size_t n = 0;
+        bool more = false;
+        {
+            std::lock_guard g(r->mu);
+            if (r->closed || (r->seq & seq_mask) != seq) return woke;  // R2: stale
+            for (int d = 0; d < 2; ++d) {
+                if (!(events & (d == 0 ? ev_read : ev_write)) && !(events & ev_error)) continue;
+                bool any = false;
+                while (n < 32) {
+                    wait_node* w = r->q[d].pop_claimed();
+                    if (!w) break;
+                    woken[n++] = w;
+                    any = true;
+                }
+                if (!r->q[d].empty()) more = true;
+                r->ready[d] = !any;  // R3
+            }
+        }
+        for (std::size_t i = 0; i < n; ++i) woken[i]->w->wake();
+        woke += n;
+        if (!more) return woke;
+    }
+}
+
+reactor* reactor_of(weft::detail::runtime_core* c) {
+    return static_cast<reactor*>(weft::detail::runtime_poller(c, &make_reactor));
+}
+
+std::error_code wait(registration* r, std::uint32_t seq, int dir, clock::time_point deadline) {
+    weft::waiter w;
+    wait_node node;
+    node.w = &w;
+    {
+        std::lock_guard g(r->mu);
+        if (r->closed || r->seq != seq) return std::make_error_code(std::errc::operation_canceled);
+        if (r->always_ready) return {};
+        if (r->ready[dir]) {  // R3
+            r->ready[dir] = false;
+            return {};
+        }
+        w.arm();
+        r->q[dir].push_back(&node);
+    }
+    const auto out = w.wait(deadline == no_deadline ? nullptr : &deadline);
+    if (out != weft::waiter::outcome::notified) {
+        std::lock_guard g(r->mu);
+        r->q[dir].remove(&node);
+    }
+    switch (out) {
+    case weft::waiter::outcome::notified:
+        if (w.code) return {w.code, std::system_category()};
+        return {};
+    case weft::waiter::outcome::timed_out: return std::make_error_code(std::errc::timed_out);
+    default: weft::throw_canceled();
+    }
+}
+
+}  // namespace weft::io::detail

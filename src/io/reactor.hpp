@@ -1,0 +1,127 @@
+// reactor.hpp: layer L6's reactor, internal. One per runtime (made on the
+// first wait by runtime_poller()), it is the runtime's poller: the watcher
+// worker waits in poll() (runtime.cpp, I1/I2).
+//
+// Invariants (docs/io.md):
+//   R1  a registration's memory is never freed while its reactor lives:
+//       registrations come from chunks that are only freed with the
+//       reactor, so a late event or a late waiter never touches freed
+//       memory;
+//   R2  every event carries a token: the registration's address and its
+//       sequence number at the time it was added. release() bumps the
+//       sequence number (under the registration's lock) before the
+//       registration is reused, and dispatch() drops an event whose
+//       sequence number differs: a stale event for a closed and reused fd
+//       never wakes the new owner (Go's netpoller does the same, fdseq);
+//   R3  a readiness edge that finds no waiter is kept (`ready`), and a
+//       waiter that finds it consumes it instead of sleeping: edge-triggered
+//       events are not lost between an EAGAIN and the wait;
+//   R4  an event wakes every waiter of its direction (they retry their
+//       operation; the ones that find nothing wait again), error and hang-up
+//       events both directions;
+//   R5  close (retire()) marks the registration closed and wakes every
+//       waiter with ECANCELED under its lock; a wait that starts later finds
+//       it closed, or a different sequence number, and returns ECANCELED.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "weft/io/handle.hpp"
+#include "weft/runtime.hpp"
+#include "weft/waiter.hpp"
+
+namespace weft::io::detail {
+
+class reactor;
+
+// registration is one watched fd (R1-R5). Guarded by mu except where noted.
+struct alignas(64) registration {
+    weft::spin_lock mu;
+    int fd = -1;
+    std::uint32_t seq = 0;   // R2; only the low seq_bits go into a token
+    bool ready[2] = {false, false};  // R3: [0] readable, [1] writable
+    bool closed = true;
+    bool always_ready = false;  // a regular file: epoll cannot watch it, it never blocks
+    weft::wait_queue q[2];
+    reactor* owner = nullptr;   // set once, when the chunk is made
+    registration* next_free = nullptr;  // guarded by the reactor's free_mu
+};
+
+// Event bits a backend hands to dispatch().
+enum : unsigned { ev_read = 1, ev_write = 2, ev_error = 4 };
+
+// backend is what a reactor waits with: epoll or io_uring.
+class backend {
+public:
+    virtual ~backend() = default;
+    // add() starts watching r->fd for both directions, edge-triggered,
+    // events carrying `token`. EPERM (a regular file) is reported as is.
+    virtual std::error_code add(registration* r, std::uint64_t token) noexcept = 0;
+    // remove() stops watching r->fd (still open). Events already fetched
+    // may still arrive (R2 drops them).
+    virtual void remove(registration* r) noexcept = 0;
+    // wait() waits up to timeout_ns (-1: no limit; 0: not at all) and hands
+    // each event to re.dispatch(); returns how many waiters were woken.
+    virtual std::size_t wait(std::int64_t timeout_ns, reactor& re) noexcept = 0;
+    // interrupt() ends a wait() in progress, or the next one.
+    virtual void interrupt() noexcept = 0;
+    [[nodiscard]] virtual const char* name() const noexcept = 0;
+};
+
+// make_epoll_backend() is the epoll backend; throws std::system_error.
+std::unique_ptr<backend> make_epoll_backend();
+// make_uring_backend() is the io_uring backend, or null with `why` set when
+// io_uring cannot be used here (not built in, or io_uring_setup failed).
+std::unique_ptr<backend> make_uring_backend(std::string& why);
+
+class reactor final : public weft::detail::poller {
+public:
+    static constexpr unsigned seq_bits = 22;
+
+    reactor(weft::detail::runtime_core* core, std::unique_ptr<backend> b, std::string fallback);
+    ~reactor() override;
+
+    // poller
+    std::size_t poll(std::int64_t timeout_ns) noexcept override { return backend_->wait(timeout_ns, *this); }
+    void interrupt() noexcept override { backend_->interrupt(); }
+
+    // acquire() is a registration watching fd, open, with its sequence
+    // number in `seq`. Throws std::system_error.
+    registration* acquire(int fd, std::uint32_t& seq);
+    // retire() closes r (R5), stops watching its fd and returns r to the
+    // free list. The fd stays open.
+    void retire(registration* r) noexcept;
+    // dispatch() is a backend's event for `token` (R2-R4); returns how many
+    // waiters it woke.
+    std::size_t dispatch(std::uint64_t token, unsigned events) noexcept;
+
+    [[nodiscard]] static std::uint64_t token(const registration* r, std::uint32_t seq) noexcept {
+        return (reinterpret_cast<std::uintptr_t>(r) >> 6) << seq_bits | (seq & ((1u << seq_bits) - 1));
+    }
+    [[nodiscard]] weft::detail::runtime_core* core() const noexcept { return core_; }
+    [[nodiscard]] const char* backend_name() const noexcept { return backend_->name(); }
+    [[nodiscard]] const std::string& fallback_reason() const noexcept { return fallback_; }
+
+private:
+    weft::detail::runtime_core* core_;
+    std::unique_ptr<backend> backend_;
+    std::string fallback_;
+    std::mutex free_mu;
+    registration* free_ = nullptr;
+    std::vector<std::unique_ptr<registration[]>> chunks_;  // R1
+};
+
+// reactor_of() is the reactor of runtime c, made on first use.
+reactor* reactor_of(weft::detail::runtime_core* c);
+
+// wait() waits on r (acquired with `seq`) for one direction
+// (0 readable, 1 writable) from inside a task; see handle::wait().
+std::error_code wait(registration* r, std::uint32_t seq, int dir, clock::time_point deadline);
+
+}  // namespace weft::io::detail

@@ -1,0 +1,77 @@
+// io_test_support.hpp: what the IO tests (tests/unit/io) share.
+//
+//   io_fixture    the leak-checked runtime fixture parameterised over the
+//                 worker count {0, 1, 2, 4} and the backend {epoll,
+//                 io_uring}; it also fails a test that leaves more fds open
+//                 than it found (counted in /proc/self/fd), and skips
+//                 nothing: on a kernel without io_uring the io_uring
+//                 instances run on the epoll fallback and check that the
+//                 fallback says why;
+//   open_fds()    the number of open fds of this process;
+//   bytes()       a string's bytes as a span.
+#pragma once
+
+#include <dirent.h>
+
+#include <span>
+#include <string>
+#include <string_view>
+#include <tuple>
+
+#include "runtime_fixture.hpp"
+#include "weft/io/handle.hpp"
+#include "weft/io/socket.hpp"
+#include "weft/runtime.hpp"
+
+namespace weft::test {
+
+// open_fds() counts the entries of /proc/self/fd (less the one it opens).
+inline int open_fds() {
+    DIR* d = ::opendir("/proc/self/fd");
+    if (!d) return -1;
+    int n = 0;
+    while (::readdir(d)) ++n;
+    ::closedir(d);
+    return n - 3;  // ".", ".." and the directory's own fd
+}
+
+inline std::span<const std::byte> bytes(std::string_view s) { return std::as_bytes(std::span(s.data(), s.size())); }
+
+using io_param = std::tuple<unsigned, weft::io_backend>;
+
+class io_fixture : public leak_checked, public ::testing::WithParamInterface<io_param> {
+protected:
+    void SetUp() override {
+        leak_checked::SetUp();
+        fds_ = open_fds();
+    }
+    void TearDown() override {
+        leak_checked::TearDown();
+        EXPECT_EQ(open_fds(), fds_) << "the test leaked (or closed) file descriptors";
+    }
+    [[nodiscard]] unsigned workers() const { return std::get<0>(GetParam()); }
+    [[nodiscard]] weft::io_backend backend() const { return std::get<1>(GetParam()); }
+    [[nodiscard]] weft::runtime_options options() const {
+        weft::runtime_options o;
+        o.workers = workers();
+        o.io = backend();
+        return o;
+    }
+
+    watchdog dog_;
+
+private:
+    int fds_ = 0;
+};
+
+inline auto io_params() {
+    return ::testing::Combine(::testing::Values(0u, 1u, 2u, 4u),
+                              ::testing::Values(weft::io_backend::epoll, weft::io_backend::io_uring));
+}
+
+inline std::string io_param_name(const ::testing::TestParamInfo<io_param>& info) {
+    return "w" + std::to_string(std::get<0>(info.param)) +
+           (std::get<1>(info.param) == weft::io_backend::epoll ? "_epoll" : "_uring");
+}
+
+}  // namespace weft::test
