@@ -14,3 +14,4 @@
 #include "weft/sync.hpp"
 #include "weft/io/handle.hpp"
 #include "weft/io/socket.hpp"
+#include "weft/io/file.hpp"
