@@ -44,6 +44,17 @@ std::error_code thread_wait(int fd, interest what, clock::time_point deadline) {
 
 }  // namespace
 
+// H1: the fd is closed exactly once, and only when no operation is inside
+// it. Every operation enters (state_ += one_op) unless the handle is
+// closing, and leaves; close() sets `closing`, wakes the waiters (retires
+// the registration) and closes the fd itself only if no operation is in
+// flight; otherwise the last operation to leave closes it. So a task that
+// read fd_ can never make a syscall on a number that close() has freed and
+// somebody else reused. A first wait registers under reg_mu_, then looks at
+// `closing` again (seq_cst, against close()'s store of `closing` and its
+// exchange of reg_): either close() retires the new registration or the
+// waiter sees `closing` and does not wait.
+
 handle::handle(int fd) {
     if (fd < 0) throw std::system_error(std::make_error_code(std::errc::bad_file_descriptor), "weft::io::handle");
     const int fl = ::fcntl(fd, F_GETFL);
@@ -53,18 +64,18 @@ handle::handle(int fd) {
 }
 
 handle::handle(handle&& o) noexcept
-    : fd_(o.fd_.exchange(-1, std::memory_order_relaxed)),
-      socket_(o.socket_),
-      checked_(o.checked_),
+    : fd_(std::exchange(o.fd_, -1)),
+      state_(o.state_.exchange(0, std::memory_order_relaxed)),
+      kind_(o.kind_.load(std::memory_order_relaxed)),
       reg_(o.reg_.exchange(nullptr, std::memory_order_relaxed)),
       seq_(o.seq_) {}
 
 handle& handle::operator=(handle&& o) noexcept {
     if (this != &o) {
         (void)close();
-        fd_.store(o.fd_.exchange(-1, std::memory_order_relaxed), std::memory_order_relaxed);
-        socket_ = o.socket_;
-        checked_ = o.checked_;
+        fd_ = std::exchange(o.fd_, -1);
+        state_.store(o.state_.exchange(0, std::memory_order_relaxed), std::memory_order_relaxed);
+        kind_.store(o.kind_.load(std::memory_order_relaxed), std::memory_order_relaxed);
         reg_.store(o.reg_.exchange(nullptr, std::memory_order_relaxed), std::memory_order_relaxed);
         seq_ = o.seq_;
     }
@@ -73,40 +84,77 @@ handle& handle::operator=(handle&& o) noexcept {
 
 handle::~handle() { (void)close(); }
 
-void handle::detach() noexcept {
-    if (detail::registration* r = reg_.exchange(nullptr, std::memory_order_relaxed)) r->owner->retire(r);
+handle::op::op(handle& h) noexcept : h_(h), in_(false) {
+    if (h.fd_ < 0) return;
+    std::uint32_t s = h.state_.load(std::memory_order_relaxed);
+    do {
+        if (s & closing) return;
+    } while (!h.state_.compare_exchange_weak(s, s + one_op, std::memory_order_seq_cst));
+    in_ = true;
 }
 
-std::error_code handle::close() noexcept {
-    if (native_handle() < 0) return std::make_error_code(std::errc::bad_file_descriptor);
+handle::op::~op() {
+    if (!in_) return;
+    const std::uint32_t s = h_.state_.fetch_sub(one_op, std::memory_order_seq_cst) - one_op;
+    if ((s & closing) && s / one_op == 0) (void)h_.final_close();  // the last one out (H1)
+}
+
+void handle::detach() noexcept {
+    if (detail::registration* r = reg_.exchange(nullptr, std::memory_order_seq_cst)) r->owner->retire(r);
+}
+
+std::error_code handle::final_close() noexcept {
     detach();
-    const int fd = fd_.exchange(-1, std::memory_order_relaxed);
-    if (fd < 0) return std::make_error_code(std::errc::bad_file_descriptor);
+    const int fd = std::exchange(fd_, -1);
+    if (fd < 0 || (state_.load(std::memory_order_relaxed) & released)) return {};
     // EINTR: on Linux the fd is closed anyway; retrying could close another.
     if (::close(fd) != 0 && errno != EINTR) return errno_code();
     return {};
 }
 
+std::error_code handle::close() noexcept {
+    if (fd_ < 0) return std::make_error_code(std::errc::bad_file_descriptor);
+    const std::uint32_t s = state_.fetch_or(closing, std::memory_order_seq_cst);
+    if (s & closing) return std::make_error_code(std::errc::bad_file_descriptor);
+    detach();  // wakes the waiters (R5)
+    if (s / one_op != 0) return {};  // the last operation closes the fd
+    return final_close();
+}
+
 int handle::release() noexcept {
-    if (native_handle() < 0) return -1;
+    if (fd_ < 0) return -1;
+    const std::uint32_t s = state_.fetch_or(closing | released, std::memory_order_seq_cst);
+    if (s & closing) return -1;
+    const int fd = fd_;
     detach();
-    return fd_.exchange(-1, std::memory_order_relaxed);
+    if (s / one_op == 0) fd_ = -1;  // else the last operation clears it, leaving the fd open
+    return fd;
 }
 
 std::error_code handle::wait(interest what, clock::time_point deadline) {
-    const int fd = native_handle();
-    if (fd < 0) return std::make_error_code(std::errc::bad_file_descriptor);
+    op g(*this);
+    if (!g) return std::make_error_code(std::errc::bad_file_descriptor);
+    return wait_in(what, deadline);
+}
+
+std::error_code handle::wait_in(interest what, clock::time_point deadline) {
     weft::detail::task_record* t = weft::detail::current_task();
-    if (!t) return thread_wait(fd, what, deadline);
+    if (!t) return thread_wait(fd_, what, deadline);
     auto* core = weft::detail::current_core();
-    detail::registration* r = reg_.load(std::memory_order_relaxed);
+    detail::registration* r = reg_.load(std::memory_order_acquire);
     if (!r) {
-        // The first wait registers (one task at a time per handle does:
-        // concurrent first waits from two tasks are a race of the caller's).
-        detail::reactor* re = detail::reactor_of(core);
-        r = re->acquire(fd, seq_);
-        reg_.store(r, std::memory_order_relaxed);
-    } else if (r->owner->core() != core) {
+        {
+            std::lock_guard g(reg_mu_);
+            r = reg_.load(std::memory_order_acquire);
+            if (!r) {
+                r = detail::reactor_of(core)->acquire(fd_, seq_);
+                reg_.store(r, std::memory_order_seq_cst);
+            }
+        }
+        if (state_.load(std::memory_order_seq_cst) & closing)
+            return std::make_error_code(std::errc::operation_canceled);
+    }
+    if (r->owner->core() != core) {
         // The registration's reactor belongs to another runtime, whose
         // workers may not be polling.
         return std::make_error_code(std::errc::invalid_argument);
@@ -116,41 +164,40 @@ std::error_code handle::wait(interest what, clock::time_point deadline) {
 
 std::size_t handle::read_some(std::span<std::byte> buf, std::error_code& ec, clock::time_point deadline) {
     ec.clear();
+    op g(*this);
+    if (!g) {
+        ec = std::make_error_code(std::errc::bad_file_descriptor);
+        return 0;
+    }
     for (;;) {
-        const int fd = native_handle();
-        if (fd < 0) {
-            ec = std::make_error_code(std::errc::bad_file_descriptor);
-            return 0;
-        }
-        const ssize_t n = ::read(fd, buf.data(), buf.size());
+        const ssize_t n = ::read(fd_, buf.data(), buf.size());
         if (n >= 0) return static_cast<std::size_t>(n);
         if (errno == EINTR) continue;
         if (!would_block(errno)) {
             ec = errno_code();
             return 0;
         }
-        if ((ec = wait(interest::readable, deadline))) return 0;
+        if ((ec = wait_in(interest::readable, deadline))) return 0;
     }
 }
 
 std::size_t handle::write_some(std::span<const std::byte> buf, std::error_code& ec, clock::time_point deadline) {
     ec.clear();
+    op g(*this);
+    if (!g) {
+        ec = std::make_error_code(std::errc::bad_file_descriptor);
+        return 0;
+    }
     for (;;) {
-        const int fd = native_handle();
-        if (fd < 0) {
-            ec = std::make_error_code(std::errc::bad_file_descriptor);
-            return 0;
-        }
         ssize_t n;
-        if (!checked_ || socket_) {
-            n = ::send(fd, buf.data(), buf.size(), MSG_NOSIGNAL);
-            if (!checked_) {
-                checked_ = true;
-                socket_ = !(n < 0 && errno == ENOTSOCK);
-                if (!socket_) continue;
+        if (kind_.load(std::memory_order_relaxed) != 2) {
+            n = ::send(fd_, buf.data(), buf.size(), MSG_NOSIGNAL);
+            if (n < 0 && errno == ENOTSOCK) {
+                kind_.store(2, std::memory_order_relaxed);
+                continue;
             }
         } else {
-            n = ::write(fd, buf.data(), buf.size());
+            n = ::write(fd_, buf.data(), buf.size());
         }
         if (n >= 0) return static_cast<std::size_t>(n);
         if (errno == EINTR) continue;
@@ -158,7 +205,7 @@ std::size_t handle::write_some(std::span<const std::byte> buf, std::error_code& 
             ec = errno_code();
             return 0;
         }
-        if ((ec = wait(interest::writable, deadline))) return 0;
+        if ((ec = wait_in(interest::writable, deadline))) return 0;
     }
 }
 

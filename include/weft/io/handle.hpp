@@ -27,6 +27,7 @@
 #include <system_error>
 
 #include "weft/config.hpp"
+#include "weft/waiter.hpp"
 
 namespace weft::io {
 
@@ -53,8 +54,12 @@ template <class Rep, class Period>
 enum class interest : unsigned char { readable = 1, writable = 2 };
 
 // handle owns one file descriptor and closes it exactly once (close() or the
-// destructor). Move-only. Not safe to close or move while other tasks use
-// it from other threads, except through close(), which wakes them.
+// destructor). Move-only. Several tasks may use one handle at once (one
+// reading, one writing, or several of each), and any of them may close()
+// it: the others' waits end with operation_canceled, and the fd itself is
+// closed when the last operation in flight has left (H1 in handle.cpp), so
+// no operation ever reaches a reused fd number. Moving or destroying a
+// handle while other tasks use it is a race of the caller's.
 class WEFT_API handle {
 public:
     handle() noexcept = default;
@@ -70,18 +75,20 @@ public:
     ~handle();
 
     // native_handle() is the fd (-1 once closed or released).
-    [[nodiscard]] int native_handle() const noexcept { return fd_.load(std::memory_order_relaxed); }
-    [[nodiscard]] bool is_open() const noexcept { return native_handle() >= 0; }
+    [[nodiscard]] int native_handle() const noexcept { return is_open() ? fd_ : -1; }
+    [[nodiscard]] bool is_open() const noexcept { return fd_ >= 0 && !(state_.load(std::memory_order_acquire) & closing); }
     explicit operator bool() const noexcept { return is_open(); }
 
     // close() wakes every task waiting on this handle (their waits return
-    // operation_canceled), stops watching the fd and closes it. Returns
-    // what close(2) reported (EINTR is not retried: on Linux the fd is
-    // closed anyway); bad_file_descriptor if already closed.
+    // operation_canceled), stops watching the fd and closes it, at once or,
+    // if other tasks are inside an operation on it, when the last of them
+    // leaves. Returns what close(2) reported if it closed the fd itself
+    // (EINTR is not retried: on Linux the fd is closed anyway);
+    // bad_file_descriptor if already closed.
     std::error_code close() noexcept;
     // release() stops watching the fd and gives it back to the caller,
     // open, without closing it; -1 if closed. Waiting tasks wake as for
-    // close().
+    // close(); the fd is the caller's from here on even while they leave.
     int release() noexcept;
 
     // wait() returns when the fd is ready for `what` (empty error code),
@@ -104,16 +111,41 @@ public:
     std::size_t read_some(std::span<std::byte> buf, clock::time_point deadline = no_deadline);
     std::size_t write_some(std::span<const std::byte> buf, clock::time_point deadline = no_deadline);
 
+    // op is an operation in flight (H1): constructed at the start of every
+    // operation, it keeps the fd open until it goes; false if the handle is
+    // closed.
+    class op {
+    public:
+        explicit op(handle& h) noexcept;
+        ~op();
+        op(const op&) = delete;
+        op& operator=(const op&) = delete;
+        explicit operator bool() const noexcept { return in_; }
+
+    private:
+        handle& h_;
+        bool in_;
+    };
+    // wait_in() is wait() inside an operation; raw() the fd there (valid
+    // until the op goes, also when another task closes the handle).
+    std::error_code wait_in(interest what, clock::time_point deadline);
+    [[nodiscard]] int raw() const noexcept { return fd_; }
+
 private:
+    static constexpr std::uint32_t closing = 1, released = 2, one_op = 4;
     void detach() noexcept;
-    // fd_ and reg_ are atomic (relaxed) because close() from another task
-    // writes them while a waiting task may have just read them; the
-    // registration's lock and sequence number order everything else.
-    std::atomic<int> fd_{-1};
-    bool socket_ = false;   // known to be a socket: send() with MSG_NOSIGNAL
-    bool checked_ = false;  // socket_ has been found out
+    std::error_code final_close() noexcept;
+    // fd_ is constant from construction until the last operation has left
+    // a closed handle (H1).
+    int fd_ = -1;
+    // state_: bit 0 closing, bit 1 released (do not close the fd), the rest
+    // the number of operations in flight (H1).
+    std::atomic<std::uint32_t> state_{0};
+    // kind_: 0 not yet known, 1 a socket (send() with MSG_NOSIGNAL), 2 not.
+    std::atomic<unsigned char> kind_{0};
+    weft::spin_lock reg_mu_;                           // the first registration
     std::atomic<detail::registration*> reg_{nullptr};  // made by the first wait inside a task
-    std::uint32_t seq_ = 0;                            // reg_'s sequence number when made
+    std::uint32_t seq_ = 0;                            // reg_'s sequence number, written before reg_
 };
 
 // backend_info describes the IO backend of the calling task's runtime.
