@@ -60,12 +60,13 @@ handle::handle(int fd) {
     const int fl = ::fcntl(fd, F_GETFL);
     if (fl < 0 || (!(fl & O_NONBLOCK) && ::fcntl(fd, F_SETFL, fl | O_NONBLOCK) != 0))
         throw std::system_error(errno_code(), "weft::io::handle: fcntl");
-    fd_ = fd;
+    fd_.store(fd, std::memory_order_relaxed);
+    state_.store(0, std::memory_order_relaxed);
 }
 
 handle::handle(handle&& o) noexcept
-    : fd_(std::exchange(o.fd_, -1)),
-      state_(o.state_.exchange(0, std::memory_order_relaxed)),
+    : fd_(o.fd_.exchange(-1, std::memory_order_relaxed)),
+      state_(o.state_.exchange(closing, std::memory_order_relaxed)),
       kind_(o.kind_.load(std::memory_order_relaxed)),
       reg_(o.reg_.exchange(nullptr, std::memory_order_relaxed)),
       seq_(o.seq_) {}
@@ -73,8 +74,8 @@ handle::handle(handle&& o) noexcept
 handle& handle::operator=(handle&& o) noexcept {
     if (this != &o) {
         (void)close();
-        fd_ = std::exchange(o.fd_, -1);
-        state_.store(o.state_.exchange(0, std::memory_order_relaxed), std::memory_order_relaxed);
+        fd_.store(o.fd_.exchange(-1, std::memory_order_relaxed), std::memory_order_relaxed);
+        state_.store(o.state_.exchange(closing, std::memory_order_relaxed), std::memory_order_relaxed);
         kind_.store(o.kind_.load(std::memory_order_relaxed), std::memory_order_relaxed);
         reg_.store(o.reg_.exchange(nullptr, std::memory_order_relaxed), std::memory_order_relaxed);
         seq_ = o.seq_;
@@ -85,7 +86,6 @@ handle& handle::operator=(handle&& o) noexcept {
 handle::~handle() { (void)close(); }
 
 handle::op::op(handle& h) noexcept : h_(h), in_(false) {
-    if (h.fd_ < 0) return;
     std::uint32_t s = h.state_.load(std::memory_order_relaxed);
     do {
         if (s & closing) return;
@@ -105,29 +105,37 @@ void handle::detach() noexcept {
 
 std::error_code handle::final_close() noexcept {
     detach();
-    const int fd = std::exchange(fd_, -1);
+    const int fd = fd_.exchange(-1, std::memory_order_relaxed);
     if (fd < 0 || (state_.load(std::memory_order_relaxed) & released)) return {};
     // EINTR: on Linux the fd is closed anyway; retrying could close another.
     if (::close(fd) != 0 && errno != EINTR) return errno_code();
     return {};
 }
 
-std::error_code handle::close() noexcept {
-    if (fd_ < 0) return std::make_error_code(std::errc::bad_file_descriptor);
-    const std::uint32_t s = state_.fetch_or(closing, std::memory_order_seq_cst);
-    if (s & closing) return std::make_error_code(std::errc::bad_file_descriptor);
+// begin_close() sets `closing` (and `extra`) and enters as an operation in
+// the same step, so that the retire below finishes before any operation
+// leaving meanwhile can close the fd (H1). False if already closing.
+bool handle::begin_close(std::uint32_t extra) noexcept {
+    std::uint32_t s = state_.load(std::memory_order_relaxed);
+    do {
+        if (s & closing) return false;
+    } while (!state_.compare_exchange_weak(s, (s + one_op) | closing | extra, std::memory_order_seq_cst));
     detach();  // wakes the waiters (R5)
+    return true;
+}
+
+std::error_code handle::close() noexcept {
+    if (!begin_close(0)) return std::make_error_code(std::errc::bad_file_descriptor);
+    const std::uint32_t s = state_.fetch_sub(one_op, std::memory_order_seq_cst) - one_op;
     if (s / one_op != 0) return {};  // the last operation closes the fd
     return final_close();
 }
 
 int handle::release() noexcept {
-    if (fd_ < 0) return -1;
-    const std::uint32_t s = state_.fetch_or(closing | released, std::memory_order_seq_cst);
-    if (s & closing) return -1;
-    const int fd = fd_;
-    detach();
-    if (s / one_op == 0) fd_ = -1;  // else the last operation clears it, leaving the fd open
+    if (!begin_close(released)) return -1;
+    const int fd = fd_.load(std::memory_order_relaxed);
+    const std::uint32_t s = state_.fetch_sub(one_op, std::memory_order_seq_cst) - one_op;
+    if (s / one_op == 0) (void)final_close();  // `released`: clears fd_, closes nothing
     return fd;
 }
 
@@ -139,7 +147,7 @@ std::error_code handle::wait(interest what, clock::time_point deadline) {
 
 std::error_code handle::wait_in(interest what, clock::time_point deadline) {
     weft::detail::task_record* t = weft::detail::current_task();
-    if (!t) return thread_wait(fd_, what, deadline);
+    if (!t) return thread_wait(raw(), what, deadline);
     auto* core = weft::detail::current_core();
     detail::registration* r = reg_.load(std::memory_order_acquire);
     if (!r) {
@@ -147,7 +155,7 @@ std::error_code handle::wait_in(interest what, clock::time_point deadline) {
             std::lock_guard g(reg_mu_);
             r = reg_.load(std::memory_order_acquire);
             if (!r) {
-                r = detail::reactor_of(core)->acquire(fd_, seq_);
+                r = detail::reactor_of(core)->acquire(raw(), seq_);
                 reg_.store(r, std::memory_order_seq_cst);
             }
         }
@@ -170,7 +178,7 @@ std::size_t handle::read_some(std::span<std::byte> buf, std::error_code& ec, clo
         return 0;
     }
     for (;;) {
-        const ssize_t n = ::read(fd_, buf.data(), buf.size());
+        const ssize_t n = ::read(raw(), buf.data(), buf.size());
         if (n >= 0) return static_cast<std::size_t>(n);
         if (errno == EINTR) continue;
         if (!would_block(errno)) {
@@ -191,13 +199,13 @@ std::size_t handle::write_some(std::span<const std::byte> buf, std::error_code& 
     for (;;) {
         ssize_t n;
         if (kind_.load(std::memory_order_relaxed) != 2) {
-            n = ::send(fd_, buf.data(), buf.size(), MSG_NOSIGNAL);
+            n = ::send(raw(), buf.data(), buf.size(), MSG_NOSIGNAL);
             if (n < 0 && errno == ENOTSOCK) {
                 kind_.store(2, std::memory_order_relaxed);
                 continue;
             }
         } else {
-            n = ::write(fd_, buf.data(), buf.size());
+            n = ::write(raw(), buf.data(), buf.size());
         }
         if (n >= 0) return static_cast<std::size_t>(n);
         if (errno == EINTR) continue;

@@ -75,8 +75,8 @@ public:
     ~handle();
 
     // native_handle() is the fd (-1 once closed or released).
-    [[nodiscard]] int native_handle() const noexcept { return is_open() ? fd_ : -1; }
-    [[nodiscard]] bool is_open() const noexcept { return fd_ >= 0 && !(state_.load(std::memory_order_acquire) & closing); }
+    [[nodiscard]] int native_handle() const noexcept { return is_open() ? fd_.load(std::memory_order_relaxed) : -1; }
+    [[nodiscard]] bool is_open() const noexcept { return !(state_.load(std::memory_order_acquire) & closing); }
     explicit operator bool() const noexcept { return is_open(); }
 
     // close() wakes every task waiting on this handle (their waits return
@@ -129,18 +129,20 @@ public:
     // wait_in() is wait() inside an operation; raw() the fd there (valid
     // until the op goes, also when another task closes the handle).
     std::error_code wait_in(interest what, clock::time_point deadline);
-    [[nodiscard]] int raw() const noexcept { return fd_; }
+    [[nodiscard]] int raw() const noexcept { return fd_.load(std::memory_order_relaxed); }
 
 private:
     static constexpr std::uint32_t closing = 1, released = 2, one_op = 4;
     void detach() noexcept;
     std::error_code final_close() noexcept;
+    bool begin_close(std::uint32_t extra) noexcept;
     // fd_ is constant from construction until the last operation has left
-    // a closed handle (H1).
-    int fd_ = -1;
-    // state_: bit 0 closing, bit 1 released (do not close the fd), the rest
-    // the number of operations in flight (H1).
-    std::atomic<std::uint32_t> state_{0};
+    // a closed handle (H1); atomic only because native_handle() may read it
+    // while another task closes.
+    std::atomic<int> fd_{-1};
+    // state_: bit 0 closing (an empty handle is closed), bit 1 released (do
+    // not close the fd), the rest the number of operations in flight (H1).
+    std::atomic<std::uint32_t> state_{closing};
     // kind_: 0 not yet known, 1 a socket (send() with MSG_NOSIGNAL), 2 not.
     std::atomic<unsigned char> kind_{0};
     weft::spin_lock reg_mu_;                           // the first registration
