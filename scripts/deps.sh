@@ -12,9 +12,9 @@
 
 # What every native build needs: the toolchain, the generator, GoogleTest
 # (the test targets are on in every preset but `bench`), and pkg-config for
-# the install check.
+# the install check; liburing-dev for the io_uring backend (L6).
 # shellcheck disable=SC2034  # used by the scripts that source this file
-WEFT_PKGS_BASE=(cmake ninja-build g++ libgtest-dev googletest pkgconf)
+WEFT_PKGS_BASE=(cmake ninja-build g++ libgtest-dev googletest pkgconf liburing-dev)
 # clang-* presets: the compiler and its runtime libraries (sanitizers).
 # shellcheck disable=SC2034  # used by the scripts that source this file
 WEFT_PKGS_CLANG=(clang-14 libclang-rt-14-dev)

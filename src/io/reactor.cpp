@@ -142,10 +142,11 @@ std::unique_ptr<weft::detail::poller> make_reactor(weft::detail::runtime_core* c
 std::unique_ptr<backend> make_epoll_backend() { return std::make_unique<epoll_backend>(); }
 
 #if !WEFT_HAVE_LIBURING
-std::unique_ptr<backend> make_uring_backend(std::string& why) {
+std::unique_ptr<backend> make_uring_backend_with(unsigned, std::string& why) {
     why = "io_uring: weft was built without liburing";
     return nullptr;
 }
+std::unique_ptr<backend> make_uring_backend(std::string& why) { return make_uring_backend_with(0, why); }
 #endif
 
 reactor::reactor(weft::detail::runtime_core* core, std::unique_ptr<backend> b, std::string fallback)

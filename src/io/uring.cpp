@@ -1,0 +1,295 @@
+// uring.cpp: layer L6's io_uring backend (liburing), the same readiness
+// contract as the epoll backend (reactor.hpp) so the reactor above is one
+// piece.
+//
+//   U1  every registration is one multishot IORING_OP_POLL_ADD (io_uring
+//       poll is edge-triggered unless IORING_POLL_ADD_LEVEL is given), with
+//       user_data = the reactor's token. Tokens never have bit 63 set (a
+//       user-space address shifted by 6 then 22 bits), so internal requests
+//       use user_data with bit 63 set;
+//   U2  the SQ is single-producer: every SQE is acquired and submitted under
+//       mu_, at once (so a POLL_REMOVE takes effect before retire() returns
+//       and the fd is closed: the poll holds a reference to the file). The CQ
+//       is consumed only under mu_ as well: by the polling thread (one at a
+//       time, runtime I2) and by a submitter that gets -EBUSY (CQ overflow on
+//       old kernels), which moves the CQEs to backlog_ and interrupts the
+//       poller; the poller hands the backlog out first;
+//   U3  a multishot poll that ends (a CQE without IORING_CQE_F_MORE) is
+//       re-armed under mu_ only if its registration is still open with the
+//       same sequence number (checked under the registration's lock, lock
+//       order mu_ then r->mu); remove() comes after retire() has marked the
+//       registration closed, so a re-arm either precedes the POLL_REMOVE
+//       (which then cancels it) or does not happen;
+//   U4  files without poll support (regular files, directories, /dev/null)
+//       are refused with EPERM as epoll refuses them: io_uring would complete
+//       their poll at once, forever. Sockets and pipes skip the probe;
+//   U5  interrupt() writes an eventfd watched by a multishot poll (internal
+//       user_data); it touches no ring, so any thread may call it.
+
+#if WEFT_HAVE_LIBURING
+
+#include <fcntl.h>
+#include <liburing.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "reactor.hpp"
+
+namespace weft::io::detail {
+
+namespace {
+
+constexpr std::uint64_t internal_bit = std::uint64_t{1} << 63;
+constexpr std::uint64_t ud_wake = internal_bit | 1;    // the eventfd's poll
+constexpr std::uint64_t ud_remove = internal_bit | 2;  // POLL_REMOVE results
+constexpr unsigned poll_mask = POLLIN | POLLOUT | POLLRDHUP | POLLERR | POLLHUP | POLLPRI;
+constexpr unsigned default_entries = 256;
+constexpr unsigned cq_entries_min = 4096;
+
+struct event {
+    std::uint64_t token;
+    unsigned bits;
+};
+
+class uring_backend final : public backend {
+public:
+    uring_backend() = default;
+    uring_backend(const uring_backend&) = delete;
+    uring_backend& operator=(const uring_backend&) = delete;
+
+    // init() sets the ring up; false with `why` set when it cannot be used.
+    bool init(unsigned entries, std::string& why) {
+        io_uring_params p{};
+        p.flags = IORING_SETUP_CQSIZE;
+        p.cq_entries = entries > cq_entries_min / 4 ? entries * 4 : cq_entries_min;
+        if (const int rc = ::io_uring_queue_init_params(entries, &ring_, &p); rc < 0) {
+            why = std::string("io_uring_setup: ") + std::strerror(-rc);
+            return false;
+        }
+        ring_ok_ = true;
+        // EXT_ARG (5.11): a wait with a timeout that takes no SQE (U2).
+        // RSRC_TAGS (5.13) is the first feature bit of the kernel that has
+        // multishot poll.
+        if (!(p.features & IORING_FEAT_EXT_ARG) || !(p.features & IORING_FEAT_NODROP) ||
+            !(p.features & IORING_FEAT_RSRC_TAGS)) {
+            why = "io_uring: the kernel lacks multishot poll or timed waits (needs Linux 5.13)";
+            return false;
+        }
+        ev_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        probe_ = ::epoll_create1(EPOLL_CLOEXEC);
+        if (ev_ < 0 || probe_ < 0) {
+            why = std::string("io_uring: ") + std::strerror(errno);
+            return false;
+        }
+        std::lock_guard g(mu_);
+        if (const int rc = arm_locked(ev_, ud_wake); rc < 0) {
+            why = std::string("io_uring: arming the eventfd: ") + std::strerror(-rc);
+            return false;
+        }
+        return true;
+    }
+
+    ~uring_backend() override {
+        if (ring_ok_) ::io_uring_queue_exit(&ring_);  // cancels every poll
+        if (ev_ >= 0) ::close(ev_);
+        if (probe_ >= 0) ::close(probe_);
+    }
+
+    std::error_code add(registration* r, std::uint64_t token) noexcept override {
+        const int fd = r->fd;
+        struct stat st {};
+        if (::fstat(fd, &st) != 0) return {errno, std::system_category()};
+        if (!S_ISSOCK(st.st_mode) && !S_ISFIFO(st.st_mode)) {  // U4
+            epoll_event e{};
+            e.events = EPOLLIN;
+            if (::epoll_ctl(probe_, EPOLL_CTL_ADD, fd, &e) != 0) return {errno, std::system_category()};
+            (void)::epoll_ctl(probe_, EPOLL_CTL_DEL, fd, &e);
+        }
+        std::lock_guard g(mu_);
+        if (const int rc = arm_locked(fd, token); rc < 0) return {-rc, std::system_category()};
+        return {};
+    }
+
+    void remove(registration* r) noexcept override {
+        // The token is the one the registration was added with: retire()
+        // calls remove() before it bumps the sequence number.
+        std::uint64_t token;
+        {
+            std::lock_guard g(r->mu);
+            token = reactor::token(r, r->seq);
+        }
+        std::lock_guard g(mu_);
+        io_uring_sqe* sqe = sqe_locked();
+        ::io_uring_prep_poll_remove(sqe, token);
+        ::io_uring_sqe_set_data64(sqe, ud_remove);
+        (void)submit_locked();
+    }
+
+    std::size_t wait(std::int64_t timeout_ns, reactor& re) noexcept override {
+        event evs[batch];
+        std::size_t n = collect(evs);
+        if (n == 0 && timeout_ns != 0) {
+            __kernel_timespec ts{timeout_ns / 1'000'000'000, timeout_ns % 1'000'000'000};
+            io_uring_getevents_arg arg{};
+            arg.sigmask_sz = _NSIG / 8;
+            arg.ts = timeout_ns > 0 ? reinterpret_cast<std::uint64_t>(&ts) : 0;
+            // Waits without taking mu_ and without touching the SQ (U2);
+            // ETIME, EINTR and the like all mean "look again later".
+            (void)::syscall(__NR_io_uring_enter, ring_.ring_fd, 0, 1, IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG, &arg,
+                            sizeof arg);
+            n = collect(evs);
+        }
+        std::size_t woke = 0;
+        for (std::size_t i = 0; i < n; ++i) woke += re.dispatch(evs[i].token, evs[i].bits);
+        return woke;
+    }
+
+    void interrupt() noexcept override {  // U5
+        const std::uint64_t one = 1;
+        (void)!::write(ev_, &one, sizeof one);
+    }
+    [[nodiscard]] const char* name() const noexcept override { return "io_uring"; }
+
+private:
+    static constexpr std::size_t batch = 128;
+
+    // sqe_locked() is a free SQE, submitting to make room if the SQ is full.
+    io_uring_sqe* sqe_locked() noexcept {
+        for (;;) {
+            if (io_uring_sqe* sqe = ::io_uring_get_sqe(&ring_)) return sqe;
+            (void)submit_locked();
+        }
+    }
+
+    // submit_locked() submits what is queued; on -EBUSY (a CQ overflow the
+    // kernel could not flush) it moves the CQ to backlog_, wakes the poller
+    // and tries again (U2). Returns a negative errno for other failures.
+    int submit_locked() noexcept {
+        for (;;) {
+            const int rc = ::io_uring_submit(&ring_);
+            if (rc >= 0) return rc;
+            if (rc == -EINTR || rc == -EAGAIN) continue;
+            if (rc != -EBUSY) return rc;
+            drain_to_backlog_locked();
+            interrupt();
+        }
+    }
+
+    // arm_locked() starts a multishot poll on fd carrying user_data.
+    int arm_locked(int fd, std::uint64_t user_data) noexcept {
+        io_uring_sqe* sqe = sqe_locked();
+        ::io_uring_prep_poll_multishot(sqe, fd, poll_mask);
+        ::io_uring_sqe_set_data64(sqe, user_data);
+        const int rc = submit_locked();
+        return rc < 0 ? rc : 0;
+    }
+
+    void drain_to_backlog_locked() noexcept {
+        io_uring_cqe* cqes[batch];
+        for (;;) {
+            const unsigned n = ::io_uring_peek_batch_cqe(&ring_, cqes, batch);
+            if (n == 0) return;
+            for (unsigned i = 0; i < n; ++i) {
+                event e;
+                if (translate_locked(cqes[i], e)) {
+                    try {
+                        backlog_.push_back(e);
+                    } catch (...) {  // out of memory: the event is dropped; its waiters time out
+                    }
+                }
+            }
+            ::io_uring_cq_advance(&ring_, n);
+        }
+    }
+
+    // collect() takes the backlog and the CQ's events (up to `batch`) under
+    // mu_, re-arming ended polls (U3).
+    std::size_t collect(event (&out)[batch]) noexcept {
+        std::lock_guard g(mu_);
+        std::size_t n = 0;
+        while (n < batch && !backlog_.empty()) {
+            out[n++] = backlog_.back();
+            backlog_.pop_back();
+        }
+        io_uring_cqe* cqes[batch];
+        while (n < batch) {
+            const unsigned m = ::io_uring_peek_batch_cqe(&ring_, cqes, static_cast<unsigned>(batch - n));
+            if (m == 0) break;
+            for (unsigned i = 0; i < m; ++i)
+                if (translate_locked(cqes[i], out[n])) ++n;
+            ::io_uring_cq_advance(&ring_, m);
+        }
+        return n;
+    }
+
+    // translate_locked() turns a CQE into an event for dispatch(), or false
+    // for an internal one; re-arms a poll that ended (U3).
+    bool translate_locked(const io_uring_cqe* cqe, event& e) noexcept {
+        const std::uint64_t ud = ::io_uring_cqe_get_data64(cqe);
+        const bool more = cqe->flags & IORING_CQE_F_MORE;
+        if (ud & internal_bit) {
+            if (ud == ud_wake) {
+                std::uint64_t v;
+                (void)!::read(ev_, &v, sizeof v);
+                if (!more) (void)arm_locked(ev_, ud_wake);
+            }
+            return false;
+        }
+        const int res = cqe->res;
+        if (!more && (res >= 0 || res == -ECANCELED || res == -ENOMEM || res == -EAGAIN)) rearm_locked(ud);
+        e.token = ud;
+        e.bits = 0;
+        if (res < 0) {
+            if (res == -ECANCELED || res == -ENOMEM || res == -EAGAIN) return false;
+            e.bits = ev_read | ev_write | ev_error;  // EBADF and the like: the waiters retry and see it
+            return true;
+        }
+        const auto m = static_cast<unsigned>(res);
+        if (m & (POLLIN | POLLRDHUP | POLLPRI)) e.bits |= ev_read;
+        if (m & POLLOUT) e.bits |= ev_write;
+        if (m & (POLLERR | POLLHUP)) e.bits |= ev_error;
+        return e.bits != 0;
+    }
+
+    void rearm_locked(std::uint64_t token) noexcept {
+        constexpr std::uint64_t seq_mask = (1u << reactor::seq_bits) - 1;
+        auto* r = reinterpret_cast<registration*>(static_cast<std::uintptr_t>(token >> reactor::seq_bits) << 6);
+        int fd;
+        {
+            std::lock_guard g(r->mu);
+            if (r->closed || (r->seq & seq_mask) != (token & seq_mask)) return;
+            fd = r->fd;
+        }
+        (void)arm_locked(fd, token);
+    }
+
+    io_uring ring_{};
+    bool ring_ok_ = false;
+    int ev_ = -1;
+    int probe_ = -1;  // U4
+    std::mutex mu_;   // U2
+    std::vector<event> backlog_;
+};
+
+}  // namespace
+
+std::unique_ptr<backend> make_uring_backend_with(unsigned entries, std::string& why) {
+    auto b = std::make_unique<uring_backend>();
+    if (!b->init(entries, why)) return nullptr;
+    return b;
+}
+
+std::unique_ptr<backend> make_uring_backend(std::string& why) { return make_uring_backend_with(default_entries, why); }
+
+}  // namespace weft::io::detail
+
+#endif  // WEFT_HAVE_LIBURING
