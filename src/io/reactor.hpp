@@ -80,8 +80,9 @@ std::unique_ptr<backend> make_epoll_backend();
 // io_uring cannot be used here (not built in, or io_uring_setup failed).
 std::unique_ptr<backend> make_uring_backend(std::string& why);
 // make_uring_backend_with() is make_uring_backend() with `entries` SQ
-// entries; tests force a setup failure with it (entries = 1 << 30: EINVAL).
-std::unique_ptr<backend> make_uring_backend_with(unsigned entries, std::string& why);
+// entries; tests force a setup failure with it (entries = 1 << 30: EINVAL),
+// hence exported from a shared libweft (internal all the same).
+WEFT_API std::unique_ptr<backend> make_uring_backend_with(unsigned entries, std::string& why);
 
 class reactor final : public weft::detail::poller {
 public:
