@@ -23,8 +23,14 @@
 //   U4  files without poll support (regular files, directories, /dev/null)
 //       are refused with EPERM as epoll refuses them: io_uring would complete
 //       their poll at once, forever. Sockets and pipes skip the probe;
-//   U5  interrupt() writes an eventfd watched by a multishot poll (internal
-//       user_data); it touches no ring, so any thread may call it.
+//   U5  interrupt() submits an IORING_OP_NOP (internal user_data) under mu_.
+//       Not an eventfd watched by a poll: a poll's completion is posted by
+//       task work of the thread that armed it, and once that thread has
+//       exited (a worker, a plain thread) the kernel ends the poll with
+//       -ECANCELED from its fallback worker instead of posting the wake-up;
+//       a NOP completes inside the submitting thread's io_uring_enter().
+//       Polls of registrations that end that way are re-armed (U3) by the
+//       polling thread.
 
 #if WEFT_HAVE_LIBURING
 
@@ -32,7 +38,6 @@
 #include <liburing.h>
 #include <poll.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -49,7 +54,7 @@ namespace weft::io::detail {
 namespace {
 
 constexpr std::uint64_t internal_bit = std::uint64_t{1} << 63;
-constexpr std::uint64_t ud_wake = internal_bit | 1;    // the eventfd's poll
+constexpr std::uint64_t ud_wake = internal_bit | 1;    // interrupt()'s NOPs
 constexpr std::uint64_t ud_remove = internal_bit | 2;  // POLL_REMOVE results
 constexpr unsigned poll_mask = POLLIN | POLLOUT | POLLRDHUP | POLLERR | POLLHUP | POLLPRI;
 constexpr unsigned default_entries = 256;
@@ -84,15 +89,9 @@ public:
             why = "io_uring: the kernel lacks multishot poll or timed waits (needs Linux 5.13)";
             return false;
         }
-        ev_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
         probe_ = ::epoll_create1(EPOLL_CLOEXEC);
-        if (ev_ < 0 || probe_ < 0) {
-            why = std::string("io_uring: ") + std::strerror(errno);
-            return false;
-        }
-        std::lock_guard g(mu_);
-        if (const int rc = arm_locked(ev_, ud_wake); rc < 0) {
-            why = std::string("io_uring: arming the eventfd: ") + std::strerror(-rc);
+        if (probe_ < 0) {
+            why = std::string("io_uring: epoll_create1: ") + std::strerror(errno);
             return false;
         }
         return true;
@@ -100,7 +99,6 @@ public:
 
     ~uring_backend() override {
         if (ring_ok_) ::io_uring_queue_exit(&ring_);  // cancels every poll
-        if (ev_ >= 0) ::close(ev_);
         if (probe_ >= 0) ::close(probe_);
     }
 
@@ -154,8 +152,8 @@ public:
     }
 
     void interrupt() noexcept override {  // U5
-        const std::uint64_t one = 1;
-        (void)!::write(ev_, &one, sizeof one);
+        std::lock_guard g(mu_);
+        interrupt_locked();
     }
     [[nodiscard]] const char* name() const noexcept override { return "io_uring"; }
 
@@ -174,14 +172,27 @@ private:
     // kernel could not flush) it moves the CQ to backlog_, wakes the poller
     // and tries again (U2). Returns a negative errno for other failures.
     int submit_locked() noexcept {
+        in_submit_ = true;
         for (;;) {
             const int rc = ::io_uring_submit(&ring_);
-            if (rc >= 0) return rc;
             if (rc == -EINTR || rc == -EAGAIN) continue;
-            if (rc != -EBUSY) return rc;
+            if (rc != -EBUSY) {
+                in_submit_ = false;
+                return rc;
+            }
             drain_to_backlog_locked();
-            interrupt();
+            interrupt_locked();  // queued; this loop submits it
         }
+    }
+
+    // interrupt_locked() queues a NOP; the submit that follows (the
+    // caller's, or this one's) posts its completion.
+    void interrupt_locked() noexcept {
+        io_uring_sqe* sqe = ::io_uring_get_sqe(&ring_);
+        if (!sqe) return;  // the SQ is full: its submission will wake the poller anyway
+        ::io_uring_prep_nop(sqe);
+        ::io_uring_sqe_set_data64(sqe, ud_wake);
+        if (!in_submit_) (void)submit_locked();
     }
 
     // arm_locked() starts a multishot poll on fd carrying user_data.
@@ -236,14 +247,7 @@ private:
     bool translate_locked(const io_uring_cqe* cqe, event& e) noexcept {
         const std::uint64_t ud = ::io_uring_cqe_get_data64(cqe);
         const bool more = cqe->flags & IORING_CQE_F_MORE;
-        if (ud & internal_bit) {
-            if (ud == ud_wake) {
-                std::uint64_t v;
-                (void)!::read(ev_, &v, sizeof v);
-                if (!more) (void)arm_locked(ev_, ud_wake);
-            }
-            return false;
-        }
+        if (ud & internal_bit) return false;  // a NOP's or a POLL_REMOVE's
         const int res = cqe->res;
         if (!more && (res >= 0 || res == -ECANCELED || res == -ENOMEM || res == -EAGAIN)) rearm_locked(ud);
         e.token = ud;
@@ -274,7 +278,7 @@ private:
 
     io_uring ring_{};
     bool ring_ok_ = false;
-    int ev_ = -1;
+    bool in_submit_ = false;  // guarded by mu_: interrupt_locked() inside submit_locked()
     int probe_ = -1;  // U4
     std::mutex mu_;   // U2
     std::vector<event> backlog_;
