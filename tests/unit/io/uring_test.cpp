@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "io_test_support.hpp"
@@ -76,6 +77,31 @@ TEST(uring_setup, a_regular_file_is_always_ready_not_a_busy_poll) {
         EXPECT_FALSE(n.wait(io::interest::writable, io::after(1s)));
         EXPECT_EQ(n.write_some(bytes("x"), io::after(1s)), 1u);
     });
+}
+
+TEST(uring_setup, readiness_still_arrives_after_the_thread_that_registered_the_fd_has_exited) {
+    // An io_uring poll's completion is posted by task work of the thread
+    // that armed it; once that thread has exited the kernel ends the poll
+    // (-ECANCELED) and the backend re-arms it from the polling thread (U3).
+    // Plain threads wait through the default runtime (automatic: io_uring
+    // where allowed).
+    watchdog dog;
+    pipe_pair p;
+    std::thread([&] {
+        std::array<std::byte, 4> buf{};
+        std::error_code ec;
+        EXPECT_EQ(p.r.read_some(buf, ec, io::after(10ms)), 0u);  // registers p.r from this thread
+        EXPECT_EQ(ec, std::errc::timed_out);
+    }).join();
+    for (int i = 0; i < 3; ++i) {
+        std::thread writer([&] {
+            std::this_thread::sleep_for(10ms);
+            (void)p.w.write_some(bytes("ab"));
+        });
+        std::array<std::byte, 4> buf{};
+        EXPECT_EQ(p.r.read_some(buf, io::after(10s)), 2u) << "round " << i;
+        writer.join();
+    }
 }
 
 class uring_test : public io_fixture {};
