@@ -204,21 +204,27 @@ private:
         return rc < 0 ? rc : 0;
     }
 
+    // pop_locked() takes one CQE off the CQ (a copy: the CQ's head moves
+    // before the CQE is handled, since handling it may submit, and a submit
+    // that gets -EBUSY drains the CQ itself).
+    bool pop_locked(io_uring_cqe& out) noexcept {
+        io_uring_cqe* cqe = nullptr;
+        if (::io_uring_peek_cqe(&ring_, &cqe) != 0 || !cqe) return false;
+        out = *cqe;
+        ::io_uring_cqe_seen(&ring_, cqe);
+        return true;
+    }
+
     void drain_to_backlog_locked() noexcept {
-        io_uring_cqe* cqes[batch];
-        for (;;) {
-            const unsigned n = ::io_uring_peek_batch_cqe(&ring_, cqes, batch);
-            if (n == 0) return;
-            for (unsigned i = 0; i < n; ++i) {
-                event e;
-                if (translate_locked(cqes[i], e)) {
-                    try {
-                        backlog_.push_back(e);
-                    } catch (...) {  // out of memory: the event is dropped; its waiters time out
-                    }
+        io_uring_cqe cqe;
+        while (pop_locked(cqe)) {
+            event e;
+            if (translate_locked(&cqe, e)) {
+                try {
+                    backlog_.push_back(e);
+                } catch (...) {  // out of memory: the event is dropped; its waiters time out
                 }
             }
-            ::io_uring_cq_advance(&ring_, n);
         }
     }
 
@@ -231,14 +237,9 @@ private:
             out[n++] = backlog_.back();
             backlog_.pop_back();
         }
-        io_uring_cqe* cqes[batch];
-        while (n < batch) {
-            const unsigned m = ::io_uring_peek_batch_cqe(&ring_, cqes, static_cast<unsigned>(batch - n));
-            if (m == 0) break;
-            for (unsigned i = 0; i < m; ++i)
-                if (translate_locked(cqes[i], out[n])) ++n;
-            ::io_uring_cq_advance(&ring_, m);
-        }
+        io_uring_cqe cqe;
+        while (n < batch && pop_locked(cqe))
+            if (translate_locked(&cqe, out[n])) ++n;
         return n;
     }
 
