@@ -134,8 +134,11 @@ public:
 
     std::size_t wait(std::int64_t timeout_ns, reactor& re) noexcept override {
         event evs[batch];
-        std::size_t n = collect(evs);
-        if (n == 0 && timeout_ns != 0) {
+        bool seen = false;
+        std::size_t n = collect(evs, seen);
+        // Block only if nothing at all was there: an interrupt()'s NOP that
+        // the first collect() took must end this wait.
+        if (!seen && timeout_ns != 0) {
             __kernel_timespec ts{timeout_ns / 1'000'000'000, timeout_ns % 1'000'000'000};
             io_uring_getevents_arg arg{};
             arg.sigmask_sz = _NSIG / 8;
@@ -144,7 +147,7 @@ public:
             // ETIME, EINTR and the like all mean "look again later".
             (void)::syscall(__NR_io_uring_enter, ring_.ring_fd, 0, 1, IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG, &arg,
                             sizeof arg);
-            n = collect(evs);
+            n = collect(evs, seen);
         }
         std::size_t woke = 0;
         for (std::size_t i = 0; i < n; ++i) woke += re.dispatch(evs[i].token, evs[i].bits);
@@ -230,16 +233,20 @@ private:
 
     // collect() takes the backlog and the CQ's events (up to `batch`) under
     // mu_, re-arming ended polls (U3).
-    std::size_t collect(event (&out)[batch]) noexcept {
+    // `seen` is set when anything was taken, internal CQEs included.
+    std::size_t collect(event (&out)[batch], bool& seen) noexcept {
         std::lock_guard g(mu_);
         std::size_t n = 0;
+        seen = !backlog_.empty();
         while (n < batch && !backlog_.empty()) {
             out[n++] = backlog_.back();
             backlog_.pop_back();
         }
         io_uring_cqe cqe;
-        while (n < batch && pop_locked(cqe))
+        while (n < batch && pop_locked(cqe)) {
+            seen = true;
             if (translate_locked(&cqe, out[n])) ++n;
+        }
         return n;
     }
 
