@@ -42,6 +42,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
@@ -75,7 +76,10 @@ public:
     bool init(unsigned entries, std::string& why) {
         io_uring_params p{};
         p.flags = IORING_SETUP_CQSIZE;
-        p.cq_entries = entries > cq_entries_min / 4 ? entries * 4 : cq_entries_min;
+        // A CQ four times the SQ (at least cq_entries_min): every registration
+        // may have a completion in it. No overflow for absurd `entries`: the
+        // kernel refuses those with EINVAL.
+        p.cq_entries = entries > (1u << 28) ? entries : std::max(cq_entries_min, entries * 4);
         if (const int rc = ::io_uring_queue_init_params(entries, &ring_, &p); rc < 0) {
             why = std::string("io_uring_setup: ") + std::strerror(-rc);
             return false;
