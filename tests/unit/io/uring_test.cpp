@@ -34,7 +34,7 @@ struct pipe_pair {
 };
 
 // uring_available() is whether this kernel (and this build) gives io_uring.
-bool uring_available(std::string& why) { return io::detail::make_uring_backend(why) != nullptr; }
+bool uring_available(std::string& why) { return io::detail::make_uring_backend_with(256, why) != nullptr; }
 
 TEST(uring_setup, a_failed_setup_says_why_in_io_uring_setup_terms) {
     std::string why;
