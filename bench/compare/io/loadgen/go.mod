@@ -1,0 +1,3 @@
+module weft/bench/compare/io/loadgen
+
+go 1.19
