@@ -188,6 +188,46 @@ def med(xs):
     return statistics.median(xs) if xs else None
 
 
+def draw_chart(path_base, scenarios, servers, summary):
+    """Two panels (rps, p99) of grouped bars, one group per scenario; the
+    whiskers are min and max over the repetitions. Returns a note."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except Exception as ex:  # noqa: BLE001
+        return f"chart: matplotlib is not available ({ex}); no chart drawn."
+    labels = [f"{row}\n{c}c {s}B" for row, c, s in scenarios]
+    fig, axes = plt.subplots(2, 1, figsize=(max(8, 1.3 * len(scenarios)), 7.5))
+    width = 0.8 / max(1, len(servers))
+    for panel, (key, lo, hi, title) in enumerate([("rps", "rps_min", "rps_max", "requests per second (higher is better)"),
+                                                 ("p99_us", "p99_min", "p99_max", "p99 latency, us (lower is better)")]):
+        ax = axes[panel]
+        for k, name in enumerate(servers):
+            xs, ys, err = [], [], [[], []]
+            for i, (row, c, s) in enumerate(scenarios):
+                cell = summary.get(f"{row}/{c}/{s}/{name}")
+                if not cell:
+                    continue
+                xs.append(i + (k - (len(servers) - 1) / 2) * width)
+                ys.append(cell[key])
+                err[0].append(cell[key] - cell[lo])
+                err[1].append(cell[hi] - cell[key])
+            ax.bar(xs, ys, width, yerr=err, capsize=2, label=name)
+        ax.set_xticks(range(len(scenarios)))
+        ax.set_xticklabels(labels, fontsize=8)
+        ax.set_title(title, fontsize=10)
+        if key == "p99_us":
+            ax.set_yscale("log")
+        ax.legend(fontsize=8)
+    fig.suptitle("R8 echo over 127.0.0.1 (median, whiskers min-max)", fontsize=11)
+    fig.tight_layout()
+    for ext in ("svg", "png"):
+        fig.savefig(f"{path_base}.{ext}")
+    plt.close(fig)
+    return f"chart: {path_base}.svg / .png"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--weft", default=os.path.join(ROOT, "build/bench/bench/weft_bench_echo"))
@@ -399,6 +439,7 @@ def main():
                    "missing": missing, "summary": summary, "ratios": targets, "samples": samples},
                   f, indent=1)
     log(f"r8: wrote {os.path.join(args.out, 'r8.md')} and r8.json")
+    log("r8: " + draw_chart(os.path.join(args.out, "r8"), scenarios, list(servers), summary))
 
     weft_failed = any(f["server"] == "weft" for f in failures)
     peer_crashed = any(f["server"] != "weft" and "server died" in f.get("error", "") for f in failures)
