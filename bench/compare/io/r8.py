@@ -71,6 +71,30 @@ def proc_cpu(pid):
     return (int(fields[11]) + int(fields[12])) / clk_tck()
 
 
+def system_busy():
+    """Busy seconds of all CPUs together (/proc/stat: everything but idle
+    and iowait)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    total = sum(v[:8])  # user nice system idle iowait irq softirq steal
+    return (total - v[3] - v[4]) / clk_tck()
+
+
+def machine_state():
+    state = {}
+    try:
+        with open("/proc/loadavg") as f:
+            state["loadavg"] = f.read().split()[:3]
+    except OSError:
+        pass
+    try:
+        with open("/proc/pressure/cpu") as f:
+            state["cpu_pressure"] = f.readline().strip()
+    except OSError:
+        pass
+    return state
+
+
 def raise_nofile(need):
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     want = hard if hard != resource.RLIM_INFINITY else max(need, soft)
@@ -136,7 +160,7 @@ def run_loadgen(args, server, conns, size, logf):
            "-max-requests", str(args.max_requests)]
     limit = args.duration + args.warmup + 40
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=logf, env=env)
-    cpu0 = cpu1 = None
+    cpu0 = cpu1 = sys0 = sys1 = None
     result = None
     deadline = time.monotonic() + limit
     try:
@@ -152,8 +176,10 @@ def run_loadgen(args, server, conns, size, logf):
             text = line.decode(errors="replace").strip()
             if text == "measure-start":
                 cpu0 = proc_cpu(server.proc.pid) if server.alive() else None
+                sys0 = system_busy()
             elif text == "measure-end":
                 cpu1 = proc_cpu(server.proc.pid) if server.alive() else None
+                sys1 = system_busy()
             elif text.startswith("{"):
                 result = json.loads(text)
         else:
@@ -173,6 +199,8 @@ def run_loadgen(args, server, conns, size, logf):
     result["server_alive"] = server.alive()
     if cpu0 is not None and cpu1 is not None:
         result["server_cpu_s"] = cpu1 - cpu0
+    if sys0 is not None and sys1 is not None:
+        result["system_busy_s"] = sys1 - sys0
     return result
 
 
@@ -297,6 +325,7 @@ def main():
         return [servers[name], "--port", "0", flag, str(workers), "--max-seconds", str(max_seconds)], env
 
     scenarios = [(row, c, s) for row in rows for c in conns_list for s in sizes]
+    state0 = machine_state()
     samples = []  # dicts
     failures = []
     total = args.reps * len(scenarios) * len(servers)
@@ -340,6 +369,7 @@ def main():
                        f"client cpu {res.get('client_cpu_s', float('nan')):.2f} s")
                     + f"  ({el:.0f} s)")
     logf.close()
+    state1 = machine_state()
 
     # ---- summarise ---------------------------------------------------------
     def cell(row, conns, size, name):
@@ -351,11 +381,14 @@ def main():
         cpu100k = [s["server_cpu_s"] / s["requests"] * 1e5 for s in ok if "server_cpu_s" in s and s["requests"]]
         busy = [s["server_cpu_s"] / s["window_s"] for s in ok if "server_cpu_s" in s]
         cbusy = [s["client_cpu_s"] / s["window_s"] for s in ok]
+        other = [(s["system_busy_s"] - s["server_cpu_s"] - s["client_cpu_s"]) / s["window_s"]
+                 for s in ok if "system_busy_s" in s and "server_cpu_s" in s]
         return {
             "n": len(ok), "rps": med(rps), "rps_min": min(rps), "rps_max": max(rps),
             "p50_us": med([s["p50_us"] for s in ok]), "p99_us": med([s["p99_us"] for s in ok]),
             "p99_min": min(s["p99_us"] for s in ok), "p99_max": max(s["p99_us"] for s in ok),
             "cpu_per_100k": med(cpu100k), "server_busy": med(busy), "client_busy": med(cbusy),
+            "other_busy": med(other),
         }
 
     summary = {}
@@ -369,14 +402,20 @@ def main():
                  "with two workers, sharing CPU 1 with the load generator (this machine has 2 cores). "
                  "CPU/100k: the server's user+sys seconds per 100,000 requests over the window; "
                  "busy: CPU seconds per window second (server; client: near 1.00 means the load "
-                 "generator set the pace).")
+                 "generator set the pace; other: all CPUs' busy time minus server and client, i.e. "
+                 "loopback softirq work charged to no one plus any other process on the machine). "
+                 "Ratios: median [min, max] of the per-repetition ratios (each weft sample against "
+                 "the peer's sample of the same repetition, run next to it).")
+    lines.append("")
+    lines.append(f"Machine at start: {state0}; at end: {state1}.")
     if missing:
         lines.append("")
         for name, why in missing.items():
             lines.append(f"- {name}: {why}")
     lines.append("")
-    lines.append("| row | conns | size | server | rps | p50 us | p99 us | CPU s/100k req | server busy | client busy |")
-    lines.append("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|")
+    lines.append("| row | conns | size | server | rps | p50 us | p99 us | CPU s/100k req | server busy "
+                 "| client busy | other busy |")
+    lines.append("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     for row, conns, size in scenarios:
         for name in servers:
             c = cell(row, conns, size, name)
@@ -385,18 +424,18 @@ def main():
                 errs = [s.get("error", "") for s in samples if s["row"] == row and s["conns"] == conns
                         and s["size"] == size and s["server"] == name]
                 lines.append(f"| {row} | {conns} | {size} | {name} | failed: {errs[0] if errs else '?'} "
-                             "| - | - | - | - | - |")
+                             "| - | - | - | - | - | - |")
                 continue
             lines.append(
                 f"| {row} | {conns:,} | {size:,} | {name} | {fmt_num(c['rps'])} [{fmt_num(c['rps_min'])}, "
                 f"{fmt_num(c['rps_max'])}] | {fmt_num(c['p50_us'])} | {fmt_num(c['p99_us'])} "
                 f"[{fmt_num(c['p99_min'])}, {fmt_num(c['p99_max'])}] | {fmt_num(c['cpu_per_100k'], 2)} "
-                f"| {fmt_num(c['server_busy'], 2)} | {fmt_num(c['client_busy'], 2)} |")
+                f"| {fmt_num(c['server_busy'], 2)} | {fmt_num(c['client_busy'], 2)} | {fmt_num(c['other_busy'], 2)} |")
 
     targets = []
     if "weft" in servers:
         lines.append("")
-        lines.append("### Targets (ratios of medians)")
+        lines.append("### Targets (per-repetition ratios, median [min, max])")
         lines.append("")
         lines.append("| row | conns | size | weft/go rps (>= 1.3) | weft/asio rps (>= 1.1) | weft/go p99 (<= 0.7) "
                      "| weft/go CPU per req | weft/asio CPU per req |")
@@ -405,23 +444,42 @@ def main():
         def verdict(r, want, le=False):
             if r is None:
                 return "-"
-            met = r <= want if le else r >= want
-            return f"{r:.2f} {'met' if met else 'not met'}"
+            met = r[0] <= want if le else r[0] >= want
+            return f"{r[0]:.2f} [{r[1]:.2f}, {r[2]:.2f}] {'met' if met else 'not met'}"
+
+        def plain(r):
+            return "-" if r is None else f"{r[0]:.2f} [{r[1]:.2f}, {r[2]:.2f}]"
 
         for row, conns, size in scenarios:
             w = summary.get(f"{row}/{conns}/{size}/weft")
             g = summary.get(f"{row}/{conns}/{size}/go")
             a = summary.get(f"{row}/{conns}/{size}/asio")
-            ratio = lambda x, y, k: (x[k] / y[k]) if x and y and x.get(k) and y.get(k) else None  # noqa: E731
+            def paired(peer, key):
+                """Per-repetition ratios weft/peer: median, min, max."""
+                rs = []
+                for rep in range(args.reps):
+                    pick = {}
+                    for s in samples:
+                        if (s["rep"] == rep and s["row"] == row and s["conns"] == conns and s["size"] == size
+                                and s["server"] in ("weft", peer) and "error" not in s):
+                            if key == "cpu":
+                                if "server_cpu_s" in s and s["requests"]:
+                                    pick[s["server"]] = s["server_cpu_s"] / s["requests"]
+                            else:
+                                pick[s["server"]] = s[key]
+                    if "weft" in pick and peer in pick and pick[peer]:
+                        rs.append(pick["weft"] / pick[peer])
+                return (med(rs), min(rs), max(rs)) if rs else None
+
             t = {"row": row, "conns": conns, "size": size,
-                 "rps_vs_go": ratio(w, g, "rps"), "rps_vs_asio": ratio(w, a, "rps"),
-                 "p99_vs_go": ratio(w, g, "p99_us"),
-                 "cpu_vs_go": ratio(w, g, "cpu_per_100k"), "cpu_vs_asio": ratio(w, a, "cpu_per_100k")}
+                 "rps_vs_go": paired("go", "rps"), "rps_vs_asio": paired("asio", "rps"),
+                 "p99_vs_go": paired("go", "p99_us"),
+                 "cpu_vs_go": paired("go", "cpu"), "cpu_vs_asio": paired("asio", "cpu")}
             targets.append(t)
             lines.append(f"| {row} | {conns:,} | {size:,} | {verdict(t['rps_vs_go'], TARGETS['rps_vs_go'])} "
                          f"| {verdict(t['rps_vs_asio'], TARGETS['rps_vs_asio'])} "
                          f"| {verdict(t['p99_vs_go'], TARGETS['p99_vs_go'], le=True)} "
-                         f"| {fmt_num(t['cpu_vs_go'], 2)} | {fmt_num(t['cpu_vs_asio'], 2)} |")
+                         f"| {plain(t['cpu_vs_go'])} | {plain(t['cpu_vs_asio'])} |")
     if failures:
         lines.append("")
         lines.append("### Failures")
@@ -435,7 +493,8 @@ def main():
     with open(os.path.join(args.out, "r8.md"), "w") as f:
         f.write(text)
     with open(os.path.join(args.out, "r8.json"), "w") as f:
-        json.dump({"args": {k: v for k, v in vars(args).items()}, "nofile": nofile, "targets": TARGETS,
+        json.dump({"args": {k: v for k, v in vars(args).items()}, "nofile": nofile,
+                   "machine_start": state0, "machine_end": state1, "targets": TARGETS,
                    "missing": missing, "summary": summary, "ratios": targets, "samples": samples},
                   f, indent=1)
     log(f"r8: wrote {os.path.join(args.out, 'r8.md')} and r8.json")
