@@ -43,6 +43,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
@@ -114,8 +115,12 @@ def raise_nofile(need):
 class Server:
     def __init__(self, name, argv, env, cpus, logf):
         self.name = name
+        self.logf = logf
+        # The server's stderr goes to a file of its own first (its tail goes
+        # into a failure's message), then into the log.
+        self.err = tempfile.TemporaryFile()
         cmd = ["taskset", "-c", cpus] + argv
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=logf, env=env,
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.err, env=env,
                                      start_new_session=True)
         self.port = None
         deadline = time.monotonic() + 10
@@ -132,9 +137,18 @@ class Server:
                     return
             elif self.proc.poll() is not None:
                 break
+        exited = self.proc.poll()
         self.stop()
-        raise RuntimeError(f"{name}: no 'listening on <port>' within 10 s "
-                           f"(exit status {self.proc.returncode}, last line {line!r})")
+        if exited is not None:
+            why = f"exited with status {exited} before printing 'listening on <port>'"
+        else:
+            why = f"no 'listening on <port>' within 10 s (last line {line!r}); killed"
+        raise RuntimeError(f"{name}: {why}{self.stderr_tail()}")
+
+    def stderr_tail(self, n=4):
+        self.err.seek(0)
+        tail = self.err.read().decode(errors="replace").strip().splitlines()[-n:]
+        return ("; stderr: " + " | ".join(tail)) if tail else ""
 
     def alive(self):
         return self.proc.poll() is None
@@ -148,6 +162,16 @@ class Server:
             pass
         if self.proc.stdout:
             self.proc.stdout.close()
+        if not self.err.closed:
+            self.err.seek(0)
+            data = self.err.read()
+            if data:
+                self.logf.write(f"---- {self.name} (pid {self.proc.pid}) stderr ----\n")
+                self.logf.write(data.decode(errors="replace"))
+                self.logf.flush()
+
+    def close(self):
+        self.err.close()
 
 
 def run_loadgen(args, server, conns, size, logf):
@@ -357,9 +381,10 @@ def main():
                     why = res.get("first_error") or ("server died" if not alive else
                                                      f"load generator exit {res.get('loadgen_status')}")
                     if not alive:
-                        why += f" (server exit status {srv.proc.returncode})"
+                        why += f" (server exit status {srv.proc.returncode}){srv.stderr_tail()}"
                     sample["error"] = why
                     failures.append(sample)
+                srv.close()
                 samples.append(sample)
                 el = time.monotonic() - started
                 log(f"r8: [{done}/{total}] rep {rep + 1} {row} {conns}c {size}B {name}: "
