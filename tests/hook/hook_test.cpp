@@ -1,0 +1,313 @@
+// hook_test.cpp: libweft_hook (hook/) linked into this binary. An
+// unmodified C program (legacy_echo.c: plain blocking sockets, no weft)
+// runs as 200 concurrent clients and their servers on 1 and 2 workers;
+// sleeps inside tasks overlap; calls outside tasks behave as before; errno,
+// SO_RCVTIMEO, poll, fcntl's view and cancellation during a hooked call.
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "legacy_echo.h"
+#include "runtime_fixture.hpp"
+#include "weft/runtime.hpp"
+
+namespace weft::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+class hook_test : public runtime_fixture {};
+
+struct pipe_fds {
+    int r = -1, w = -1;
+    pipe_fds() {
+        int f[2];
+        if (::pipe(f) != 0) throw std::system_error(errno, std::system_category(), "pipe");
+        r = f[0];
+        w = f[1];
+    }
+    ~pipe_fds() {
+        if (r >= 0) ::close(r);
+        if (w >= 0) ::close(w);
+    }
+};
+
+// Every echo of 200 concurrent clients of a blocking-socket C program comes
+// back, on 1 and 2 workers: the program's accept/read/write/connect/usleep
+// park tasks (if they blocked a worker, the first client's read would
+// deadlock a 1-worker runtime). Many clients are in flight at once.
+TEST_P(hook_test, an_unmodified_blocking_echo_program_serves_200_concurrent_clients) {
+    constexpr int clients = 200;
+    const int rounds = sanitized ? 3 : 5;
+    runtime rt(options());
+    dog_.show(&rt);
+    int port = 0;
+    const int lfd = legacy_listen(&port);
+    ASSERT_GE(lfd, 0) << std::strerror(errno);
+    std::atomic<int> in_flight{0}, max_in_flight{0}, echoed{0};
+    rt.block_on([&] {
+        auto acceptor = spawn([&] {
+            std::vector<join_handle<long>> conns;
+            for (int i = 0; i < clients; ++i) {
+                const int c = legacy_accept_one(lfd);
+                if (c < 0) {
+                    ADD_FAILURE() << "accept: " << std::strerror(errno);
+                    break;
+                }
+                conns.push_back(spawn([c] { return legacy_echo_conn(c); }));
+            }
+            for (auto& h : conns)
+                if (h.join() > 0) echoed.fetch_add(1);
+        });
+        std::vector<join_handle<int>> cs;
+        for (int i = 0; i < clients; ++i)
+            cs.push_back(spawn([&, i] {
+                const int now = in_flight.fetch_add(1) + 1;
+                int m = max_in_flight.load();
+                while (now > m && !max_in_flight.compare_exchange_weak(m, now)) {
+                }
+                const int r = legacy_client(port, i, rounds);
+                in_flight.fetch_sub(1);
+                return r;
+            }));
+        for (int i = 0; i < clients; ++i) EXPECT_EQ(cs[i].join(), 0) << "client " << i;
+        acceptor.join();
+    });
+    dog_.show(nullptr);
+    EXPECT_EQ(::close(lfd), 0);
+    EXPECT_EQ(echoed.load(), clients);
+    // Far more clients than workers were inside their blocking calls at once.
+    EXPECT_GE(max_in_flight.load(), 50) << "the clients ran one after another";
+}
+
+// usleep inside 100 tasks on one worker: all of them are asleep at the same
+// time (each sleeps until it has seen all 100 started, bounded by 10 s; had
+// usleep blocked the worker, the first would sleep out the bound alone).
+TEST_P(hook_test, sleeps_inside_tasks_overlap) {
+    constexpr int n = 100;
+    runtime rt(options());
+    std::atomic<int> started{0}, saw_all{0};
+    rt.block_on([&] {
+        const auto limit = std::chrono::steady_clock::now() + 10s;
+        std::vector<join_handle<void>> hs;
+        for (int i = 0; i < n; ++i)
+            hs.push_back(spawn([&, i] {
+                started.fetch_add(1);
+                do {
+                    if (i % 3 == 0) {
+                        EXPECT_EQ(legacy_usleep(20000), 0);
+                    } else if (i % 3 == 1) {
+                        const timespec d{0, 20'000'000};
+                        EXPECT_EQ(::nanosleep(&d, nullptr), 0);
+                    } else {
+                        EXPECT_EQ(::poll(nullptr, 0, 20), 0);  // the poll idiom for sleeping
+                    }
+                } while (started.load() < n && std::chrono::steady_clock::now() < limit);
+                if (started.load() == n) saw_all.fetch_add(1);
+            }));
+        for (auto& h : hs) h.join();
+    });
+    EXPECT_EQ(saw_all.load(), n);
+}
+
+TEST_P(hook_test, nanosleep_and_sleep_keep_their_contract_inside_tasks) {
+    runtime rt(options());
+    rt.block_on([] {
+        timespec bad{0, 1'000'000'000L};
+        errno = 0;
+        EXPECT_EQ(::nanosleep(&bad, nullptr), -1);
+        EXPECT_EQ(errno, EINVAL);
+        errno = 0;
+        EXPECT_EQ(::nanosleep(nullptr, nullptr), -1);
+        EXPECT_EQ(errno, EFAULT);
+        EXPECT_EQ(::sleep(0), 0u);
+        const auto t0 = std::chrono::steady_clock::now();
+        const timespec d{0, 5'000'000};
+        EXPECT_EQ(::nanosleep(&d, nullptr), 0);
+        EXPECT_GE(std::chrono::steady_clock::now() - t0, 5ms);
+    });
+}
+
+// Outside tasks nothing changes: a plain thread's blocking read on a pipe
+// blocks until another thread writes.
+TEST_P(hook_test, outside_tasks_a_blocking_read_blocks_as_before) {
+    pipe_fds p;
+    std::thread writer([&] {
+        std::this_thread::sleep_for(20ms);  // nanosleep, hooked, outside a task
+        EXPECT_EQ(::write(p.w, "hello", 5), 5);
+    });
+    char buf[8] = {};
+    EXPECT_EQ(legacy_read(p.r, buf, sizeof buf), 5);
+    EXPECT_EQ(std::memcmp(buf, "hello", 5), 0);
+    writer.join();
+    EXPECT_EQ(::fcntl(p.r, F_GETFL) & O_NONBLOCK, 0);
+}
+
+// A pipe first used by a task (O_NONBLOCK underneath) still looks and
+// behaves blocking: fcntl reports the user's flags, and a plain thread's
+// read waits instead of failing with EAGAIN.
+TEST_P(hook_test, an_fd_used_by_a_task_stays_blocking_for_its_user) {
+    runtime rt(options());
+    pipe_fds p;
+    rt.block_on([&] {
+        auto reader = spawn([&] {
+            char c = 0;
+            return legacy_read(p.r, &c, 1) == 1 && c == 'a';
+        });
+        this_task::sleep_for(5ms);
+        EXPECT_EQ(::write(p.w, "a", 1), 1);
+        EXPECT_TRUE(reader.join());
+    });
+    EXPECT_EQ(::fcntl(p.r, F_GETFL) & O_NONBLOCK, 0) << "the user's view";
+    std::thread writer([&] {
+        std::this_thread::sleep_for(20ms);
+        EXPECT_EQ(::write(p.w, "b", 1), 1);
+    });
+    char c = 0;
+    errno = 0;
+    EXPECT_EQ(legacy_read(p.r, &c, 1), 1) << std::strerror(errno);
+    EXPECT_EQ(c, 'b');
+    writer.join();
+    // The user making it non-blocking is honoured: EAGAIN reaches them.
+    ASSERT_EQ(::fcntl(p.r, F_SETFL, ::fcntl(p.r, F_GETFL) | O_NONBLOCK), 0);
+    EXPECT_NE(::fcntl(p.r, F_GETFL) & O_NONBLOCK, 0);
+    rt.block_on([&] {
+        char d = 0;
+        errno = 0;
+        EXPECT_EQ(legacy_read(p.r, &d, 1), -1);
+        EXPECT_EQ(errno, EAGAIN);
+    });
+}
+
+TEST_P(hook_test, errors_keep_errno_semantics) {
+    runtime rt(options());
+    rt.block_on([] {
+        char c;
+        errno = 0;
+        EXPECT_EQ(::read(-1, &c, 1), -1);
+        EXPECT_EQ(errno, EBADF);
+        // A refused connect on a blocking socket: -1 / ECONNREFUSED.
+        int port = 0;
+        const int l = legacy_listen(&port);
+        ASSERT_GE(l, 0);
+        ASSERT_EQ(::close(l), 0);
+        const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        a.sin_port = htons(static_cast<unsigned short>(port));
+        errno = 0;
+        EXPECT_EQ(::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a), -1);
+        EXPECT_EQ(errno, ECONNREFUSED);
+        ::close(s);
+        // Success leaves errno alone (the EAGAIN seen underneath is hidden).
+        int sv[2];
+        ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+        auto w = spawn([&] {
+            this_task::sleep_for(5ms);
+            return ::send(sv[1], "z", 1, 0);
+        });
+        errno = 1234;
+        EXPECT_EQ(::recv(sv[0], &c, 1, 0), 1);
+        EXPECT_EQ(errno, 1234);
+        EXPECT_EQ(w.join(), 1);
+        ::close(sv[0]);
+        ::close(sv[1]);
+    });
+}
+
+// SO_RCVTIMEO bounds a hooked read, which then fails with EAGAIN as the
+// kernel's blocking read does.
+TEST_P(hook_test, so_rcvtimeo_is_the_deadline_of_a_hooked_read) {
+    runtime rt(options());
+    rt.block_on([] {
+        int sv[2];
+        ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+        const timeval tv{0, 30'000};
+        ASSERT_EQ(::setsockopt(sv[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv), 0);
+        const auto t0 = std::chrono::steady_clock::now();
+        char c;
+        errno = 0;
+        EXPECT_EQ(::read(sv[0], &c, 1), -1);
+        EXPECT_TRUE(errno == EAGAIN || errno == EWOULDBLOCK) << errno;
+        EXPECT_GE(std::chrono::steady_clock::now() - t0, 30ms);
+        ::close(sv[0]);
+        ::close(sv[1]);
+    });
+}
+
+TEST_P(hook_test, poll_parks_on_one_fd_and_falls_back_for_several) {
+    runtime rt(options());
+    rt.block_on([] {
+        pipe_fds a, b;
+        // One fd: parks until another task writes.
+        auto w = spawn([&] {
+            this_task::sleep_for(10ms);
+            EXPECT_EQ(::write(a.w, "x", 1), 1);
+        });
+        pollfd p{a.r, POLLIN, 0};
+        EXPECT_EQ(::poll(&p, 1, 10'000), 1);
+        EXPECT_NE(p.revents & POLLIN, 0);
+        w.join();
+        // One fd, timing out.
+        pollfd q{b.r, POLLIN, 0};
+        const auto t0 = std::chrono::steady_clock::now();
+        EXPECT_EQ(::poll(&q, 1, 20), 0);
+        EXPECT_GE(std::chrono::steady_clock::now() - t0, 20ms);
+        // Several fds: the 1 ms polling fallback.
+        auto w2 = spawn([&] {
+            this_task::sleep_for(10ms);
+            EXPECT_EQ(::write(b.w, "y", 1), 1);
+        });
+        char c;
+        EXPECT_EQ(::read(a.r, &c, 1), 1);
+        pollfd two[2] = {{a.r, POLLIN, 0}, {b.r, POLLIN, 0}};
+        EXPECT_EQ(::poll(two, 2, 10'000), 1);
+        EXPECT_EQ(two[0].revents, 0);
+        EXPECT_NE(two[1].revents & POLLIN, 0);
+        w2.join();
+        pollfd none[2] = {{a.r, POLLIN, 0}, {a.w, 0, 0}};
+        EXPECT_EQ(::poll(none, 2, 15), 0);
+    });
+}
+
+// A task canceled while parked in a hooked read unwinds: its destructors
+// run and join() reports the cancellation; the fd stays usable.
+TEST_P(hook_test, cancellation_during_a_hooked_read_unwinds_the_task) {
+    runtime rt(options());
+    counted::reset();
+    pipe_fds p;
+    std::atomic<bool> reading{false};
+    rt.block_on([&] {
+        auto h = spawn([&] {
+            counted guard;
+            reading = true;
+            char c;
+            (void)legacy_read(p.r, &c, 1);
+            ADD_FAILURE() << "the read returned";
+        });
+        while (!reading) this_task::sleep_for(1ms);
+        this_task::sleep_for(5ms);
+        h.cancel();
+        EXPECT_THROW(h.join(), task_canceled);
+    });
+    EXPECT_EQ(counted::made.load(), counted::gone.load());
+    EXPECT_EQ(counted::made.load(), 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(workers, hook_test, ::testing::Values(0u, 1u, 2u, 4u), worker_param_name);
+
+}  // namespace
+}  // namespace weft::test
