@@ -6,10 +6,17 @@
 //
 // The handle table: fd -> io::handle made over the user's fd on the first
 // wait, used only for waiting, and release()d (never closed) when the
-// interposed close() calls forget(). One mutex for the table: every first
-// wait and every close of a hooked fd takes it (not the waits after the
-// first, which only look the handle up... under the same mutex: a lookup
-// in an unordered_map, short).
+// interposed close() calls forget(). One std::mutex for the table, held for
+// a hash lookup (and the handle's construction) per wait, never across a
+// suspension.
+//
+// An io::handle registers with the reactor in its first wait, and two
+// tasks making that first wait at once (one reading, one writing the same
+// socket) would race. So the first registration goes through a
+// weft::mutex (it suspends tasks, not workers): the winner waits with a
+// deadline already passed, which registers and returns at the next timer
+// tick (or at once, ready, when the reactor kept an edge: R3); the others
+// then find it registered.
 
 #include <dlfcn.h>
 #include <poll.h>
@@ -23,6 +30,7 @@
 
 #include "weft/io/handle.hpp"
 #include "weft/runtime.hpp"
+#include "weft/sync/mutex.hpp"
 #include "weft/task.hpp"
 #include "weft_hook.h"
 
@@ -30,9 +38,16 @@ namespace {
 
 const weft_hook_host* host = nullptr;
 
+struct entry {
+    weft::io::handle h;
+    weft::mutex first;                 // taken for the first registration only
+    std::atomic<bool> registered{false};
+    explicit entry(int fd) : h(fd) {}
+};
+
 struct handle_table {
     std::mutex mu;
-    std::unordered_map<int, std::unique_ptr<weft::io::handle>> handles;
+    std::unordered_map<int, std::unique_ptr<entry>> handles;
 };
 
 handle_table& table() {
@@ -43,7 +58,7 @@ handle_table& table() {
 int bridge_inside() { return weft::this_task::inside() ? 1 : 0; }
 
 int bridge_wait(int fd, short events, long long deadline_ns) {
-    weft::io::handle* h = nullptr;
+    entry* e = nullptr;
     {
         handle_table& t = table();
         std::lock_guard g(t.mu);
@@ -54,7 +69,7 @@ int bridge_wait(int fd, short events, long long deadline_ns) {
             // unchanged (internal), it sees O_NONBLOCK and leaves them.
             if (host) host->internal(+1);
             try {
-                slot = std::make_unique<weft::io::handle>(fd);
+                slot = std::make_unique<entry>(fd);
             } catch (const std::system_error& e) {
                 if (host) host->internal(-1);
                 t.handles.erase(fd);
@@ -66,14 +81,25 @@ int bridge_wait(int fd, short events, long long deadline_ns) {
             }
             if (host) host->internal(-1);
         }
-        h = slot.get();
+        e = slot.get();
+    }
+    const auto what = events & POLLOUT ? weft::io::interest::writable : weft::io::interest::readable;
+    if (!e->registered.load(std::memory_order_acquire)) {
+        std::unique_lock lk(e->first);  // a cancellation here unwinds, unlocked
+        if (!e->registered.load(std::memory_order_relaxed)) {
+            const std::error_code ec = e->h.wait(what, weft::io::clock::now());
+            e->registered.store(true, std::memory_order_release);
+            // Ready (an edge kept for us) or a real error: report it; timed
+            // out: registered, go on waiting below.
+            if (!ec) return 0;
+            if (ec != std::errc::timed_out) return ec == std::errc::operation_canceled ? EBADF : ec.value();
+        }
     }
     const auto deadline = deadline_ns < 0 ? weft::io::no_deadline
                                           : weft::io::clock::time_point(std::chrono::nanoseconds(deadline_ns));
     // No try/catch here: a cancellation (weft::forced_unwind) must unwind
     // the task through the interposed call.
-    const std::error_code ec =
-        h->wait(events & POLLOUT ? weft::io::interest::writable : weft::io::interest::readable, deadline);
+    const std::error_code ec = e->h.wait(what, deadline);
     if (!ec) return 0;
     if (ec == std::errc::timed_out) return ETIMEDOUT;
     if (ec == std::errc::operation_canceled || ec == std::errc::bad_file_descriptor) return EBADF;
@@ -81,17 +107,17 @@ int bridge_wait(int fd, short events, long long deadline_ns) {
 }
 
 void bridge_forget(int fd) {
-    std::unique_ptr<weft::io::handle> h;
+    std::unique_ptr<entry> e;
     {
         handle_table& t = table();
         std::lock_guard g(t.mu);
         auto it = t.handles.find(fd);
         if (it == t.handles.end()) return;
-        h = std::move(it->second);
+        e = std::move(it->second);
         t.handles.erase(it);
     }
     // release(): weft stops watching and never closes the user's fd.
-    (void)h->release();
+    (void)e->h.release();
 }
 
 void bridge_sleep_ns(long long ns) { weft::this_task::sleep_for(std::chrono::nanoseconds(ns)); }

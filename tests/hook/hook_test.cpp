@@ -92,6 +92,46 @@ TEST_P(hook_test, an_unmodified_blocking_echo_program_serves_200_concurrent_clie
     EXPECT_GE(max_in_flight.load(), 50) << "the clients ran one after another";
 }
 
+// One task writes 1 MiB into a socket while another reads the echo from it
+// (both first-wait the same fd at once; writes fill the buffer and wait
+// for room; a blocking write returns only when all is written).
+TEST_P(hook_test, one_task_writes_while_another_reads_the_same_socket) {
+    const int pairs = sanitized ? 4 : 16;
+    constexpr std::size_t total = 1u << 20;
+    runtime rt(options());
+    rt.block_on([&] {
+        std::vector<join_handle<bool>> hs;
+        for (int k = 0; k < pairs; ++k)
+            hs.push_back(spawn([] {
+                int sv[2];
+                if (::socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) return false;
+                auto echo = spawn([&] { return legacy_echo_conn(sv[1]); });  // closes sv[1]
+                auto writer = spawn([&] {
+                    std::vector<char> buf(total);
+                    for (std::size_t i = 0; i < total; ++i) buf[i] = static_cast<char>(i * 7);
+                    const bool ok = ::write(sv[0], buf.data(), total) == static_cast<ssize_t>(total);
+                    ::shutdown(sv[0], SHUT_WR);
+                    return ok;
+                });
+                std::size_t got = 0;
+                bool same = true;
+                std::vector<char> buf(4096);
+                for (;;) {
+                    const ssize_t n = ::read(sv[0], buf.data(), buf.size());
+                    if (n <= 0) break;
+                    for (ssize_t j = 0; j < n; ++j)
+                        same = same && buf[static_cast<std::size_t>(j)] == static_cast<char>((got + j) * 7);
+                    got += static_cast<std::size_t>(n);
+                }
+                const bool wrote = writer.join();
+                const long echoed = echo.join();
+                ::close(sv[0]);
+                return wrote && same && got == total && echoed == static_cast<long>(total);
+            }));
+        for (auto& h : hs) EXPECT_TRUE(h.join());
+    });
+}
+
 // usleep inside 100 tasks on one worker: all of them are asleep at the same
 // time (each sleeps until it has seen all 100 started, bounded by 10 s; had
 // usleep blocked the worker, the first would sleep out the bound alone).
