@@ -95,6 +95,16 @@ const real_fns& real() noexcept {
     return r;
 }
 
+// ---- errno ---------------------------------------------------------------
+
+// err() is errno of the thread running now. glibc declares
+// __errno_location() const, so the compiler may compute errno's address
+// once and reuse it after a hooked call has suspended the task, which may
+// then run on another worker (docs/runtime.md, "thread-locals"). A call
+// through a volatile pointer is made afresh every time.
+int* (*volatile errno_location)() noexcept = &::__errno_location;
+int& err() noexcept { return *errno_location(); }
+
 // ---- the bridge ------------------------------------------------------------
 
 std::atomic<const weft_hook_ops*> bridge{nullptr};
@@ -141,10 +151,10 @@ kind classify(int fd) {
     std::lock_guard g(table_mu);
     auto it = table().find(fd);
     if (it != table().end()) return it->second;
-    const int saved = errno;
+    const int saved = err();
     struct stat st {};
     if (::fstat(fd, &st) != 0) {  // a bad fd: let the real call report it
-        errno = saved;
+        err() = saved;
         return kind::passthrough;
     }
     kind k = kind::passthrough;
@@ -156,7 +166,7 @@ kind classify(int fd) {
             k = kind::blocking;
     }
     table()[fd] = k;
-    errno = saved;
+    err() = saved;
     return k;
 }
 
@@ -171,13 +181,13 @@ long long now_ns() noexcept {
 // timeout_deadline() is now + SO_RCVTIMEO / SO_SNDTIMEO (opt), or -1 when
 // unset or fd is not a socket.
 long long timeout_deadline(int fd, int opt) noexcept {
-    const int saved = errno;
+    const int saved = err();
     timeval tv{};
     socklen_t len = sizeof tv;
     long long d = -1;
     if (::getsockopt(fd, SOL_SOCKET, opt, &tv, &len) == 0 && (tv.tv_sec > 0 || tv.tv_usec > 0))
         d = now_ns() + static_cast<long long>(tv.tv_sec) * 1'000'000'000LL + static_cast<long long>(tv.tv_usec) * 1000;
-    errno = saved;
+    err() = saved;
     return d;
 }
 
@@ -204,7 +214,7 @@ int thread_wait(int fd, short ev, long long deadline) {
     const int r = real().poll(&p, 1, ms);
     if (r > 0) return 0;
     if (r == 0) return ETIMEDOUT;
-    return errno;
+    return err();
 }
 
 // active() is the bridge unless the caller is the bridge itself.
@@ -223,26 +233,26 @@ auto blocking_io(int fd, short ev, int timeo_opt, Op op) -> decltype(op()) {
     if (!ops) return op();
     const bool in_task = ops->inside() != 0;
     if (in_task && classify(fd) != kind::blocking) return op();
-    const int saved = errno;
+    const int saved = err();
     long long deadline = -2;
     for (;;) {
         const auto n = op();
         if (n >= 0) {
-            errno = saved;
+            err() = saved;
             return n;
         }
-        if (errno != EAGAIN && errno != EWOULDBLOCK) return n;
+        if (err() != EAGAIN && err() != EWOULDBLOCK) return n;
         // Outside tasks the fast path above took no lock; only an EAGAIN
         // that the user cannot have asked for looks the fd up.
         if (!in_task && lookup(fd) != kind::blocking) return n;
         if (deadline == -2) deadline = timeout_deadline(fd, timeo_opt);
         const int e = in_task ? task_wait(ops, fd, ev, deadline) : thread_wait(fd, ev, deadline);
         if (e == ETIMEDOUT) {
-            errno = EAGAIN;
+            err() = EAGAIN;
             return -1;
         }
         if (e != 0) {
-            errno = e;
+            err() = e;
             return -1;
         }
     }
@@ -257,7 +267,7 @@ ssize_t blocking_write(int fd, size_t n, Op op) {
     if (!ops) return op(0, n);
     const bool in_task = ops->inside() != 0;
     if (in_task && classify(fd) != kind::blocking) return op(0, n);
-    const int saved = errno;
+    const int saved = err();
     long long deadline = -2;
     size_t done = 0;
     for (;;) {
@@ -265,12 +275,12 @@ ssize_t blocking_write(int fd, size_t n, Op op) {
         if (r >= 0) {
             done += static_cast<size_t>(r);
             if (done >= n) {
-                errno = saved;
+                err() = saved;
                 return static_cast<ssize_t>(done);
             }
             continue;
         }
-        int e = errno;
+        int e = err();
         if (e == EAGAIN || e == EWOULDBLOCK) {
             if (!in_task && lookup(fd) != kind::blocking) return done ? static_cast<ssize_t>(done) : -1;
             if (deadline == -2) deadline = timeout_deadline(fd, SO_SNDTIMEO);
@@ -279,10 +289,10 @@ ssize_t blocking_write(int fd, size_t n, Op op) {
             if (e == ETIMEDOUT) e = EAGAIN;
         }
         if (done) {
-            errno = saved;
+            err() = saved;
             return static_cast<ssize_t>(done);
         }
-        errno = e;
+        err() = e;
         return -1;
     }
 }
@@ -367,33 +377,33 @@ WEFT_HOOK_EXPORT int connect(int fd, const sockaddr* addr, socklen_t len) {
         const int r = real().connect(fd, addr, len);
         // Outside tasks a managed fd is non-blocking underneath: finish the
         // connect in poll(2) as the blocking call would have.
-        if (r == 0 || errno != EINPROGRESS || !ops || lookup(fd) != kind::blocking) return r;
+        if (r == 0 || err() != EINPROGRESS || !ops || lookup(fd) != kind::blocking) return r;
     } else {
         const int r = real().connect(fd, addr, len);
-        if (r == 0 || errno != EINPROGRESS) return r;
+        if (r == 0 || err() != EINPROGRESS) return r;
     }
-    const int saved = errno;
+    const int saved = err();
     const long long deadline = timeout_deadline(fd, SO_SNDTIMEO);
     for (;;) {
         const int e = ops->inside() ? task_wait(ops, fd, POLLOUT, deadline) : thread_wait(fd, POLLOUT, deadline);
         if (e == ETIMEDOUT) {
-            errno = EINPROGRESS;  // what a blocking connect reports when SO_SNDTIMEO expires
+            err() = EINPROGRESS;  // what a blocking connect reports when SO_SNDTIMEO expires
             return -1;
         }
         if (e != 0) {
-            errno = e;
+            err() = e;
             return -1;
         }
         pollfd p{fd, POLLOUT, 0};
         if (real().poll(&p, 1, 0) == 0) continue;  // not finished yet
-        int err = 0;
-        socklen_t el = sizeof err;
-        if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0) return -1;
-        if (err != 0) {
-            errno = err;
+        int so_error = 0;
+        socklen_t el = sizeof so_error;
+        if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &so_error, &el) != 0) return -1;
+        if (so_error != 0) {
+            err() = so_error;
             return -1;
         }
-        errno = saved;
+        err() = saved;
         return 0;
     }
 }
@@ -457,11 +467,11 @@ WEFT_HOOK_EXPORT int nanosleep(const timespec* req, timespec* rem) {
     const weft_hook_ops* ops = active();
     if (!ops || !ops->inside()) return real().nanosleep(req, rem);
     if (!req) {
-        errno = EFAULT;
+        err() = EFAULT;
         return -1;
     }
     if (req->tv_sec < 0 || req->tv_nsec < 0 || req->tv_nsec >= 1'000'000'000L) {
-        errno = EINVAL;
+        err() = EINVAL;
         return -1;
     }
     ops->sleep_ns(static_cast<long long>(req->tv_sec) * 1'000'000'000LL + req->tv_nsec);
