@@ -2,6 +2,7 @@
  * LD_PRELOAD=libweft_hook.so by CTest (hook_preload_plain): preloading must
  * change nothing. Blocking pipe IO between two threads, a socketpair, poll,
  * fcntl, sleeps. Exit status 0 when all behaved as without the hook. */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -29,7 +30,10 @@ static void* writer(void* arg) {
         }                                                          \
     } while (0)
 
-int main(void) {
+int main(int argc, char** argv) {
+    /* --expect-preloaded: fail unless the hook library really is loaded
+     * (so that the test cannot pass by running without it). */
+    if (argc > 1 && strcmp(argv[1], "--expect-preloaded") == 0) CHECK(dlsym(RTLD_DEFAULT, "weft_hook_register") != NULL);
     CHECK(pipe(fds) == 0);
     CHECK((fcntl(fds[0], F_GETFL) & O_NONBLOCK) == 0);
     pthread_t t;
