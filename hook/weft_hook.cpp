@@ -345,7 +345,23 @@ WEFT_HOOK_EXPORT ssize_t read(int fd, void* buf, size_t n) {
 
 WEFT_HOOK_EXPORT ssize_t recv(int fd, void* buf, size_t n, int flags) {
     if (flags & MSG_DONTWAIT) return real().recv(fd, buf, n, flags);
-    return blocking_io(fd, POLLIN, SO_RCVTIMEO, [&] { return real().recv(fd, buf, n, flags); });
+    if (!(flags & MSG_WAITALL))
+        return blocking_io(fd, POLLIN, SO_RCVTIMEO, [&] { return real().recv(fd, buf, n, flags); });
+    // MSG_WAITALL on a socket that is non-blocking underneath returns what
+    // is there; the blocking call waits for all n bytes (or end of file, an
+    // error, the timeout: then the count so far, if any).
+    char* p = static_cast<char*>(buf);
+    size_t got = 0;
+    while (got < n) {
+        const ssize_t r = blocking_io(fd, POLLIN, SO_RCVTIMEO, [&] { return real().recv(fd, p + got, n - got, flags); });
+        if (r == 0) break;
+        if (r < 0) {
+            if (got == 0) return -1;
+            break;
+        }
+        got += static_cast<size_t>(r);
+    }
+    return static_cast<ssize_t>(got);
 }
 
 WEFT_HOOK_EXPORT ssize_t write(int fd, const void* buf, size_t n) {

@@ -279,6 +279,17 @@ TEST_P(hook_test, errors_keep_errno_semantics) {
         EXPECT_EQ(::recv(sv[0], &c, 1, 0), 1);
         EXPECT_EQ(errno, 1234);
         EXPECT_EQ(w.join(), 1);
+        // MSG_WAITALL waits for every byte, as on a blocking socket.
+        auto w2 = spawn([&] {
+            for (const char* part : {"ab", "cd", "ef"}) {
+                this_task::sleep_for(2ms);
+                EXPECT_EQ(::send(sv[1], part, 2, 0), 2);
+            }
+        });
+        char six[6] = {};
+        EXPECT_EQ(::recv(sv[0], six, sizeof six, MSG_WAITALL), 6);
+        EXPECT_EQ(std::memcmp(six, "abcdef", 6), 0);
+        w2.join();
         ::close(sv[0]);
         ::close(sv[1]);
     }, pinned());
