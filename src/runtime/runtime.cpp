@@ -38,10 +38,13 @@
 //       under idle_mu, so either the worker sees the store and does not
 //       wait, or the waker sees `polling` and interrupts (the interrupt
 //       stays pending until a poll sees it);
-//   I2  one thread at a time polls (poll_mu): the watcher waits for the
-//       lock, a running worker only tries it, every io_interval loop
-//       iterations and before it parks, so readiness is seen while every
-//       worker is busy (Go's findrunnable polls the same way).
+//   I2  one thread at a time polls (poll_mu), and nobody waits for the
+//       lock: a running worker tries it every io_interval loop iterations
+//       and before it parks, so readiness is seen while every worker is
+//       busy (Go's findrunnable polls the same way); the watcher tries it
+//       and, when it is taken, naps on its futex word for at most 1 ms and
+//       looks again (the holder is a poll(0), or a replaced watcher being
+//       interrupted: nobody else polls with a timeout).
 
 #include "weft/runtime.hpp"
 
@@ -822,8 +825,19 @@ void runtime_core::park(worker* w) noexcept {
                 if (watching) wait = watch_wait_ns();  // T2
             }
             if (poller* p = io.load(std::memory_order_acquire); watching && p) {
-                // I1, I2: the watcher waits in the poller.
-                std::unique_lock pl(poll_mu);
+                // I1, I2: the watcher waits in the poller. Only tried: the
+                // lock may be held by a running worker's poll(0) (for
+                // microseconds) or by the watcher this one replaced, which
+                // is being interrupted and may find its futex word still 0 for
+                // a while; and this worker may itself have been replaced and
+                // given work meanwhile (blocking here once hung a pinned
+                // task's home worker behind a new watcher's endless poll).
+                std::unique_lock pl(poll_mu, std::try_to_lock);
+                if (!pl.owns_lock()) {
+                    if (wait == 0) break;
+                    futex_wait(&w->futex, 0, wait < 0 || wait > 1'000'000 ? 1'000'000 : wait);
+                    continue;
+                }
                 {
                     std::lock_guard g(idle_mu);
                     if (w->futex.load(std::memory_order_acquire) != 0 || watcher != w) continue;
