@@ -1,0 +1,586 @@
+// socket.cpp: weft/io/socket.hpp. Every socket is made non-blocking and
+// close-on-exec in the same call that creates it (socket(2), accept4(2)),
+// so no fork() in another thread can inherit it half set up. Waiting is the
+// handle's (edge-triggered: each wait comes after an EAGAIN), and every
+// syscall on the fd happens inside a handle::op, so a close() from another
+// task never lets it reach a reused fd number (H1 in handle.cpp).
+
+#include "weft/io/socket.hpp"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstddef>
+#include <cstring>
+#include <thread>
+#include <utility>
+
+#include "weft/runtime.hpp"
+#include "weft/task.hpp"
+
+namespace weft::io {
+
+namespace {
+
+std::error_code errno_code() noexcept { return {errno, std::system_category()}; }
+std::error_code errno_code(int e) noexcept { return {e, std::system_category()}; }
+
+bool expired(clock::time_point deadline) noexcept { return deadline != no_deadline && clock::now() >= deadline; }
+
+class io_category final : public std::error_category {
+public:
+    const char* name() const noexcept override { return "weft.io"; }
+    std::string message(int v) const override { return v == 1 ? "end of file" : "unknown weft.io error"; }
+};
+
+class resolve_category final : public std::error_category {
+public:
+    const char* name() const noexcept override { return "weft.resolve"; }
+    std::string message(int v) const override { return ::gai_strerror(v); }
+};
+
+const std::error_category& resolve_cat() noexcept {
+    static const resolve_category c;
+    return c;
+}
+
+// adopt() wraps a fresh socket; the handle constructor can only fail in
+// fcntl(), which a just-created socket does not, but the error_code forms
+// promise not to throw for OS errors, so the fd is closed and ec set.
+handle adopt(int fd, std::error_code& ec) noexcept {
+    try {
+        return handle(fd);
+    } catch (const std::system_error& e) {
+        ::close(fd);
+        ec = e.code();
+        return {};
+    }
+}
+
+// open_socket() is socket(2) with the flags every socket here gets.
+handle open_socket(int family, int type, std::error_code& ec) noexcept {
+    if (family != AF_INET && family != AF_INET6 && family != AF_UNIX) {
+        ec = std::make_error_code(std::errc::address_family_not_supported);
+        return {};
+    }
+    const int fd = ::socket(family, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        ec = errno_code();
+        return {};
+    }
+    return adopt(fd, ec);
+}
+
+std::error_code set_int_option(handle& h, int level, int name, int value) noexcept {
+    handle::op g(h);
+    if (!g) return std::make_error_code(std::errc::bad_file_descriptor);
+    if (::setsockopt(h.raw(), level, name, &value, sizeof value) != 0) return errno_code();
+    return {};
+}
+
+endpoint name_of(int fd, bool peer) {
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    const int r = peer ? ::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len)
+                       : ::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
+    if (r != 0) throw std::system_error(errno_code(), peer ? "weft::io getpeername" : "weft::io getsockname");
+    return endpoint(reinterpret_cast<const sockaddr*>(&ss), len);
+}
+
+bool parse_port(std::string_view s, std::uint16_t& port) noexcept {
+    if (s.empty()) return false;
+    unsigned v = 0;
+    const auto [p, e] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (e != std::errc() || p != s.data() + s.size() || v > 65535) return false;
+    port = static_cast<std::uint16_t>(v);
+    return true;
+}
+
+// A Unix-domain connect to a listener whose queue is full fails with
+// EAGAIN at once instead of going on in the background, and an
+// unconnected Unix socket polls as writable, so there is nothing to wait
+// for: retry with a growing pause until the deadline.
+void backoff(std::chrono::milliseconds d) {
+    if (weft::this_task::inside())
+        weft::this_task::sleep_for(d);
+    else
+        std::this_thread::sleep_for(d);
+}
+
+}  // namespace
+
+std::error_code eof() noexcept {
+    static const io_category c;
+    return {1, c};
+}
+
+// ---- endpoint ----
+
+endpoint::endpoint() noexcept : storage_{}, len_(0) { storage_.ss_family = AF_UNSPEC; }
+
+endpoint::endpoint(const sockaddr* sa, socklen_t len) : endpoint() {
+    if (len > sizeof storage_)
+        throw std::system_error(std::make_error_code(std::errc::invalid_argument), "weft::io::endpoint");
+    std::memcpy(&storage_, sa, len);
+    len_ = len;
+}
+
+endpoint endpoint::ipv4(std::string_view address, std::uint16_t port) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    char buf[INET_ADDRSTRLEN];
+    if (address.size() >= sizeof buf)
+        throw std::system_error(std::make_error_code(std::errc::invalid_argument), "weft::io::endpoint::ipv4");
+    std::memcpy(buf, address.data(), address.size());
+    buf[address.size()] = '\0';
+    if (::inet_pton(AF_INET, buf, &a.sin_addr) != 1)
+        throw std::system_error(std::make_error_code(std::errc::invalid_argument), "weft::io::endpoint::ipv4");
+    return endpoint(reinterpret_cast<const sockaddr*>(&a), sizeof a);
+}
+
+endpoint endpoint::ipv6(std::string_view address, std::uint16_t port) {
+    sockaddr_in6 a{};
+    a.sin6_family = AF_INET6;
+    a.sin6_port = htons(port);
+    char buf[INET6_ADDRSTRLEN];
+    if (address.size() >= sizeof buf)
+        throw std::system_error(std::make_error_code(std::errc::invalid_argument), "weft::io::endpoint::ipv6");
+    std::memcpy(buf, address.data(), address.size());
+    buf[address.size()] = '\0';
+    if (::inet_pton(AF_INET6, buf, &a.sin6_addr) != 1)
+        throw std::system_error(std::make_error_code(std::errc::invalid_argument), "weft::io::endpoint::ipv6");
+    return endpoint(reinterpret_cast<const sockaddr*>(&a), sizeof a);
+}
+
+endpoint endpoint::loopback_v4(std::uint16_t port) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return endpoint(reinterpret_cast<const sockaddr*>(&a), sizeof a);
+}
+
+endpoint endpoint::loopback_v6(std::uint16_t port) {
+    sockaddr_in6 a{};
+    a.sin6_family = AF_INET6;
+    a.sin6_port = htons(port);
+    a.sin6_addr = in6addr_loopback;
+    return endpoint(reinterpret_cast<const sockaddr*>(&a), sizeof a);
+}
+
+endpoint endpoint::unix_path(std::string_view path) {
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    const bool abstract = !path.empty() && path.front() == '@';
+    // A filesystem path needs its terminating NUL inside sun_path; an
+    // abstract name is counted by the length alone.
+    if (path.size() + (abstract ? 0 : 1) > sizeof a.sun_path)
+        throw std::system_error(std::make_error_code(std::errc::filename_too_long), "weft::io::endpoint::unix_path");
+    std::memcpy(a.sun_path, path.data(), path.size());
+    if (abstract) a.sun_path[0] = '\0';
+    const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + path.size() + (abstract ? 0 : 1));
+    return endpoint(reinterpret_cast<const sockaddr*>(&a), len);
+}
+
+std::optional<endpoint> endpoint::parse(std::string_view text) {
+    try {
+        if (text.starts_with("unix:")) {
+            text.remove_prefix(5);
+            if (text.empty()) return std::nullopt;
+            return unix_path(text);
+        }
+        std::uint16_t port = 0;
+        if (text.starts_with('[')) {
+            const auto close = text.find("]:");
+            if (close == std::string_view::npos || !parse_port(text.substr(close + 2), port)) return std::nullopt;
+            return ipv6(text.substr(1, close - 1), port);
+        }
+        const auto colon = text.rfind(':');
+        if (colon == std::string_view::npos || !parse_port(text.substr(colon + 1), port)) return std::nullopt;
+        return ipv4(text.substr(0, colon), port);
+    } catch (const std::system_error&) {
+        return std::nullopt;
+    }
+}
+
+int endpoint::family() const noexcept { return len_ == 0 ? AF_UNSPEC : storage_.ss_family; }
+
+std::uint16_t endpoint::port() const noexcept {
+    switch (family()) {
+    case AF_INET: return ntohs(reinterpret_cast<const sockaddr_in*>(&storage_)->sin_port);
+    case AF_INET6: return ntohs(reinterpret_cast<const sockaddr_in6*>(&storage_)->sin6_port);
+    default: return 0;
+    }
+}
+
+std::string endpoint::to_string() const {
+    char buf[INET6_ADDRSTRLEN] = {};
+    switch (family()) {
+    case AF_INET:
+        ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&storage_)->sin_addr, buf, sizeof buf);
+        return std::string(buf) + ":" + std::to_string(port());
+    case AF_INET6:
+        ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(&storage_)->sin6_addr, buf, sizeof buf);
+        return "[" + std::string(buf) + "]:" + std::to_string(port());
+    case AF_UNIX: {
+        const auto* u = reinterpret_cast<const sockaddr_un*>(&storage_);
+        const std::size_t n = len_ - offsetof(sockaddr_un, sun_path);
+        if (n == 0) return "unix:";  // unnamed (an unbound or client socket)
+        if (u->sun_path[0] == '\0') return "unix:@" + std::string(u->sun_path + 1, n - 1);
+        return "unix:" + std::string(u->sun_path, ::strnlen(u->sun_path, n));
+    }
+    default: return "unspecified";
+    }
+}
+
+bool operator==(const endpoint& a, const endpoint& b) noexcept {
+    if (a.family() != b.family()) return false;
+    switch (a.family()) {
+    case AF_INET: {
+        const auto* x = reinterpret_cast<const sockaddr_in*>(a.data());
+        const auto* y = reinterpret_cast<const sockaddr_in*>(b.data());
+        return x->sin_port == y->sin_port && x->sin_addr.s_addr == y->sin_addr.s_addr;
+    }
+    case AF_INET6: {
+        // sin6_flowinfo is per-packet traffic information, not part of
+        // the address.
+        const auto* x = reinterpret_cast<const sockaddr_in6*>(a.data());
+        const auto* y = reinterpret_cast<const sockaddr_in6*>(b.data());
+        return x->sin6_port == y->sin6_port && x->sin6_scope_id == y->sin6_scope_id &&
+               std::memcmp(&x->sin6_addr, &y->sin6_addr, sizeof x->sin6_addr) == 0;
+    }
+    case AF_UNSPEC: return true;
+    default: return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size()) == 0;
+    }
+}
+
+// ---- resolve ----
+
+std::vector<endpoint> resolve(std::string_view host, std::string_view service, std::error_code& ec) {
+    ec.clear();
+    // getaddrinfo wants NUL-terminated strings; the copies also keep the
+    // views' targets out of the blocking thread's hands.
+    const std::string h(host), s(service);
+    return weft::blocking([&]() -> std::vector<endpoint> {
+        addrinfo hints{};
+        hints.ai_family = AF_UNSPEC;
+        hints.ai_socktype = SOCK_STREAM;
+        // No AI_ADDRCONFIG: on a host with only a loopback interface it
+        // would make "localhost" unresolvable.
+        addrinfo* res = nullptr;
+        const int r = ::getaddrinfo(h.empty() ? nullptr : h.c_str(), s.empty() ? nullptr : s.c_str(), &hints, &res);
+        if (r != 0) {
+            ec = r == EAI_SYSTEM ? errno_code() : std::error_code(r, resolve_cat());
+            return {};
+        }
+        std::vector<endpoint> out;
+        try {
+            for (const addrinfo* p = res; p; p = p->ai_next)
+                if (p->ai_addr && p->ai_addrlen <= sizeof(sockaddr_storage)) out.emplace_back(p->ai_addr, p->ai_addrlen);
+        } catch (...) {
+            ::freeaddrinfo(res);
+            throw;
+        }
+        ::freeaddrinfo(res);
+        return out;
+    });
+}
+
+std::vector<endpoint> resolve(std::string_view host, std::string_view service) {
+    std::error_code ec;
+    auto r = resolve(host, service, ec);
+    check(ec, "weft::io::resolve");
+    return r;
+}
+
+// ---- stream ----
+
+stream stream::connect(const endpoint& to, std::error_code& ec, clock::time_point deadline) {
+    ec.clear();
+    // Checked first so that a deadline already passed times out the same
+    // way whether or not the kernel would have connected at once.
+    if (expired(deadline)) {
+        ec = std::make_error_code(std::errc::timed_out);
+        return {};
+    }
+    handle h = open_socket(to.family(), SOCK_STREAM, ec);
+    if (ec) return {};
+    {
+        handle::op g(h);
+        auto pause = std::chrono::milliseconds(1);
+        for (;;) {
+            if (::connect(h.raw(), to.data(), to.size()) == 0) break;
+            const int e = errno;
+            if (e == EAGAIN && to.family() == AF_UNIX) {
+                if (expired(deadline)) {
+                    ec = std::make_error_code(std::errc::timed_out);
+                    return {};
+                }
+                backoff(pause);
+                if (pause < std::chrono::milliseconds(32)) pause *= 2;
+                continue;
+            }
+            // EINTR: the connect goes on in the background, as after
+            // EINPROGRESS; calling connect() again would say EALREADY.
+            if (e != EINPROGRESS && e != EINTR) {
+                ec = errno_code(e);
+                return {};
+            }
+            if ((ec = h.wait_in(interest::writable, deadline))) return {};
+            int err = 0;
+            socklen_t len = sizeof err;
+            if (::getsockopt(h.raw(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+            if (err != 0) {
+                ec = errno_code(err);
+                return {};
+            }
+            break;
+        }
+    }
+    return stream(std::move(h));
+}
+
+stream stream::connect(const endpoint& to, clock::time_point deadline) {
+    std::error_code ec;
+    stream s = connect(to, ec, deadline);
+    check(ec, "weft::io::stream::connect");
+    return s;
+}
+
+std::size_t stream::read_some(std::span<std::byte> buf, std::error_code& ec, clock::time_point deadline) {
+    return h_.read_some(buf, ec, deadline);
+}
+
+std::size_t stream::read_some(std::span<std::byte> buf, clock::time_point deadline) {
+    std::error_code ec;
+    const std::size_t n = h_.read_some(buf, ec, deadline);
+    check(ec, "weft::io::stream::read_some");
+    return n;
+}
+
+std::size_t stream::write_some(std::span<const std::byte> buf, std::error_code& ec, clock::time_point deadline) {
+    return h_.write_some(buf, ec, deadline);
+}
+
+std::size_t stream::write_some(std::span<const std::byte> buf, clock::time_point deadline) {
+    std::error_code ec;
+    const std::size_t n = h_.write_some(buf, ec, deadline);
+    check(ec, "weft::io::stream::write_some");
+    return n;
+}
+
+std::size_t stream::read_exact(std::span<std::byte> buf, std::error_code& ec, clock::time_point deadline) {
+    ec.clear();
+    std::size_t got = 0;
+    while (got < buf.size()) {
+        const std::size_t n = h_.read_some(buf.subspan(got), ec, deadline);
+        if (ec) return got;
+        if (n == 0) {
+            ec = eof();
+            return got;
+        }
+        got += n;
+    }
+    return got;
+}
+
+std::size_t stream::read_exact(std::span<std::byte> buf, clock::time_point deadline) {
+    std::error_code ec;
+    const std::size_t n = read_exact(buf, ec, deadline);
+    check(ec, "weft::io::stream::read_exact");
+    return n;
+}
+
+std::size_t stream::write_all(std::span<const std::byte> buf, std::error_code& ec, clock::time_point deadline) {
+    ec.clear();
+    std::size_t put = 0;
+    while (put < buf.size()) {
+        const std::size_t n = h_.write_some(buf.subspan(put), ec, deadline);
+        if (ec) return put;
+        put += n;
+    }
+    return put;
+}
+
+std::size_t stream::write_all(std::span<const std::byte> buf, clock::time_point deadline) {
+    std::error_code ec;
+    const std::size_t n = write_all(buf, ec, deadline);
+    check(ec, "weft::io::stream::write_all");
+    return n;
+}
+
+std::error_code stream::shutdown(shutdown_kind how) noexcept {
+    handle::op g(h_);
+    if (!g) return std::make_error_code(std::errc::bad_file_descriptor);
+    if (::shutdown(h_.raw(), static_cast<int>(how)) != 0) return errno_code();
+    return {};
+}
+
+std::error_code stream::set_no_delay(bool on) noexcept { return set_int_option(h_, IPPROTO_TCP, TCP_NODELAY, on); }
+
+std::error_code stream::set_keep_alive(bool on) noexcept { return set_int_option(h_, SOL_SOCKET, SO_KEEPALIVE, on); }
+
+endpoint stream::local_endpoint() const { return name_of(h_.native_handle(), false); }
+
+endpoint stream::remote_endpoint() const { return name_of(h_.native_handle(), true); }
+
+// ---- listener ----
+
+listener listener::bind(const endpoint& at, std::error_code& ec, int backlog) {
+    ec.clear();
+    listener l;
+    l.h_ = open_socket(at.family(), SOCK_STREAM, ec);
+    if (ec) return {};
+    // SO_REUSEADDR lets a restarted server bind its port while connections
+    // of the previous one are still in TIME_WAIT.
+    if (at.family() != AF_UNIX && (ec = set_int_option(l.h_, SOL_SOCKET, SO_REUSEADDR, 1))) return {};
+    if (::bind(l.h_.native_handle(), at.data(), at.size()) != 0 || ::listen(l.h_.native_handle(), backlog) != 0) {
+        ec = errno_code();
+        return {};
+    }
+    return l;
+}
+
+listener listener::bind(const endpoint& at, int backlog) {
+    std::error_code ec;
+    listener l = bind(at, ec, backlog);
+    check(ec, "weft::io::listener::bind");
+    return l;
+}
+
+stream listener::accept(std::error_code& ec, clock::time_point deadline, endpoint* peer) {
+    ec.clear();
+    handle::op g(h_);
+    if (!g) {
+        ec = std::make_error_code(std::errc::bad_file_descriptor);
+        return {};
+    }
+    for (;;) {
+        sockaddr_storage ss{};
+        socklen_t len = sizeof ss;
+        const int fd = ::accept4(h_.raw(), reinterpret_cast<sockaddr*>(&ss), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd >= 0) {
+            handle c = adopt(fd, ec);
+            if (ec) return {};
+            if (peer) *peer = endpoint(reinterpret_cast<const sockaddr*>(&ss), len);
+            return stream(std::move(c));
+        }
+        const int e = errno;
+        // ECONNABORTED: that connection was reset while queued; the next
+        // one may be fine. EMFILE / ENFILE leave the connection queued, and
+        // the next accept() tries accept4() before waiting, so the listener
+        // stays usable once fds are free.
+        if (e == EINTR || e == ECONNABORTED) continue;
+        if (e != EAGAIN && e != EWOULDBLOCK) {
+            ec = errno_code(e);
+            return {};
+        }
+        if ((ec = h_.wait_in(interest::readable, deadline))) return {};
+    }
+}
+
+stream listener::accept(clock::time_point deadline, endpoint* peer) {
+    std::error_code ec;
+    stream s = accept(ec, deadline, peer);
+    check(ec, "weft::io::listener::accept");
+    return s;
+}
+
+endpoint listener::local_endpoint() const { return name_of(h_.native_handle(), false); }
+
+// ---- udp_socket ----
+
+udp_socket udp_socket::bind(const endpoint& at, std::error_code& ec) {
+    ec.clear();
+    if (at.family() != AF_INET && at.family() != AF_INET6) {
+        ec = std::make_error_code(std::errc::address_family_not_supported);
+        return {};
+    }
+    udp_socket u;
+    u.h_ = open_socket(at.family(), SOCK_DGRAM, ec);
+    if (ec) return {};
+    if (::bind(u.h_.native_handle(), at.data(), at.size()) != 0) {
+        ec = errno_code();
+        return {};
+    }
+    return u;
+}
+
+udp_socket udp_socket::bind(const endpoint& at) {
+    std::error_code ec;
+    udp_socket u = bind(at, ec);
+    check(ec, "weft::io::udp_socket::bind");
+    return u;
+}
+
+std::size_t udp_socket::send_to(std::span<const std::byte> buf, const endpoint& to, std::error_code& ec,
+                                clock::time_point deadline) {
+    ec.clear();
+    handle::op g(h_);
+    if (!g) {
+        ec = std::make_error_code(std::errc::bad_file_descriptor);
+        return 0;
+    }
+    for (;;) {
+        const ssize_t n = ::sendto(h_.raw(), buf.data(), buf.size(), MSG_NOSIGNAL, to.data(), to.size());
+        if (n >= 0) return static_cast<std::size_t>(n);
+        const int e = errno;
+        if (e == EINTR) continue;
+        if (e != EAGAIN && e != EWOULDBLOCK) {
+            ec = errno_code(e);
+            return 0;
+        }
+        if ((ec = h_.wait_in(interest::writable, deadline))) return 0;
+    }
+}
+
+std::size_t udp_socket::send_to(std::span<const std::byte> buf, const endpoint& to, clock::time_point deadline) {
+    std::error_code ec;
+    const std::size_t n = send_to(buf, to, ec, deadline);
+    check(ec, "weft::io::udp_socket::send_to");
+    return n;
+}
+
+std::size_t udp_socket::recv_from(std::span<std::byte> buf, endpoint& from, std::error_code& ec,
+                                  clock::time_point deadline) {
+    ec.clear();
+    handle::op g(h_);
+    if (!g) {
+        ec = std::make_error_code(std::errc::bad_file_descriptor);
+        return 0;
+    }
+    for (;;) {
+        sockaddr_storage ss{};
+        socklen_t len = sizeof ss;
+        const ssize_t n = ::recvfrom(h_.raw(), buf.data(), buf.size(), 0, reinterpret_cast<sockaddr*>(&ss), &len);
+        if (n >= 0) {
+            from = endpoint(reinterpret_cast<const sockaddr*>(&ss), len);
+            return static_cast<std::size_t>(n);
+        }
+        const int e = errno;
+        if (e == EINTR) continue;
+        if (e != EAGAIN && e != EWOULDBLOCK) {
+            ec = errno_code(e);
+            return 0;
+        }
+        if ((ec = h_.wait_in(interest::readable, deadline))) return 0;
+    }
+}
+
+std::size_t udp_socket::recv_from(std::span<std::byte> buf, endpoint& from, clock::time_point deadline) {
+    std::error_code ec;
+    const std::size_t n = recv_from(buf, from, ec, deadline);
+    check(ec, "weft::io::udp_socket::recv_from");
+    return n;
+}
+
+endpoint udp_socket::local_endpoint() const { return name_of(h_.native_handle(), false); }
+
+}  // namespace weft::io
