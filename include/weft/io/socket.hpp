@@ -81,7 +81,9 @@ private:
 // resolve() runs getaddrinfo(host, service) on the runtime's blocking pool
 // (weft::blocking; directly outside a task) and returns its addresses, for
 // stream sockets. Errors: getaddrinfo's, in category "weft.resolve" (value:
-// the EAI_ code, message: gai_strerror()).
+// the EAI_ code, message: gai_strerror()); EAI_SYSTEM is reported as its
+// errno in std::system_category(). An empty host or service is passed as
+// null (getaddrinfo's meaning).
 WEFT_API std::vector<endpoint> resolve(std::string_view host, std::string_view service, std::error_code& ec);
 WEFT_API std::vector<endpoint> resolve(std::string_view host, std::string_view service);
 
@@ -97,8 +99,11 @@ public:
     explicit stream(handle h) noexcept : h_(std::move(h)) {}
 
     // connect() opens a socket of to's family and connects it; the
-    // deadline bounds the whole connect (timed_out); a refused connect
-    // reports connection_refused.
+    // deadline bounds the whole connect (timed_out; a deadline already
+    // passed times out without trying); a refused connect reports
+    // connection_refused; an empty endpoint address_family_not_supported.
+    // A Unix-domain listener whose queue is full is retried with short
+    // pauses until the deadline (the kernel gives nothing to wait on).
     static stream connect(const endpoint& to, std::error_code& ec, clock::time_point deadline = no_deadline);
     static stream connect(const endpoint& to, clock::time_point deadline = no_deadline);
 
@@ -125,6 +130,10 @@ public:
     // set_keep_alive() sets SO_KEEPALIVE.
     std::error_code set_no_delay(bool on) noexcept;
     std::error_code set_keep_alive(bool on) noexcept;
+    // local_endpoint() / remote_endpoint(): getsockname / getpeername.
+    // Throw std::system_error (bad_file_descriptor when closed,
+    // not_connected when the peer has gone). Requires: not being closed by
+    // another task meanwhile.
     [[nodiscard]] endpoint local_endpoint() const;
     [[nodiscard]] endpoint remote_endpoint() const;
 
@@ -147,17 +156,22 @@ public:
     listener() noexcept = default;
     // bind() opens a socket of at's family, sets SO_REUSEADDR (TCP), binds
     // and listens with `backlog`. Port 0 picks a free port
-    // (local_endpoint() says which).
+    // (local_endpoint() says which). A Unix-domain path is not removed
+    // first, nor when the listener closes: an existing file reports
+    // address_in_use (the abstract namespace, "@name", needs no cleanup).
     static listener bind(const endpoint& at, std::error_code& ec, int backlog = SOMAXCONN);
     static listener bind(const endpoint& at, int backlog = SOMAXCONN);
 
     // accept() waits for the next connection. When the process is out of
     // fds (EMFILE, ENFILE) it reports that and the listener stays usable:
-    // accept again once fds are free. `peer`, if given, receives the
-    // peer's address.
+    // accept again once fds are free (the connection stays queued). A
+    // connection reset while queued (ECONNABORTED) is skipped. `peer`, if
+    // given, receives the peer's address. close() from another task wakes
+    // it with operation_canceled.
     stream accept(std::error_code& ec, clock::time_point deadline = no_deadline, endpoint* peer = nullptr);
     stream accept(clock::time_point deadline = no_deadline, endpoint* peer = nullptr);
 
+    // local_endpoint(): getsockname; throws std::system_error.
     [[nodiscard]] endpoint local_endpoint() const;
     std::error_code close() noexcept { return h_.close(); }
     [[nodiscard]] bool is_open() const noexcept { return h_.is_open(); }
@@ -173,7 +187,8 @@ using unix_listener = listener;
 class WEFT_API udp_socket {
 public:
     udp_socket() noexcept = default;
-    // bind() opens a UDP socket of at's family bound to `at` (port 0: any).
+    // bind() opens a UDP socket of at's family bound to `at` (port 0: any);
+    // address_family_not_supported for other than IPv4 / IPv6.
     static udp_socket bind(const endpoint& at, std::error_code& ec);
     static udp_socket bind(const endpoint& at);
 
@@ -187,6 +202,7 @@ public:
                           clock::time_point deadline = no_deadline);
     std::size_t recv_from(std::span<std::byte> buf, endpoint& from, clock::time_point deadline = no_deadline);
 
+    // local_endpoint(): getsockname; throws std::system_error.
     [[nodiscard]] endpoint local_endpoint() const;
     std::error_code close() noexcept { return h_.close(); }
     [[nodiscard]] bool is_open() const noexcept { return h_.is_open(); }
