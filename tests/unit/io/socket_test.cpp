@@ -465,6 +465,34 @@ TEST_P(socket_test, unix_streams_in_the_abstract_namespace_and_on_a_path) {
     });
 }
 
+TEST_P(socket_test, a_unix_connect_to_a_full_queue_retries_until_its_deadline) {
+    runtime rt(options());
+    rt.block_on([] {
+        const auto at = io::endpoint::unix_path("@" + unique_name("full"));
+        auto l = io::unix_listener::bind(at, 0);
+        std::vector<io::stream> queued;
+        std::error_code ec;
+        for (int i = 0; i < 16 && !ec; ++i) {
+            auto c = io::unix_stream::connect(at, ec, io::after(30ms));
+            if (!ec) queued.push_back(std::move(c));
+        }
+        EXPECT_EQ(ec, std::errc::timed_out);
+        ASSERT_GE(queued.size(), 1u);
+        // Accepting one makes room: the next connect succeeds, even one
+        // that started while the queue was still full.
+        auto late = spawn([&] {
+            std::error_code e;
+            auto c = io::unix_stream::connect(at, e, io::after(30s));
+            return std::pair(c.is_open(), e);
+        });
+        this_task::sleep_for(5ms);
+        auto s = l.accept(io::after(30s));
+        auto [open, e] = late.join();
+        EXPECT_FALSE(e) << e.message();
+        EXPECT_TRUE(open);
+    });
+}
+
 TEST_P(socket_test, udp_datagrams_over_both_families) {
     runtime rt(options());
     rt.block_on([] {
