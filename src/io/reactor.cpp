@@ -55,6 +55,12 @@ public:
         epoll_event e{};
         e.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
         e.data.u64 = token;
+        // The registration (a chunk maybe just constructed) must be seen by
+        // the polling thread that gets its first event. The kernel orders
+        // epoll_ctl before that event, but TSan only models it for
+        // epoll_wait / epoll_pwait (clang 14 has no epoll_pwait2
+        // interceptor), so say it in C++: released here, acquired in wait().
+        added_.fetch_add(1, std::memory_order_release);
         if (::epoll_ctl(ep_, EPOLL_CTL_ADD, r->fd, &e) != 0) return last_error();
         return {};
     }
@@ -81,6 +87,7 @@ public:
             n = ::epoll_wait(ep_, evs, 128, ms > INT32_MAX ? INT32_MAX : static_cast<int>(ms));
         }
         std::size_t woke = 0;
+        if (n > 0) (void)added_.load(std::memory_order_acquire);  // see add()
         for (int i = 0; i < n; ++i) {
             const std::uint64_t token = evs[i].data.u64;
             if (token == 0) {
@@ -108,6 +115,7 @@ private:
     int ep_ = -1;
     int ev_ = -1;
     bool pwait2_ = true;  // only the polling thread reads or writes it (I2)
+    std::atomic<std::uint64_t> added_{0};  // registrations added: a release / acquire pair (add())
 };
 
 // ignore_sigpipe() makes SIGPIPE ignored if its disposition is the default
