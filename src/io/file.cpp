@@ -1,15 +1,39 @@
-// file.cpp: weft/io/file.hpp. Every call runs whole on the blocking pool
-// (one pool round trip per call, not per retry), so a task never blocks its
-// worker on a disk.
+// file.cpp: weft/io/file.hpp. Inside a task whose runtime's reactor is
+// io_uring, read_at / write_at are IORING_OP_READ / WRITE (src/io/uring.cpp,
+// U6); on epoll each call runs whole on the blocking pool (one pool round
+// trip per call, not per retry); outside a task pread / pwrite are called
+// directly. Either way a task never blocks its worker on a disk.
+//
+//   F1  An operation submitted to the ring (an op_state on this frame) is
+//       over only when its completion has arrived (op.done, set under
+//       op.mu by op_state::complete()); ring_io() never returns or unwinds
+//       before that, whatever ends its wait: the kernel may write the buffer
+//       (and reads op) until then, also after a cancel. It waits twice at
+//       most. The first wait (w1: cancellable, with the deadline) is linked
+//       as op.w under op.mu after the submission, unless op.done is already
+//       set. If it ends `notified`, the completion claimed it and wrote
+//       res before wake() (V2). Otherwise w1 ended itself (its timeout or
+//       the task's cancellation, V1), so the completion's claim of w1 fails
+//       and hands nothing over: the task unlinks w1 under op.mu (V3) and, if
+//       op.done is still unset, submits ASYNC_CANCEL and links a second
+//       waiter w2, armed NOT cancellable and waited without deadline, which
+//       only the completion can end (exactly one completion per submitted
+//       op, U6). Then it reports timed_out (when the op was canceled; an op
+//       that completed anyway reports its result: no data is lost) or
+//       unwinds (weft::throw_canceled()).
 
 #include "weft/io/file.hpp"
 
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <mutex>
 
+#include "reactor.hpp"
 #include "weft/runtime.hpp"
+#include "weft/waiter.hpp"
 
 namespace weft::io {
 
@@ -18,6 +42,61 @@ namespace {
 std::error_code errno_code() noexcept { return {errno, std::system_category()}; }
 
 bool expired(clock::time_point deadline) noexcept { return deadline != no_deadline && clock::now() >= deadline; }
+
+// One ring operation moves at most this much (a read returns short, a write
+// repeats): the SQE's length is 32 bits and the kernel caps a read or write
+// at MAX_RW_COUNT (2 GiB less a page) anyway.
+constexpr std::size_t op_max = std::size_t{1} << 30;
+
+// ring_backend() is the calling task's runtime's backend if it carries out
+// operations (io_uring), else null (epoll, or not in a task).
+detail::backend* ring_backend() {
+    if (!weft::this_task::inside()) return nullptr;
+    detail::backend& b = detail::reactor_of(weft::detail::current_core())->get_backend();
+    return b.supports_ops() ? &b : nullptr;
+}
+
+// ring_io() submits op and waits for its completion (F1); returns its result
+// (a count or -errno), -ETIMEDOUT if the deadline passed and the op was
+// canceled. Unwinds (after the completion) if the task is canceled.
+int ring_io(detail::backend& b, detail::op_state& op, clock::time_point deadline) {
+    if (const int rc = b.start_op(&op); rc < 0) return rc;  // nothing submitted
+    weft::waiter w1;
+    {
+        std::lock_guard g(op.mu);
+        if (op.done) return op.res;
+        w1.arm(true);
+        op.w = &w1;
+    }
+    const auto out = w1.wait(deadline == no_deadline ? nullptr : &deadline);
+    if (out == weft::waiter::outcome::notified) return op.res;  // V2: written before wake()
+    bool pending;
+    {
+        std::lock_guard g(op.mu);
+        op.w = nullptr;  // V3: w1 ended itself; the completion will not claim it
+        pending = !op.done;
+    }
+    if (pending) {
+        b.cancel_op(&op);
+        weft::waiter w2;
+        bool wait2 = false;
+        {
+            std::lock_guard g(op.mu);
+            if (!op.done) {
+                w2.arm(false);  // F1: neither a cancellation nor a deadline ends it
+                op.w = &w2;
+                wait2 = true;
+            }
+        }
+        if (wait2) (void)w2.wait(nullptr);  // notified: only the completion claims w2
+    }
+    if (out == weft::waiter::outcome::canceled) weft::throw_canceled();
+    // Timed out. Canceled in time (ECANCELED; EINTR from an io-wq worker the
+    // cancel interrupted): timed_out. Completed anyway: its result.
+    if (op.res == -ECANCELED || op.res == -EINTR) return -ETIMEDOUT;
+    return op.res;
+}
+
 
 }  // namespace
 
@@ -61,6 +140,21 @@ std::size_t file::read_at(std::span<std::byte> buf, std::uint64_t offset, std::e
         return 0;
     }
     const int fd = fd_;
+    if (detail::backend* b = ring_backend()) {
+        for (;;) {
+            detail::op_state op;
+            op.op = detail::op_state::read;
+            op.fd = fd;
+            op.buf = buf.data();
+            op.len = static_cast<std::uint32_t>(std::min(buf.size(), op_max));
+            op.offset = offset;
+            const int res = ring_io(*b, op, deadline);
+            if (res >= 0) return static_cast<std::size_t>(res);
+            if (res == -EINTR) continue;
+            ec = {-res, std::system_category()};
+            return 0;
+        }
+    }
     return weft::blocking([&]() -> std::size_t {
         for (;;) {
             const ssize_t n = ::pread(fd, buf.data(), buf.size(), static_cast<off_t>(offset));
@@ -91,6 +185,26 @@ std::size_t file::write_at(std::span<const std::byte> buf, std::uint64_t offset,
         return 0;
     }
     const int fd = fd_;
+    if (detail::backend* b = ring_backend()) {
+        std::size_t done = 0;
+        while (done < buf.size()) {
+            detail::op_state op;
+            op.op = detail::op_state::write;
+            op.fd = fd;
+            op.buf = const_cast<std::byte*>(buf.data() + done);
+            op.len = static_cast<std::uint32_t>(std::min(buf.size() - done, op_max));
+            op.offset = offset + done;
+            const int res = ring_io(*b, op, deadline);
+            if (res > 0) {
+                done += static_cast<std::size_t>(res);
+                continue;
+            }
+            if (res == -EINTR) continue;
+            ec = res < 0 ? std::error_code(-res, std::system_category()) : std::make_error_code(std::errc::io_error);
+            break;
+        }
+        return done;
+    }
     return weft::blocking([&]() -> std::size_t {
         std::size_t done = 0;
         while (done < buf.size()) {

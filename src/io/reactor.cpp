@@ -283,6 +283,8 @@ reactor* reactor_of(weft::detail::runtime_core* c) {
     return static_cast<reactor*>(weft::detail::runtime_poller(c, &make_reactor));
 }
 
+std::uint64_t ops_completed(weft::detail::runtime_core* c) { return reactor_of(c)->get_backend().ops_completed(); }
+
 std::error_code wait(registration* r, std::uint32_t seq, int dir, clock::time_point deadline) {
     weft::waiter w;
     wait_node node;

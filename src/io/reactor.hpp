@@ -25,6 +25,7 @@
 #pragma once
 
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -53,6 +54,42 @@ struct alignas(64) registration {
     registration* next_free = nullptr;  // guarded by the reactor's free_mu
 };
 
+// op_state is one read or write at an offset that a backend carries out
+// itself (io_uring: IORING_OP_READ / IORING_OP_WRITE), for io::file. It
+// lives on the submitting task's stack and must stay there until `done`
+// (F1 in file.cpp): the kernel writes `buf` until the completion arrives,
+// also after a cancel. Fields above `mu` are written before start_op() and
+// only read by the backend; `w`, `done` and `res` are guarded by `mu`.
+struct alignas(8) op_state {
+    enum kind : std::uint8_t { read, write };
+    kind op = read;
+    int fd = -1;
+    void* buf = nullptr;
+    std::uint32_t len = 0;
+    std::uint64_t offset = 0;
+
+    weft::spin_lock mu;
+    weft::waiter* w = nullptr;  // the armed waiter to claim on completion, or null
+    bool done = false;          // the completion has arrived; the op is over
+    int res = 0;                // the CQE's res: a count or -errno
+
+    // complete() is the completion (once per op, from the polling thread,
+    // outside the backend's locks): writes res and done, then claims the
+    // armed waiter and wakes it (V1, V2). Touches nothing of *this after
+    // releasing mu: the task may return (and end *this) from then on.
+    void complete(int r) noexcept {
+        weft::waiter* claimed = nullptr;
+        {
+            std::lock_guard g(mu);
+            res = r;
+            done = true;
+            if (w && w->claim()) claimed = w;
+            w = nullptr;
+        }
+        if (claimed) claimed->wake();  // the waiter's frame lives until wake() (waiter.hpp)
+    }
+};
+
 // Event bits a backend hands to dispatch().
 enum : unsigned { ev_read = 1, ev_write = 2, ev_error = 4 };
 
@@ -72,6 +109,24 @@ public:
     // interrupt() ends a wait() in progress, or the next one.
     virtual void interrupt() noexcept = 0;
     [[nodiscard]] virtual const char* name() const noexcept = 0;
+
+    // Operations (optional; io_uring has them, epoll does not).
+    // supports_ops() says whether start_op() can succeed at all.
+    [[nodiscard]] virtual bool supports_ops() const noexcept { return false; }
+    // start_op() submits *op; 0, or a negative errno when it was not
+    // submitted (then no completion comes). Once submitted, op->complete()
+    // is called exactly once, from wait(), with the operation's result
+    // (-ECANCELED and the like after cancel_op()).
+    virtual int start_op(op_state* op) noexcept {
+        (void)op;
+        return -EOPNOTSUPP;
+    }
+    // cancel_op() asks the kernel to end a submitted op early; its
+    // completion still comes (and must be waited for).
+    virtual void cancel_op(op_state* op) noexcept { (void)op; }
+    // ops_completed() counts the completions handed to op_state::complete()
+    // (tests observe that file IO really went through the ring).
+    [[nodiscard]] virtual std::uint64_t ops_completed() const noexcept { return 0; }
 };
 
 // make_epoll_backend() is the epoll backend; throws std::system_error.
@@ -110,6 +165,7 @@ public:
     }
     [[nodiscard]] weft::detail::runtime_core* core() const noexcept { return core_; }
     [[nodiscard]] const char* backend_name() const noexcept { return backend_->name(); }
+    [[nodiscard]] backend& get_backend() const noexcept { return *backend_; }
     [[nodiscard]] const std::string& fallback_reason() const noexcept { return fallback_; }
 
 private:
@@ -123,6 +179,9 @@ private:
 
 // reactor_of() is the reactor of runtime c, made on first use.
 reactor* reactor_of(weft::detail::runtime_core* c);
+
+// ops_completed() is reactor_of(c)->get_backend().ops_completed(), for tests.
+WEFT_API std::uint64_t ops_completed(weft::detail::runtime_core* c);
 
 // wait() waits on r (acquired with `seq`) for one direction
 // (0 readable, 1 writable) from inside a task; see handle::wait().

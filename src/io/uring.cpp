@@ -6,7 +6,10 @@
 //       poll is edge-triggered unless IORING_POLL_ADD_LEVEL is given), with
 //       user_data = the reactor's token. Tokens never have bit 63 set (a
 //       user-space address shifted by 6 then 22 bits), so internal requests
-//       use user_data with bit 63 set;
+//       use user_data with bit 63 set: 1 (interrupt()'s NOPs), 2
+//       (POLL_REMOVE), 3 (ASYNC_CANCEL) are ignored, and any other value
+//       with bit 63 set is an operation (U6): bit 63 | the address of its
+//       op_state, which is 8-aligned and not null, so never 1, 2 or 3;
 //   U2  the SQ is single-producer: every SQE is acquired and submitted under
 //       mu_, at once (so a POLL_REMOVE takes effect before retire() returns
 //       and the fd is closed: the poll holds a reference to the file). The CQ
@@ -31,6 +34,17 @@
 //       a NOP completes inside the submitting thread's io_uring_enter().
 //       Polls of registrations that end that way are re-armed (U3) by the
 //       polling thread.
+//   U6  operations (start_op(): IORING_OP_READ / WRITE at an offset, for
+//       io::file) are submitted under mu_ like every SQE; their CQE becomes
+//       an event in the same place as the polls' (collect(), or the backlog
+//       on -EBUSY) and is completed (op_state::complete(): result, claim,
+//       wake) by the polling thread after mu_ is released: a wake may
+//       interrupt() the poller, which takes mu_. cancel_op() submits an
+//       IORING_OP_ASYNC_CANCEL for the op's user_data; the op's own CQE
+//       still comes (-ECANCELED, or its result if it won the race) and its
+//       submitter waits for it (F1 in file.cpp): the kernel may write the
+//       buffer until then. A submit that fails at the ring level turns the
+//       op's SQE, still unconsumed, into a NOP, so it never runs later.
 
 #if WEFT_HAVE_LIBURING
 
@@ -43,6 +57,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
@@ -57,13 +72,19 @@ namespace {
 constexpr std::uint64_t internal_bit = std::uint64_t{1} << 63;
 constexpr std::uint64_t ud_wake = internal_bit | 1;    // interrupt()'s NOPs
 constexpr std::uint64_t ud_remove = internal_bit | 2;  // POLL_REMOVE results
+constexpr std::uint64_t ud_cancel = internal_bit | 3;  // ASYNC_CANCEL results (U1)
+
+std::uint64_t op_data(const op_state* op) noexcept { return internal_bit | reinterpret_cast<std::uintptr_t>(op); }
 constexpr unsigned poll_mask = POLLIN | POLLOUT | POLLRDHUP | POLLERR | POLLHUP | POLLPRI;
 constexpr unsigned default_entries = 256;
 constexpr unsigned cq_entries_min = 4096;
 
+// event is a poll's readiness (op null) or an operation's completion (U6).
 struct event {
     std::uint64_t token;
     unsigned bits;
+    op_state* op;
+    int res;
 };
 
 class uring_backend final : public backend {
@@ -154,7 +175,15 @@ public:
             n = collect(evs, seen);
         }
         std::size_t woke = 0;
-        for (std::size_t i = 0; i < n; ++i) woke += re.dispatch(evs[i].token, evs[i].bits);
+        for (std::size_t i = 0; i < n; ++i) {
+            if (op_state* op = evs[i].op) {  // U6, outside mu_
+                ops_completed_.fetch_add(1, std::memory_order_relaxed);
+                op->complete(evs[i].res);
+                ++woke;
+                continue;
+            }
+            woke += re.dispatch(evs[i].token, evs[i].bits);
+        }
         return woke;
     }
 
@@ -163,6 +192,42 @@ public:
         interrupt_locked();
     }
     [[nodiscard]] const char* name() const noexcept override { return "io_uring"; }
+
+    [[nodiscard]] bool supports_ops() const noexcept override { return true; }
+
+    int start_op(op_state* op) noexcept override {  // U6
+        std::lock_guard g(mu_);
+        io_uring_sqe* sqe = sqe_locked();
+        const unsigned pos = ring_.sq.sqe_tail - 1;  // sqe's place in the SQ
+        if (op->op == op_state::read)
+            ::io_uring_prep_read(sqe, op->fd, op->buf, op->len, op->offset);
+        else
+            ::io_uring_prep_write(sqe, op->fd, op->buf, op->len, op->offset);
+        ::io_uring_sqe_set_data64(sqe, op_data(op));
+        const int rc = submit_locked();
+        if (rc >= 0) return 0;
+        // Not submitted: if the kernel has not consumed the SQE, a later
+        // submit would, after the caller has gone. Make it a NOP.
+        const unsigned head = io_uring_smp_load_acquire(ring_.sq.khead);
+        if (static_cast<int>(pos - head) >= 0) {
+            ::io_uring_prep_nop(sqe);
+            ::io_uring_sqe_set_data64(sqe, ud_wake);
+            return rc;
+        }
+        return 0;  // consumed after all: its completion comes
+    }
+
+    void cancel_op(op_state* op) noexcept override {  // U6
+        std::lock_guard g(mu_);
+        io_uring_sqe* sqe = sqe_locked();
+        ::io_uring_prep_cancel64(sqe, op_data(op), 0);
+        ::io_uring_sqe_set_data64(sqe, ud_cancel);
+        (void)submit_locked();
+    }
+
+    [[nodiscard]] std::uint64_t ops_completed() const noexcept override {
+        return ops_completed_.load(std::memory_order_relaxed);
+    }
 
 private:
     static constexpr std::size_t batch = 128;
@@ -259,8 +324,17 @@ private:
     bool translate_locked(const io_uring_cqe* cqe, event& e) noexcept {
         const std::uint64_t ud = ::io_uring_cqe_get_data64(cqe);
         const bool more = cqe->flags & IORING_CQE_F_MORE;
-        if (ud & internal_bit) return false;  // a NOP's or a POLL_REMOVE's
         const int res = cqe->res;
+        if (ud & internal_bit) {
+            if (ud == ud_wake || ud == ud_remove || ud == ud_cancel) return false;  // U1
+            e.token = 0;
+            e.bits = 0;
+            e.op = reinterpret_cast<op_state*>(static_cast<std::uintptr_t>(ud & ~internal_bit));  // U6
+            e.res = res;
+            return true;
+        }
+        e.op = nullptr;
+        e.res = 0;
         if (!more && (res >= 0 || res == -ECANCELED || res == -ENOMEM || res == -EAGAIN)) rearm_locked(ud);
         e.token = ud;
         e.bits = 0;
@@ -294,6 +368,7 @@ private:
     int probe_ = -1;  // U4
     std::mutex mu_;   // U2
     std::vector<event> backlog_;
+    std::atomic<std::uint64_t> ops_completed_{0};
 };
 
 }  // namespace
