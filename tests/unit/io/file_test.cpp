@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 #include "io_test_support.hpp"
@@ -192,6 +193,37 @@ TEST_P(fifo_test, a_task_canceled_in_a_pending_read_unwinds_after_its_completion
         EXPECT_EQ(at_unwind.load() - before, 1u);
         data_written_later_goes_to_the_next_read(f, b);
     });
+}
+
+TEST_P(fifo_test, a_runtime_stopped_while_a_read_is_pending_ends_it_after_its_completion) {
+    io::file f;
+    std::array<std::byte, 8> b;
+    b.fill(std::byte{0x55});
+    std::atomic<bool> started{false};
+    {
+        runtime rt(options());
+        f = rt.block_on([&] {
+            EXPECT_TRUE(ring_selected());
+            return io::file::open(fifo_, O_RDWR);
+        });
+        auto h = rt.spawn([&] {
+            started = true;
+            (void)f.read_at(b, 0);
+        });
+        // Without workers the task runs only when driven: run_once() runs it
+        // up to its wait in the read.
+        while (!started) workers() == 0 ? (void)rt.run_once() : std::this_thread::sleep_for(1ms);
+        std::this_thread::sleep_for(30ms);  // the read is submitted and pending
+        rt.stop();  // cancels the task: F1 waits for the read's completion
+        EXPECT_THROW(h.join(), task_canceled);
+    }
+    // Outside a task now: a plain write and read of the FIFO.
+    ASSERT_EQ(::write(f.native_handle(), "abcdefgh", 8), 8);
+    std::this_thread::sleep_for(30ms);
+    for (std::byte x : b) EXPECT_EQ(x, std::byte{0x55}) << "the buffer was written after the task ended";
+    std::array<std::byte, 8> c{};
+    EXPECT_EQ(::read(f.native_handle(), c.data(), c.size()), 8);
+    EXPECT_EQ(std::memcmp(c.data(), "abcdefgh", 8), 0);
 }
 
 // The io_uring instances only (see fifo_test).
