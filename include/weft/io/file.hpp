@@ -1,17 +1,21 @@
 // weft/io/file.hpp: layer L6, regular files read and written at an offset
-// without blocking the worker: the call runs on the runtime's blocking pool
-// (weft::blocking) and only the calling task waits. Outside a task the call
-// is made directly.
+// without blocking the worker: only the calling task waits. On io_uring the
+// call is a ring operation (IORING_OP_READ / WRITE); on epoll it runs on the
+// runtime's blocking pool (weft::blocking). Outside a task the call is made
+// directly (pread / pwrite).
 //
 //   auto f = weft::io::file::open("/var/log/game.log", O_RDONLY);
 //   std::array<std::byte, 4096> buf;
 //   std::size_t n = f.read_at(buf, 0);
 //
-// A file operation cannot be interrupted once it has started (neither
-// pread(2) on a pool thread nor an io_uring read can be recalled without
-// waiting for it, and the buffer is in use until it completes): a deadline
-// that has passed before the call starts reports timed_out; a cancellation
-// takes effect when the call has returned. Errors are errno values.
+// The buffer is in use until the operation completes, and the call never
+// returns or unwinds before that. On io_uring a deadline or a cancellation
+// that comes while the operation is pending cancels it (ASYNC_CANCEL) and
+// waits for its completion, then reports timed_out (or the result, if the
+// operation completed anyway) or unwinds. On the blocking pool an operation
+// cannot be interrupted: a deadline that has passed before the call starts
+// reports timed_out; a cancellation takes effect when the call has
+// returned. Errors are errno values.
 #pragma once
 
 #include <fcntl.h>
