@@ -46,7 +46,7 @@ namespace weft {
 using unhandled_handler = void (*)(const task_info& task, std::exception_ptr e) noexcept;
 
 // io_backend chooses how a runtime waits for IO (weft/io/, docs/io.md).
-//   automatic  io_uring when the kernel allows it, else epoll;
+//   automatic  epoll, the faster here for sockets (docs/io.md, "Backends");
 //   epoll      epoll, edge-triggered;
 //   io_uring   io_uring (liburing); when io_uring_setup() fails (EPERM in
 //              containers, ENOSYS on old kernels) the runtime falls back to

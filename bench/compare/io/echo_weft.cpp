@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
     unsigned port = 0;
     unsigned workers = 1;
     int max_seconds = 3600;
+    weft::io_backend io = weft::io_backend::automatic;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--port" && i + 1 < argc) {
@@ -53,10 +54,15 @@ int main(int argc, char** argv) {
             workers = static_cast<unsigned>(std::atoi(argv[++i]));
         } else if (a == "--max-seconds" && i + 1 < argc) {
             max_seconds = std::atoi(argv[++i]);
+        } else if (a == "--io" && i + 1 < argc) {
+            const std::string b = argv[++i];
+            io = b == "epoll" ? weft::io_backend::epoll
+                 : b == "io_uring" ? weft::io_backend::io_uring
+                                   : weft::io_backend::automatic;
         } else if (a == "--serve") {
             // accepted for the example's command line
         } else {
-            std::fprintf(stderr, "usage: %s [--port P] [--workers W] [--max-seconds S]\n", argv[0]);
+            std::fprintf(stderr, "usage: %s [--port P] [--workers W] [--io auto|epoll|io_uring] [--max-seconds S]\n", argv[0]);
             return 2;
         }
     }
@@ -70,7 +76,7 @@ int main(int argc, char** argv) {
         std::_Exit(0);
     }).detach();
 
-    weft::runtime rt({.workers = workers});
+    weft::runtime rt({.workers = workers, .io = io});
     rt.block_on([port] {
         auto l = weft::io::tcp_listener::bind(weft::io::endpoint::loopback_v4(static_cast<std::uint16_t>(port)));
         std::printf("listening on %u\n", static_cast<unsigned>(l.local_endpoint().port()));

@@ -155,7 +155,7 @@ struct backend_info {
     // name: "epoll" or "io_uring"; "none" outside a task or before the
     // runtime's first IO wait.
     const char* name = "none";
-    // fallback_reason: why io_uring was asked for (or automatic) but epoll
+    // fallback_reason: why io_uring was asked for but epoll
     // runs instead, e.g. "io_uring_setup: Operation not permitted"; empty
     // when no fallback happened.
     const char* fallback_reason = "";

@@ -97,8 +97,9 @@ TEST_P(file_test, reads_and_writes_go_through_the_ring_on_io_uring_and_through_t
     runtime rt(options());
     rt.block_on([&] {
         io::file f = io::file::open(path_, O_RDWR);
-        const bool ring = backend() == io_backend::io_uring;
-        // io_uring is available here: the io_uring instances must really get it.
+        // io_uring is available where weft is tested (and built with
+        // liburing): the io_uring instances must really get it.
+        const bool ring = backend() == io_backend::io_uring && WEFT_TEST_HAVE_LIBURING;
         EXPECT_STREQ(io::current_backend().name, ring ? "io_uring" : "epoll");
         const std::uint64_t before = ops();
         EXPECT_EQ(f.write_at(bytes("weft ring"), 3), 9u);
@@ -226,10 +227,16 @@ TEST_P(fifo_test, a_runtime_stopped_while_a_read_is_pending_ends_it_after_its_co
     EXPECT_EQ(std::memcmp(c.data(), "abcdefgh", 8), 0);
 }
 
-// The io_uring instances only (see fifo_test).
+// The io_uring instances only (see fifo_test), in builds with liburing (the
+// AArch64 cross build has none: there io_uring falls back to epoll, and the
+// pool's pread of an empty FIFO would never return).
+#if WEFT_TEST_HAVE_LIBURING
 INSTANTIATE_TEST_SUITE_P(io, fifo_test,
                          ::testing::Combine(::testing::Values(0u, 1u, 2u, 4u), ::testing::Values(io_backend::io_uring)),
                          io_param_name);
+#else
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(fifo_test);
+#endif
 
 INSTANTIATE_TEST_SUITE_P(io, file_test, io_params(), io_param_name);
 
