@@ -20,16 +20,6 @@ using namespace std::chrono_literals;
 
 class handle_test : public io_fixture {};
 
-struct pipe_pair {
-    io::handle r, w;
-    pipe_pair() {
-        int fds[2];
-        if (::pipe2(fds, O_CLOEXEC) != 0) throw std::system_error(errno, std::system_category(), "pipe2");
-        r = io::handle(fds[0]);
-        w = io::handle(fds[1]);
-    }
-};
-
 TEST_P(handle_test, a_read_waits_for_a_write_from_another_task) {
     runtime rt(options());
     const std::string got = rt.block_on([] {

@@ -8,10 +8,16 @@
 //                 instances run on the epoll fallback and check that the
 //                 fallback says why;
 //   open_fds()    the number of open fds of this process;
-//   bytes()       a string's bytes as a span.
+//   bytes()       a string's bytes as a span;
+//   pipe_pair     a pipe as two handles (read end r, write end w).
 #pragma once
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <system_error>
 
 #include <span>
 #include <string>
@@ -36,6 +42,16 @@ inline int open_fds() {
 }
 
 inline std::span<const std::byte> bytes(std::string_view s) { return std::as_bytes(std::span(s.data(), s.size())); }
+
+struct pipe_pair {
+    io::handle r, w;
+    pipe_pair() {
+        int fds[2];
+        if (::pipe2(fds, O_CLOEXEC) != 0) throw std::system_error(errno, std::system_category(), "pipe2");
+        r = io::handle(fds[0]);
+        w = io::handle(fds[1]);
+    }
+};
 
 using io_param = std::tuple<unsigned, weft::io_backend>;
 

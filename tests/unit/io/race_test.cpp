@@ -18,16 +18,6 @@ using namespace std::chrono_literals;
 
 class io_race_test : public io_fixture {};
 
-struct pipe_pair {
-    io::handle r, w;
-    pipe_pair() {
-        int fds[2];
-        if (::pipe2(fds, O_CLOEXEC) != 0) throw std::system_error(errno, std::system_category(), "pipe2");
-        r = io::handle(fds[0]);
-        w = io::handle(fds[1]);
-    }
-};
-
 int rounds() { return sanitized || under_user_mode_emulator() ? 100 : 1000; }
 
 TEST_P(io_race_test, readiness_against_the_deadline_loses_no_data) {

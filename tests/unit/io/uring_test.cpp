@@ -23,16 +23,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-struct pipe_pair {
-    io::handle r, w;
-    pipe_pair() {
-        int fds[2];
-        if (::pipe2(fds, O_CLOEXEC) != 0) throw std::system_error(errno, std::system_category(), "pipe2");
-        r = io::handle(fds[0]);
-        w = io::handle(fds[1]);
-    }
-};
-
 // uring_available() is whether this kernel (and this build) gives io_uring.
 bool uring_available(std::string& why) { return io::detail::make_uring_backend_with(256, why) != nullptr; }
 
