@@ -71,7 +71,7 @@ public:
     [[nodiscard]] std::string to_string() const;
     [[nodiscard]] const sockaddr* data() const noexcept { return reinterpret_cast<const sockaddr*>(&storage_); }
     [[nodiscard]] socklen_t size() const noexcept { return len_; }
-    friend bool operator==(const endpoint& a, const endpoint& b) noexcept;
+    friend WEFT_API bool operator==(const endpoint& a, const endpoint& b) noexcept;
 
 private:
     sockaddr_storage storage_;
