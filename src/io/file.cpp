@@ -39,7 +39,8 @@ namespace weft::io {
 
 namespace {
 
-std::error_code errno_code() noexcept { return {errno, std::system_category()}; }
+using detail::errno_code;
+
 
 bool expired(clock::time_point deadline) noexcept { return deadline != no_deadline && clock::now() >= deadline; }
 

@@ -20,7 +20,8 @@ namespace weft::io {
 
 namespace {
 
-std::error_code errno_code() noexcept { return {errno, std::system_category()}; }
+using detail::errno_code;
+
 
 bool would_block(int e) noexcept { return e == EAGAIN || e == EWOULDBLOCK; }
 

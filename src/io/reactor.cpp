@@ -21,7 +21,6 @@ namespace {
 
 constexpr std::size_t chunk_size = 64;
 
-std::error_code last_error() noexcept { return {errno, std::system_category()}; }
 
 // epoll_backend: one epoll instance, edge-triggered registrations, and an
 // eventfd (token 0, level-triggered) that interrupt() writes.
@@ -29,10 +28,10 @@ class epoll_backend final : public backend {
 public:
     epoll_backend() {
         ep_ = ::epoll_create1(EPOLL_CLOEXEC);
-        if (ep_ < 0) throw std::system_error(last_error(), "weft: epoll_create1");
+        if (ep_ < 0) throw std::system_error(errno_code(), "weft: epoll_create1");
         ev_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
         if (ev_ < 0) {
-            const auto ec = last_error();
+            const auto ec = errno_code();
             ::close(ep_);
             throw std::system_error(ec, "weft: eventfd");
         }
@@ -40,7 +39,7 @@ public:
         e.events = EPOLLIN;
         e.data.u64 = 0;
         if (::epoll_ctl(ep_, EPOLL_CTL_ADD, ev_, &e) != 0) {
-            const auto ec = last_error();
+            const auto ec = errno_code();
             ::close(ev_);
             ::close(ep_);
             throw std::system_error(ec, "weft: epoll_ctl (eventfd)");
@@ -61,7 +60,7 @@ public:
         // epoll_wait / epoll_pwait (clang 14 has no epoll_pwait2
         // interceptor), so say it in C++: released here, acquired in wait().
         added_.fetch_add(1, std::memory_order_release);
-        if (::epoll_ctl(ep_, EPOLL_CTL_ADD, r->fd, &e) != 0) return last_error();
+        if (::epoll_ctl(ep_, EPOLL_CTL_ADD, r->fd, &e) != 0) return errno_code();
         return {};
     }
     void remove(registration* r) noexcept override {

@@ -41,6 +41,9 @@ namespace weft::io::detail {
 
 class reactor;
 
+// errno_code() is errno as a std::error_code (system category).
+inline std::error_code errno_code() noexcept { return {errno, std::system_category()}; }
+
 // registration is one watched fd (R1-R5). Guarded by mu except where noted.
 struct alignas(64) registration {
     weft::spin_lock mu;

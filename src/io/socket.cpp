@@ -23,12 +23,13 @@
 
 #include "weft/runtime.hpp"
 #include "weft/task.hpp"
+#include "reactor.hpp"
 
 namespace weft::io {
 
 namespace {
 
-std::error_code errno_code() noexcept { return {errno, std::system_category()}; }
+using detail::errno_code;
 std::error_code errno_code(int e) noexcept { return {e, std::system_category()}; }
 
 bool expired(clock::time_point deadline) noexcept { return deadline != no_deadline && clock::now() >= deadline; }
@@ -131,32 +132,38 @@ endpoint::endpoint(const sockaddr* sa, socklen_t len) : endpoint() {
     len_ = len;
 }
 
-endpoint endpoint::ipv4(std::string_view address, std::uint16_t port) {
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(port);
-    char buf[INET_ADDRSTRLEN];
-    if (address.size() >= sizeof buf)
-        throw std::system_error(std::make_error_code(std::errc::invalid_argument), "weft::io::endpoint::ipv4");
+namespace {
+
+// numeric() is the sockaddr of a numeric address of family AF (inet_pton).
+template <int AF, class Sockaddr>
+endpoint numeric(std::string_view address, std::uint16_t port, const char* what) {
+    Sockaddr a{};
+    void* addr;
+    if constexpr (AF == AF_INET) {
+        a.sin_family = AF_INET;
+        a.sin_port = htons(port);
+        addr = &a.sin_addr;
+    } else {
+        a.sin6_family = AF_INET6;
+        a.sin6_port = htons(port);
+        addr = &a.sin6_addr;
+    }
+    char buf[INET6_ADDRSTRLEN];
+    if (address.size() >= sizeof buf) throw std::system_error(std::make_error_code(std::errc::invalid_argument), what);
     std::memcpy(buf, address.data(), address.size());
     buf[address.size()] = '\0';
-    if (::inet_pton(AF_INET, buf, &a.sin_addr) != 1)
-        throw std::system_error(std::make_error_code(std::errc::invalid_argument), "weft::io::endpoint::ipv4");
+    if (::inet_pton(AF, buf, addr) != 1) throw std::system_error(std::make_error_code(std::errc::invalid_argument), what);
     return endpoint(reinterpret_cast<const sockaddr*>(&a), sizeof a);
 }
 
+}  // namespace
+
+endpoint endpoint::ipv4(std::string_view address, std::uint16_t port) {
+    return numeric<AF_INET, sockaddr_in>(address, port, "weft::io::endpoint::ipv4");
+}
+
 endpoint endpoint::ipv6(std::string_view address, std::uint16_t port) {
-    sockaddr_in6 a{};
-    a.sin6_family = AF_INET6;
-    a.sin6_port = htons(port);
-    char buf[INET6_ADDRSTRLEN];
-    if (address.size() >= sizeof buf)
-        throw std::system_error(std::make_error_code(std::errc::invalid_argument), "weft::io::endpoint::ipv6");
-    std::memcpy(buf, address.data(), address.size());
-    buf[address.size()] = '\0';
-    if (::inet_pton(AF_INET6, buf, &a.sin6_addr) != 1)
-        throw std::system_error(std::make_error_code(std::errc::invalid_argument), "weft::io::endpoint::ipv6");
-    return endpoint(reinterpret_cast<const sockaddr*>(&a), sizeof a);
+    return numeric<AF_INET6, sockaddr_in6>(address, port, "weft::io::endpoint::ipv6");
 }
 
 endpoint endpoint::loopback_v4(std::uint16_t port) {
