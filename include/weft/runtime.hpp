@@ -173,6 +173,9 @@ struct task_closure final : task_block<R> {
 // the task gets one when it first runs.
 template <class F, class R = std::invoke_result_t<std::decay_t<F>&>>
 join_handle<R> spawn_on(runtime_core* c, F&& f, const spawn_options& o) {
+    static_assert(!requires { typename R::weft_coroutine_task; },
+                  "weft: spawn(f) where f returns a weft::async would make a stackful task that returns an "
+                  "unstarted coroutine; spawn the coroutine itself: spawn(f())");
     using block = task_closure<R, std::decay_t<F>>;
     check_spawn(c, o.name);
     void* mem = block::allocate(sizeof(block) + o.name.size() + 1);
@@ -257,6 +260,16 @@ public:
     join_handle<R> spawn(F&& f, const spawn_options& options = {}) {
         return detail::spawn_on(core_, std::forward<F>(f), options);
     }
+    // spawn(a) spawns a C++20 coroutine (weft::async<T>, weft/async.hpp) as
+    // a task: the same ids, states, cancellation, deadlines and join_handle,
+    // but no stack of its own. Throws: as spawn(f); std::invalid_argument
+    // for an empty async (which is left as it was).
+    template <class A>
+        requires requires { typename std::remove_cvref_t<A>::weft_coroutine_task; }
+    auto spawn(A&& a, const spawn_options& options = {}) {
+        static_assert(!std::is_lvalue_reference_v<A>, "weft: spawn(std::move(a)): a spawned weft::async is moved in");
+        return spawn_coroutine(core_, std::move(a), options);
+    }
 
     // block_on() runs f() as a root task and returns its result (or rethrows
     // its exception). With workers = 0 this thread drives the runtime (all
@@ -266,6 +279,14 @@ public:
     template <class F, class R = std::invoke_result_t<std::decay_t<F>&>>
     R block_on(F&& f, const spawn_options& options = {}) {
         join_handle<R> h = spawn(std::forward<F>(f), options);
+        detail::drive_until(core_, h.record());
+        return h.join();
+    }
+    // block_on(a) is block_on for a C++20 coroutine (weft::async<T>).
+    template <class A>
+        requires requires { typename std::remove_cvref_t<A>::weft_coroutine_task; }
+    auto block_on(A&& a, const spawn_options& options = {}) {
+        auto h = spawn(std::forward<A>(a), options);
         detail::drive_until(core_, h.record());
         return h.join();
     }

@@ -61,6 +61,7 @@ enum class task_errc {
     driver_busy,       // block_on / run_once while another thread drives the same runtime
     inside_task,       // block_on / run_once / stop from inside a task (it would block its worker)
     bad_option,        // an option out of range (message says which)
+    needs_stack,       // a blocking call from a C++20 task's coroutine (co_await it instead)
 };
 
 // task_error is thrown on misuse; what() names the task when there is one,
@@ -94,6 +95,13 @@ private:
 namespace weft {
 namespace detail {
 [[noreturn]] WEFT_API void task_misuse(const task_record* t, task_errc code);
+// need_stack() throws task_error (needs_stack) when t is a C++20 task running
+// on its worker's stack (weft/async.hpp): a blocking call there would have
+// nowhere to keep its frames. Called before anything is armed or linked.
+inline void need_stack(const task_record* t) {
+    if (t && t->stackless && !t->fiber) [[unlikely]]
+        task_misuse(t, task_errc::needs_stack);
+}
 // canceled_outcome() is the final state of a task ended by a forced unwind
 // (or canceled before it started): timed_out if its deadline did it.
 [[nodiscard]] inline task_state canceled_outcome(const task_record* t) noexcept {

@@ -37,6 +37,10 @@
 
 namespace weft {
 
+namespace detail {
+struct stackless_tag {};
+}  // namespace detail
+
 // spin_lock is a test-and-test-and-set lock for critical sections of a few
 // instructions (linking a node, moving one value). A contended locker yields
 // its thread; it never suspends a task (a primitive's lock is never held
@@ -65,7 +69,13 @@ public:
     // outcome is why wait() returned.
     enum class outcome : std::uint8_t { notified, timed_out, canceled };
 
-    WEFT_API waiter() noexcept;
+    // waiter() binds to the calling task or thread. Throws: task_error
+    // (needs_stack) from a C++20 task's coroutine, which waits with
+    // co_await instead (weft/async.hpp).
+    WEFT_API waiter();
+    // waiter(stackless_tag) binds to the calling task even when it is a C++20
+    // task: weft/async.hpp's own awaiters, which never call wait().
+    WEFT_API explicit waiter(detail::stackless_tag) noexcept;
     waiter(const waiter&) = delete;
     waiter& operator=(const waiter&) = delete;
 

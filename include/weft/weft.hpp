@@ -15,3 +15,4 @@
 #include "weft/io/handle.hpp"
 #include "weft/io/socket.hpp"
 #include "weft/io/file.hpp"
+#include "weft/async.hpp"

@@ -51,6 +51,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <condition_variable>
+#include <coroutine>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -252,6 +253,7 @@ public:
 
     bool submit(task_record* t, const spawn_options& o);
     fiber_record* make_fiber(task_record* t);
+    bool run_stackless(worker* w, task_record* t);
     void drive(task_record* root);
     std::size_t run_once();
     void stop();
@@ -907,6 +909,12 @@ void runtime_core::switch_out(task_record* t, bool yield) {
 }
 
 void runtime_core::run_task(worker* w, task_record* t) {
+  for (;;) {
+    if (t->stackless && !t->fiber) {
+        // A C++20 task (A1-A4 in run_stackless()); it comes back here only
+        // to run a blocking call on a borrowed fiber.
+        if (!run_stackless(w, t)) return;
+    }
     if (!t->fiber) [[unlikely]] {
         // First run: a task canceled before it started ends without a
         // stack; one whose stack cannot be had ends failed with the error.
@@ -971,6 +979,16 @@ void runtime_core::run_task(worker* w, task_record* t) {
     // to, not t.
     t = w->current;
     if (t->fiber->state.load(std::memory_order_acquire) == fiber_state::done) {
+        if (t->stackless) {
+            // A3: the blocking call on the borrowed fiber has returned (or
+            // was unwound by the task's cancellation): the stack goes back
+            // at once, and the coroutine goes on on this worker's stack.
+            co_job* j = std::exchange(t->co_pending, nullptr);
+            destroy(std::exchange(t->fiber, nullptr));
+            t->co_event = j->canceled ? co_canceled : co_none;
+            w->current = nullptr;
+            continue;
+        }
         // w->current stays set: the joiner it wakes runs next, here (LIFO).
         finish_task(t);
         w->current = nullptr;
@@ -980,6 +998,95 @@ void runtime_core::run_task(worker* w, task_record* t) {
         // it, so treat it as a yield.
         set_state(t, task_state::ready);
         push_local(w, t);
+    }
+    return;
+  }
+}
+
+// stackless_lost() ends the process when a C++20 task's coroutine suspended
+// without telling its scheduler (A1): an await that bypassed weft (inside a
+// coroutine type that resumes its awaiters itself). Nobody would ever
+// resume the task, and its frames may be resumed from outside the runtime.
+[[noreturn]] void stackless_lost(const task_record* t) noexcept {
+    const std::string who = describe_named("C++20 task", t->name, t);
+    std::fprintf(stderr,
+                 "weft: %s (id %llu) suspended without a weft awaiter; a coroutine inside a weft task "
+                 "may suspend only on weft awaitables, on weft::async, or on awaitables that weft::async's "
+                 "co_await bridges (docs/async.md)\n",
+                 who.c_str(), static_cast<unsigned long long>(t->id));
+    std::abort();
+}
+
+// run_stackless() runs a C++20 task (weft/async.hpp): its coroutine is
+// resumed on this worker's own stack and says through co_event why it
+// suspended. The protocol (docs/async.md):
+//   A1  The coroutine writes co_event (and co_resume, the handle to resume
+//       next) before it suspends; the scheduler reads them after resume()
+//       has returned, on the same thread, when the coroutine is suspended.
+//   A2  co_park: the coroutine armed its wait (W1) before it suspended; the
+//       scheduler's arrival (R1) comes only now that it is suspended, so a
+//       waker on another thread can never resume a frame still running.
+//   A3  co_blocking: a call that may block (a mutex, a channel, a join ...)
+//       runs on a fiber borrowed for it alone; the task is then an ordinary
+//       stackful task until the call returns, and the fiber goes back at
+//       once. L5 and L6 are therefore written once, for stackful waits.
+//   A4  co_canceled: the frames are destroyed (their destructors run, on
+//       this stack, with the task current), never resumed: cancellation of
+//       a C++20 task cannot be swallowed, as the forced unwind of a
+//       stackful task cannot.
+// Returns true when the task needs its borrowed fiber run (t->fiber set),
+// false when it has suspended or ended.
+bool runtime_core::run_stackless(worker* w, task_record* t) {
+    for (;;) {
+        std::uint8_t ev = std::exchange(t->co_event, co_none);
+        w->current = t;
+        set_current_task(t);
+        t->worker.store(static_cast<int>(w->index), std::memory_order_relaxed);
+        w->now = coarse_now_ns();
+        t->state.store(task_state::running, std::memory_order_release);
+        t->state_since.store(w->now, std::memory_order_relaxed);
+        if (!t->co_started) {
+            t->co_started = true;
+            // Canceled before it started: its frame goes without running.
+            if (t->cancel_reason.load(std::memory_order_acquire) != 0) ev = co_canceled;
+        }
+        if (ev != co_canceled) {
+            std::coroutine_handle<>::from_address(t->co_resume).resume();
+            ev = std::exchange(t->co_event, co_none);
+        }
+        switch (ev) {
+        case co_blocking:
+            try {
+                t->fiber = make_fiber(t);
+            } catch (...) {
+                // No stack for the call: it fails with the error.
+                t->co_pending->error = std::current_exception();
+                t->co_pending = nullptr;
+                continue;
+            }
+            return true;
+        case co_requeue:
+            set_current_task(nullptr);
+            w->current = nullptr;
+            hooks::requeue(w, t);
+            return false;
+        case co_park:
+            set_current_task(nullptr);
+            w->current = nullptr;
+            set_state(t, task_state::waiting);
+            arrive(t);
+            return false;
+        case co_finished:
+        case co_canceled:
+            t->co_end(t, ev == co_finished);
+            task_end(t);
+            set_current_task(nullptr);
+            finish_task(t);
+            w->current = nullptr;
+            return false;
+        default:
+            stackless_lost(t);
+        }
     }
 }
 
@@ -1488,6 +1595,7 @@ void release_core(runtime_core* c) noexcept { c->released(); }
 void run_blocking(blocking_job& job) {
     task_record* t = current_task();
     if (!t) task_misuse(nullptr, task_errc::not_in_task);
+    need_stack(t);
     job.task = t;
     // Not cancellable: the call cannot be interrupted; a cancellation takes
     // effect at the next suspension point after it.
@@ -1556,6 +1664,7 @@ namespace this_task {
 void sleep_until(std::chrono::steady_clock::time_point when) {
     detail::task_record* t = detail::current_task();
     if (!t) detail::task_misuse(nullptr, task_errc::not_in_task);
+    detail::need_stack(t);
     const std::uint64_t word = detail::arm(t, true);
     if (detail::park_until(t, word, &when) == detail::wait_status::canceled) detail::raise_forced_unwind();
 }

@@ -128,6 +128,10 @@ void task_misuse(const task_record* t, task_errc code) {
                "): it would block its own worker";
         break;
     case task_errc::bad_option: what = "bad option"; break;
+    case task_errc::needs_stack:
+        what = "a blocking call from " + describe(t) +
+               ", a C++20 task, would block its worker: co_await it instead (weft::co::call, weft/async.hpp)";
+        break;
     }
     throw task_error(code, "weft: " + what);
 }
@@ -214,6 +218,7 @@ bool wait_finished(task_record* x, const std::chrono::steady_clock::time_point* 
     if (x->finished.load(std::memory_order_acquire)) return true;
     join_waiter n;
     if (task_record* me = current_task()) {
+        need_stack(me);
         n.task = me;
         n.word = arm(me, true);
         {
@@ -267,9 +272,10 @@ std::size_t wait_any(std::span<task_record* const> ts) {
         return ts.size();
     };
     if (std::size_t i = first_finished(); i < ts.size()) return i;
+    task_record* me = current_task();
+    need_stack(me);
     std::vector<join_waiter> ns(ts.size());
     std::atomic<std::uint32_t> word{0};
-    task_record* me = current_task();
     const std::uint64_t w = me ? arm(me, true) : 0;
     bool done = false;
     for (std::size_t i = 0; i < ts.size() && !done; ++i) {
@@ -379,6 +385,7 @@ int worker() { return detail::need_task()->worker.load(std::memory_order_relaxed
 
 void yield() {
     detail::task_record* t = detail::need_task();
+    detail::need_stack(t);
     detail::check_cancel(t);
     t->sched->switch_out(t, true);
     detail::check_cancel(t);

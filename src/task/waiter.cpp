@@ -19,7 +19,9 @@ constexpr std::uint32_t armed = 0, claimed = 1, woken = 2, timed_out = 3;
 
 }  // namespace
 
-waiter::waiter() noexcept : task_(detail::current_task()) {}
+waiter::waiter() : task_(detail::current_task()) { detail::need_stack(task_); }
+
+waiter::waiter(detail::stackless_tag) noexcept : task_(detail::current_task()) {}
 
 void waiter::arm(bool cancellable) noexcept {
     fired = -1;

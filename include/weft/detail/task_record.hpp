@@ -125,6 +125,25 @@ protected:
 inline constexpr std::uint8_t finish_finished = 1;
 inline constexpr std::uint8_t finish_detached = 2;
 
+// co_job is a blocking call that a C++20 task (weft/async.hpp) makes on a
+// borrowed fiber: run() makes the call and keeps its result, or its
+// exception in `error`; a forced unwind (the task's cancellation) passes
+// through run() after it has set `canceled`.
+struct co_job {
+    void (*run)(co_job*) = nullptr;
+    std::exception_ptr error;
+    bool canceled = false;
+};
+
+// co_event is what a C++20 task's coroutine asks of its scheduler when it
+// suspends (task_record::co_event; docs/async.md, A1-A4).
+inline constexpr std::uint8_t co_none = 0;      // resumed, nothing asked yet
+inline constexpr std::uint8_t co_park = 1;      // its wait is armed: arrive (R1) and wait for the waker
+inline constexpr std::uint8_t co_requeue = 2;     // queue it again
+inline constexpr std::uint8_t co_blocking = 3;  // run co_pending on a borrowed fiber, then resume
+inline constexpr std::uint8_t co_finished = 4;  // the root coroutine has ended: collect the result
+inline constexpr std::uint8_t co_canceled = 5;  // cancellation took effect: destroy the frames
+
 // task_record is a task's bookkeeping, at the start of one small heap block
 // that also holds the callable, the result (task_block<T>) and the name.
 // The task's fiber, and with it its stack, exists only while the task runs:
@@ -146,6 +165,7 @@ struct task_record {
     void (*discard)(task_record*) noexcept = nullptr;  // destroys the callable of a task that never ran
     std::size_t stack_size = 0;      // 0: the runtime's
     bool copy_stack = false;
+    bool stackless = false;  // a C++20 task (weft/async.hpp): no fiber except a borrowed one
     bool pinned = false;     // never runs on another worker than `home`
     unsigned home = 0;       // pinned: its worker
     unsigned shard = 0;      // registry shard it is listed in
@@ -184,6 +204,18 @@ struct task_record {
     task_record* reg_prev = nullptr;
     task_record* reg_next = nullptr;
     void* sched_data = nullptr;   // the scheduler's own use
+
+    // --- C++20 tasks (stackless; weft/async.hpp) ---
+    // The scheduler resumes `co_resume` on the worker's own stack; the
+    // coroutine says through co_event why it suspended. co_end collects the
+    // root coroutine's result (finished) or destroys its frames (canceled)
+    // and sets outcome. Written by the task while it runs, read by the
+    // scheduler after the resume returns (same thread).
+    void* co_resume = nullptr;
+    co_job* co_pending = nullptr;
+    void (*co_end)(task_record* t, bool finished) noexcept = nullptr;
+    std::uint8_t co_event = co_none;
+    bool co_started = false;
 
     task_record() noexcept : state(task_state{}), outcome(task_state{}) {}  // created
 };

@@ -1,0 +1,733 @@
+// weft/async.hpp: layer L7, C++20 coroutines on the weft runtime, both ways.
+//
+//   weft::async<int> answer(weft::channel<int>& ch) {
+//       int a = *co_await weft::co::recv(ch);          // a C++20 coroutine waits on L5
+//       co_await weft::co::sleep_for(1ms);
+//       co_return a * 2;
+//   }
+//   weft::join_handle<int> h = rt.spawn(answer(ch));   // a task: id, state, cancel, join
+//   int v = weft::await(answer(ch));                   // a stackful task (or thread) awaits C++20
+//
+// async<T> is a lazy C++20 coroutine type (it starts when awaited or
+// spawned). Spawned (runtime::spawn, block_on), its coroutine is the body of
+// a task of that runtime: the same workers, queues, ids, states,
+// cancellation, deadlines, registry and join_handle as a stackful task, but
+// no stack of its own: the scheduler resumes it on the worker's stack
+// (run_stackless() in src/runtime/runtime.cpp, A1-A4). Awaited with
+// co_await from another coroutine, it runs in the awaiting coroutine's task,
+// by symmetric transfer (no stack growth however many awaits complete at
+// once).
+//
+// Waiting, from a C++20 task's coroutine: every weft wait is one awaitable
+// in weft::co (lock, send, recv, sleep, join with co_await on a join_handle,
+// when_all, ... and co::call(f) for any other blocking weft call: select, a
+// socket, a condition variable). Each first tries the operation without
+// waiting; if it must wait, the call runs on a fiber borrowed for that call
+// alone (A3), so L5 and L6 exist once, written for stackful waits. A blocking
+// call made directly (mutex::lock() without co_await) throws task_error
+// (needs_stack) before it touches anything.
+//
+// Waiting, from a stackful task or a plain thread: weft::await(x) takes any
+// C++20 awaitable. An async<T> runs right there, on the caller's stack (its
+// waits block the calling task, or thread); any other awaitable gets a
+// coroutine_handle (a bridge) whose resume() wakes the caller's waiter, so
+// only the calling task is suspended, never polled.
+//
+// Cancellation: a C++20 task is canceled at its next weft await (and while
+// it waits in one): its coroutine frames are destroyed, never resumed, so
+// every local's destructor runs and nothing can swallow it (A4). A foreign
+// awaitable (one weft knows nothing of) is not a cancellation point: it
+// cannot be abandoned once it holds the coroutine's handle. docs/async.md
+// has the rest.
+#pragma once
+
+#include <chrono>
+#include <coroutine>
+#include <exception>
+#include <functional>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "weft/runtime.hpp"
+#include "weft/sync/channel.hpp"
+#include "weft/sync/event.hpp"
+#include "weft/sync/mutex.hpp"
+#include "weft/sync/semaphore.hpp"
+#include "weft/task.hpp"
+#include "weft/waiter.hpp"
+
+namespace weft {
+
+template <class T = void>
+class async;
+
+namespace detail {
+
+// stackless_task() is the calling C++20 task when its coroutine runs on its
+// worker's stack (no borrowed fiber), else null.
+[[nodiscard]] inline task_record* stackless_task() noexcept {
+    task_record* t = current_task();
+    return t && t->stackless && !t->fiber ? t : nullptr;
+}
+
+// cancel_due() says whether t's cancellation takes effect at this await.
+[[nodiscard]] inline bool cancel_due(const task_record* t) noexcept {
+    return t->cancel_reason.load(std::memory_order_acquire) != 0 &&
+           t->shield_depth.load(std::memory_order_relaxed) == 0;
+}
+
+// make_bridge() returns a new coroutine whose resume() ends w's wait (claim,
+// then wake: V1, V2) and leaves the frame suspended at its end; the waiting
+// party destroys it with destroy_bridge() after its wait has returned (the
+// resumer touches nothing of it after the wake). Throws: std::bad_alloc.
+[[nodiscard]] WEFT_API std::coroutine_handle<> make_bridge(waiter* w);
+WEFT_API void destroy_bridge(std::coroutine_handle<> h) noexcept;
+// run_co_pending() is a C++20 task's borrowed fiber's body (A3).
+WEFT_API void run_co_pending(task_record* t);
+// await_misuse() throws std::invalid_argument naming what was awaited.
+[[noreturn]] WEFT_API void await_misuse(const char* what);
+// inline_unfinished() aborts: an async<T> run by weft::await() suspended
+// without a weft awaiter (it would never be resumed).
+[[noreturn]] WEFT_API void inline_unfinished() noexcept;
+
+// get_awaiter() applies operator co_await (member or free) if there is one.
+template <class A>
+decltype(auto) get_awaiter(A&& a) {
+    if constexpr (requires { std::forward<A>(a).operator co_await(); })
+        return std::forward<A>(a).operator co_await();
+    else if constexpr (requires { operator co_await(std::forward<A>(a)); })
+        return operator co_await(std::forward<A>(a));
+    else
+        return std::forward<A>(a);
+}
+
+// bridge_guard owns a bridge frame (make_bridge()).
+struct bridge_guard {
+    std::coroutine_handle<> h;
+    ~bridge_guard() {
+        if (h) destroy_bridge(h);
+    }
+};
+
+// wait_on() waits, blocking the calling stackful task or thread, until the
+// awaiter aw (not ready) resumes the handle it is given. The wait is not
+// cancellable: once aw holds the handle it cannot be abandoned.
+template <class Aw>
+void wait_on(Aw& aw) {
+    waiter w;
+    w.arm(false);
+    bridge_guard b;
+    try {
+        b.h = make_bridge(&w);
+        using S = decltype(aw.await_suspend(b.h));
+        if constexpr (std::is_void_v<S>) {
+            aw.await_suspend(b.h);
+        } else if constexpr (std::is_same_v<S, bool>) {
+            if (!aw.await_suspend(b.h)) {  // completed at once
+                if (!w.claim_self()) (void)w.wait();
+                return;
+            }
+        } else {
+            std::coroutine_handle<> next = aw.await_suspend(b.h);
+            next.resume();
+        }
+    } catch (...) {
+        // aw did not take the handle (it threw): end our own wait.
+        if (!w.claim_self()) (void)w.wait();
+        throw;
+    }
+    (void)w.wait();
+}
+
+// foreign_awaiter is how async<T>'s co_await takes an awaitable that weft
+// knows nothing of. Inside a C++20 task it hands the awaitable a bridge and
+// parks the task (A2); anywhere else (an async<T> run by weft::await() on a
+// stackful task or thread) it waits right there.
+template <class Aw>
+struct foreign_awaiter {
+    Aw inner;
+    waiter w{stackless_tag{}};
+    std::coroutine_handle<> bridge{};
+
+    bool await_ready() {
+        if (inner.await_ready()) return true;
+        if (!stackless_task()) {
+            wait_on(inner);
+            return true;
+        }
+        return false;
+    }
+    template <class P>
+    std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) {
+        task_record* t = current_task();
+        w.arm(false);
+        try {
+            bridge = make_bridge(&w);
+        } catch (...) {
+            (void)w.claim_self();
+            throw;
+        }
+        t->co_resume = h.address();
+        t->co_event = co_park;
+        using S = decltype(inner.await_suspend(bridge));
+        try {
+            if constexpr (std::is_void_v<S>) {
+                inner.await_suspend(bridge);
+                return std::noop_coroutine();
+            } else if constexpr (std::is_same_v<S, bool>) {
+                if (inner.await_suspend(bridge)) return std::noop_coroutine();
+                if (w.claim_self()) {  // completed at once: go on now
+                    t->co_event = co_none;
+                    return h;
+                }
+                return std::noop_coroutine();  // the bridge was resumed too: it woke us
+            } else {
+                return inner.await_suspend(bridge);
+            }
+        } catch (...) {
+            t->co_event = co_none;
+            if (w.claim_self()) {
+                destroy_bridge(std::exchange(bridge, {}));
+                throw;
+            }
+            throw;  // the bridge ran: await_resume() destroys it
+        }
+    }
+    decltype(auto) await_resume() {
+        if (bridge) destroy_bridge(std::exchange(bridge, {}));
+        return inner.await_resume();
+    }
+};
+
+// is_weft_awaitable<A>: awaited by async<T>'s co_await as it is (its
+// awaiter knows the C++20 task protocol, A1-A4).
+template <class A>
+struct is_weft_awaitable : std::bool_constant<requires { typename std::remove_cvref_t<A>::weft_awaitable; }> {};
+template <class T>
+struct is_weft_awaitable<join_handle<T>> : std::true_type {};
+template <class T>
+struct is_weft_awaitable<join_handle<T>&> : std::true_type {};
+
+// async_promise_base is what every async<T> promise shares.
+//
+// S1  A coroutine awaited with co_await is started by its parent's
+//     await_suspend() with a plain resume(). If it ends before that resume()
+//     returns (a synchronous completion), its final awaiter leaves the
+//     parent alone and the parent's await_suspend() returns false: the parent
+//     goes on at once, the nested resume() already returned, so no number of
+//     synchronous completions grows the stack, at any optimisation level
+//     (FACTS.md: gcc 12 below -O2 does not make symmetric transfer a tail
+//     call). If it suspended first, it ends later, resumed from elsewhere,
+//     and its final awaiter hands control to the parent by symmetric
+//     transfer. `stage` decides which, with one exchange on each side.
+struct async_promise_base {
+    static constexpr std::uint8_t not_started = 0, running_inside = 1, suspended = 2, ended = 3;
+    std::coroutine_handle<> continuation{};  // the awaiting coroutine, if any
+    std::exception_ptr error;
+    task_record* root = nullptr;  // the task whose body this coroutine is, if any
+    std::uint8_t stage = not_started;  // S1; only the task's current thread touches it
+
+    struct final_awaiter {
+        bool await_ready() noexcept { return false; }
+        template <class P>
+        std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) noexcept {
+            async_promise_base& p = h.promise();
+            if (std::exchange(p.stage, ended) == running_inside) return std::noop_coroutine();  // S1: parent goes on
+            if (p.continuation) return p.continuation;  // symmetric transfer back
+            if (p.root) p.root->co_event = co_finished;
+            return std::noop_coroutine();
+        }
+        void await_resume() noexcept {}
+    };
+
+    std::suspend_always initial_suspend() noexcept { return {}; }
+    final_awaiter final_suspend() noexcept { return {}; }
+    void unhandled_exception() {
+        // A stackful task's cancellation unwinding through an async<T> that
+        // weft::await() runs on its stack passes on (it must not be kept).
+        if (forced_unwind_in_flight()) throw;
+        error = std::current_exception();
+    }
+    template <class A>
+    decltype(auto) await_transform(A&& a) {
+        if constexpr (is_weft_awaitable<A>::value)
+            return std::forward<A>(a);
+        else
+            return foreign_awaiter<decltype(get_awaiter(std::forward<A>(a)))>{get_awaiter(std::forward<A>(a))};
+    }
+};
+
+template <class T>
+struct async_promise : async_promise_base {
+    std::optional<T> value;
+    async<T> get_return_object() noexcept;
+    template <class U = T>
+    void return_value(U&& v) {
+        value.emplace(std::forward<U>(v));
+    }
+    T take() {
+        if (error) std::rethrow_exception(std::exchange(error, nullptr));
+        return std::move(*value);
+    }
+};
+template <>
+struct async_promise<void> : async_promise_base {
+    async<void> get_return_object() noexcept;
+    void return_void() noexcept {}
+    void take() {
+        if (error) std::rethrow_exception(std::exchange(error, nullptr));
+    }
+};
+
+// co_task_block<T> is a C++20 task's heap block: record, result slot, root
+// coroutine; the name follows it in the same allocation.
+template <class T>
+struct co_task_block final : task_block<T> {
+    std::coroutine_handle<async_promise<T>> root{};
+
+    // end() is co_end: collect the result of a root that finished, or
+    // destroy the frames of one canceled (A4), then drop the frame.
+    static void end(task_record* t, bool finished) noexcept {
+        auto* self = static_cast<co_task_block*>(t);
+        if (finished) {
+            auto& p = self->root.promise();
+            try {
+                if constexpr (std::is_void_v<T>)
+                    p.take();
+                else
+                    self->value.emplace(p.take());
+                t->outcome = task_state::done;
+            } catch (...) {
+                t->exception = std::current_exception();
+                t->outcome = task_state::failed;
+            }
+        } else {
+            t->outcome = canceled_outcome(t);
+        }
+        std::exchange(self->root, {}).destroy();
+    }
+    static void drop_root(task_record* t) noexcept {
+        auto* self = static_cast<co_task_block*>(t);
+        if (self->root) std::exchange(self->root, {}).destroy();
+    }
+    static void free_block(task_record* t) noexcept {
+        auto* self = static_cast<co_task_block*>(t);
+        drop_root(t);
+        self->~co_task_block();
+        ::operator delete(self);
+    }
+};
+
+// co_storage<R> holds a blocking call's result (std::monostate for void).
+template <class R>
+using co_storage = std::optional<std::conditional_t<std::is_void_v<R>, std::monostate, R>>;
+
+// blocking_awaiter<R, S, Ops> is every weft::co awaitable: Ops::attempt(s,
+// out) tries the operation without waiting (true: done, result in out);
+// Ops::call(s, out) does it, waiting as needed. In a C++20 task the call
+// runs on a borrowed fiber (A3); on a stackful task or a thread, right here.
+template <class R, class S, class Ops>
+struct blocking_awaiter : co_job {
+    using weft_awaitable = void;
+    S state;
+    co_storage<R> out;
+    bool cancel = false;
+
+    explicit blocking_awaiter(S s) : state(std::forward<S>(s)) { run = &on_fiber; }
+
+    bool await_ready() {
+        if (Ops::attempt(state, out)) return true;
+        task_record* t = stackless_task();
+        if (!t) {
+            Ops::call(state, out);
+            return true;
+        }
+        cancel = cancel_due(t);
+        return false;
+    }
+    void await_suspend(std::coroutine_handle<> h) noexcept {
+        task_record* t = current_task();
+        t->co_resume = h.address();
+        if (cancel) {
+            t->co_event = co_canceled;
+            return;
+        }
+        t->co_pending = this;
+        t->co_event = co_blocking;
+    }
+    R await_resume() {
+        if (error) std::rethrow_exception(std::exchange(error, nullptr));
+        if constexpr (!std::is_void_v<R>) return std::move(*out);
+    }
+    static void on_fiber(co_job* j) {
+        auto* self = static_cast<blocking_awaiter*>(j);
+        try {
+            Ops::call(self->state, self->out);
+        } catch (...) {
+            if (forced_unwind_in_flight()) {
+                self->canceled = true;
+                throw;
+            }
+            self->error = std::current_exception();
+        }
+    }
+};
+
+template <class F>
+struct call_ops {
+    using R = std::invoke_result_t<F&>;
+    static bool attempt(F&, co_storage<R>&) noexcept { return false; }
+    static void call(F& f, co_storage<R>& out) {
+        if constexpr (std::is_void_v<R>) {
+            std::invoke(f);
+            out.emplace();
+        } else {
+            out.emplace(std::invoke(f));
+        }
+    }
+};
+
+template <class T>
+struct join_ops {
+    static bool attempt(join_handle<T>& h, co_storage<T>& out) {
+        if (!h.valid() || !h.record()->finished.load(std::memory_order_acquire)) return false;
+        call(h, out);  // finished: join() does not wait
+        return true;
+    }
+    static void call(join_handle<T>& h, co_storage<T>& out) {
+        if constexpr (std::is_void_v<T>) {
+            h.join();
+            out.emplace();
+        } else {
+            out.emplace(h.join());
+        }
+    }
+};
+
+// yield_awaiter is co::yield().
+struct yield_awaiter {
+    using weft_awaitable = void;
+    bool await_ready() {
+        if (stackless_task()) return false;
+        if (this_task::inside()) this_task::yield();
+        return true;
+    }
+    void await_suspend(std::coroutine_handle<> h) noexcept {
+        task_record* t = current_task();
+        t->co_resume = h.address();
+        t->co_event = cancel_due(t) ? co_canceled : co_requeue;
+    }
+    void await_resume() noexcept {}
+};
+
+// spawn_co() makes a C++20 task's block and queues it (runtime::spawn).
+template <class T>
+join_handle<T> spawn_co(runtime_core* c, async<T>&& a, const spawn_options& o) {
+    using block = co_task_block<T>;
+    check_spawn(c, o.name);
+    if (!a.valid()) await_misuse("spawn of an empty weft::async (moved from, or already started)");
+    void* mem = ::operator new(sizeof(block) + o.name.size() + 1);
+    block* t = ::new (mem) block();
+    char* name = static_cast<char*>(mem) + sizeof(block);
+    if (!o.name.empty()) std::memcpy(name, o.name.data(), o.name.size());
+    name[o.name.size()] = '\0';
+    t->name = std::string_view(name, o.name.size());
+    t->stackless = true;
+    t->run = &run_co_pending;
+    t->destroy_block = &block::free_block;
+    t->discard = &block::drop_root;
+    t->co_end = &block::end;
+    t->stack_size = o.stack_size;
+    t->copy_stack = o.copy_stack;
+    t->root = a.h_;
+    t->co_resume = a.h_.address();
+    a.h_.promise().root = t;
+    if (!submit(c, t, o)) {
+        a.h_.promise().root = nullptr;
+        t->root = {};
+        block::free_block(t);
+        spawn_refused(c, o.name);
+    }
+    a.h_ = {};  // the task owns the frame now
+    return join_handle<T>(t);
+}
+
+}  // namespace detail
+
+// async<T> is a lazy C++20 coroutine returning T (see the top of this
+// file). Move-only; destroying an async<T> that has not run destroys its
+// frame. co_await it from another coroutine (once), spawn it
+// (runtime::spawn, weft::spawn, runtime::block_on), or run it from a
+// stackful task or thread with weft::await().
+template <class T>
+class [[nodiscard]] async {
+public:
+    using promise_type = detail::async_promise<T>;
+    using handle_type = std::coroutine_handle<promise_type>;
+    using value_type = T;
+    using weft_coroutine_task = T;  // runtime::spawn / block_on take it
+    using weft_awaitable = void;
+
+    async() noexcept = default;
+    async(async&& o) noexcept : h_(std::exchange(o.h_, {})) {}
+    async& operator=(async&& o) noexcept {
+        if (this != &o) {
+            if (h_) h_.destroy();
+            h_ = std::exchange(o.h_, {});
+        }
+        return *this;
+    }
+    ~async() {
+        if (h_) h_.destroy();
+    }
+
+    // valid() says whether it holds a coroutine not yet handed on.
+    [[nodiscard]] bool valid() const noexcept { return static_cast<bool>(h_); }
+
+    // awaiter: co_await transfers to the coroutine and back (symmetric).
+    struct awaiter {
+        using weft_awaitable = void;
+        handle_type h;
+        bool await_ready() const noexcept { return h.done(); }
+        bool await_suspend(std::coroutine_handle<> parent) {
+            auto& p = h.promise();
+            p.continuation = parent;
+            p.stage = promise_type::running_inside;
+            h.resume();
+            // S1: ended inside resume() (false: go on now), or suspended.
+            return std::exchange(p.stage, promise_type::suspended) != promise_type::ended;
+        }
+        T await_resume() { return h.promise().take(); }
+    };
+    // operator co_await runs the coroutine in the awaiting coroutine's task
+    // and returns its value (or rethrows). Throws: std::invalid_argument
+    // for an empty async.
+    awaiter operator co_await() & { return make_awaiter(); }
+    awaiter operator co_await() && { return make_awaiter(); }
+
+private:
+    explicit async(handle_type h) noexcept : h_(h) {}
+    awaiter make_awaiter() {
+        if (!h_) detail::await_misuse("co_await of an empty weft::async (moved from, or already spawned)");
+        return awaiter{h_};
+    }
+    friend promise_type;
+    template <class U>
+    friend join_handle<U> detail::spawn_co(detail::runtime_core*, async<U>&&, const spawn_options&);
+    template <class A>
+    friend decltype(auto) await(A&& a);
+
+    handle_type h_{};
+};
+
+namespace detail {
+template <class T>
+async<T> async_promise<T>::get_return_object() noexcept {
+    return async<T>(std::coroutine_handle<async_promise<T>>::from_promise(*this));
+}
+inline async<void> async_promise<void>::get_return_object() noexcept {
+    return async<void>(std::coroutine_handle<async_promise<void>>::from_promise(*this));
+}
+}  // namespace detail
+
+// spawn_coroutine() is what runtime::spawn / block_on call for an async<T>
+// (found by argument-dependent lookup).
+template <class T>
+join_handle<T> spawn_coroutine(detail::runtime_core* c, async<T>&& a, const spawn_options& o) {
+    return detail::spawn_co(c, std::move(a), o);
+}
+
+// spawn() spawns an async<T> into the runtime of the calling task.
+template <class T>
+join_handle<T> spawn(async<T>&& a, const spawn_options& options = {}) {
+    return detail::spawn_co(detail::current_core(), std::move(a), options);
+}
+
+// await() waits for any C++20 awaitable from a stackful task or a plain
+// thread and returns what it produces (see the top of this file). An
+// async<T> runs on the caller's stack; a stackful task's cancellation
+// unwinds through it (destructors run). Any other awaitable suspends only
+// the calling task (or blocks the thread) until it resumes the handle it
+// was given; that wait is not cancellable. Throws: what the awaitable
+// throws; task_error (needs_stack) from a C++20 task's coroutine (use
+// co_await there); std::invalid_argument for an empty async.
+template <class A>
+decltype(auto) await(A&& a) {
+    detail::need_stack(detail::current_task());
+    if constexpr (requires { typename std::remove_cvref_t<A>::weft_coroutine_task; }) {
+        using T = typename std::remove_cvref_t<A>::value_type;
+        auto h = a.h_;
+        if (!h) detail::await_misuse("weft::await of an empty weft::async (moved from, or already started)");
+        if (!h.done()) {
+            h.promise().continuation = {};
+            h.resume();
+            if (!h.done()) detail::inline_unfinished();
+        }
+        if constexpr (std::is_void_v<T>)
+            h.promise().take();
+        else
+            return T(h.promise().take());
+    } else {
+        auto&& aw = detail::get_awaiter(std::forward<A>(a));
+        if (!aw.await_ready()) detail::wait_on(aw);
+        using R = decltype(aw.await_resume());
+        if constexpr (std::is_rvalue_reference_v<R>)
+            return std::remove_cvref_t<R>(aw.await_resume());
+        else
+            return aw.await_resume();
+    }
+}
+
+// operator co_await(join_handle) joins the task from a coroutine: its value,
+// or what join() throws. Waits on a borrowed fiber only if the task has not
+// finished yet.
+template <class T>
+auto operator co_await(join_handle<T>& h) {
+    return detail::blocking_awaiter<T, join_handle<T>&, detail::join_ops<T>>(h);
+}
+template <class T>
+auto operator co_await(join_handle<T>&& h) {
+    return detail::blocking_awaiter<T, join_handle<T>, detail::join_ops<T>>(std::move(h));
+}
+
+// co holds the awaitable forms of weft's waits, for C++20 coroutines. On a
+// stackful task or a plain thread each simply does the wait.
+namespace co {
+
+// call() runs f(), a call that may block the way stackful code blocks (any
+// weft wait: select, a condition variable, a socket, a join with a
+// deadline), and returns its result (R must not be a reference).
+template <class F>
+auto call(F&& f) {
+    using G = std::decay_t<F>;
+    using R = std::invoke_result_t<G&>;
+    static_assert(!std::is_reference_v<R>, "weft::co::call(f): f must return a value, not a reference");
+    return detail::blocking_awaiter<R, G, detail::call_ops<G>>(G(std::forward<F>(f)));
+}
+
+// yield() lets the other ready tasks run (a suspension point).
+inline detail::yield_awaiter yield() noexcept { return {}; }
+
+// sleep_until() / sleep_for() suspend until the time has come.
+inline auto sleep_until(std::chrono::steady_clock::time_point t) {
+    return call([t] { this_task::sleep_until(t); });
+}
+template <class Rep, class Period>
+auto sleep_for(std::chrono::duration<Rep, Period> d) {
+    return sleep_until(std::chrono::steady_clock::now() + std::chrono::ceil<std::chrono::nanoseconds>(d));
+}
+
+namespace detail_ops {
+struct lock_ops {
+    static bool attempt(mutex* m, weft::detail::co_storage<void>& out) {
+        if (!m->try_lock()) return false;
+        out.emplace();
+        return true;
+    }
+    static void call(mutex* m, weft::detail::co_storage<void>& out) {
+        m->lock();
+        out.emplace();
+    }
+};
+template <class Sem>
+struct acquire_ops {
+    static bool attempt(Sem* s, weft::detail::co_storage<void>& out) {
+        if (!s->try_acquire()) return false;
+        out.emplace();
+        return true;
+    }
+    static void call(Sem* s, weft::detail::co_storage<void>& out) {
+        s->acquire();
+        out.emplace();
+    }
+};
+struct event_ops {
+    static bool attempt(event* e, weft::detail::co_storage<void>& out) {
+        if (!e->is_set()) return false;
+        out.emplace();
+        return true;
+    }
+    static void call(event* e, weft::detail::co_storage<void>& out) {
+        e->wait();
+        out.emplace();
+    }
+};
+template <class T>
+struct recv_ops {
+    static bool attempt(channel<T>* c, weft::detail::co_storage<std::optional<T>>& out) {
+        recv_result<T> r = c->try_recv();
+        if (r.status == channel_status::ok) {
+            out.emplace(std::move(r.value));
+            return true;
+        }
+        if (r.status == channel_status::closed) {
+            out.emplace(std::nullopt);
+            return true;
+        }
+        return false;
+    }
+    static void call(channel<T>* c, weft::detail::co_storage<std::optional<T>>& out) { out.emplace(c->recv()); }
+};
+template <class T>
+struct send_state {
+    channel<T>* c;
+    T v;
+};
+template <class T>
+struct send_ops {
+    static bool attempt(send_state<T>& s, weft::detail::co_storage<void>& out) {
+        // try_send moves v only when it delivered it.
+        const channel_status st = s.c->try_send(std::move(s.v));
+        if (st != channel_status::ok) return false;  // full (or closed: send() throws below)
+        out.emplace();
+        return true;
+    }
+    static void call(send_state<T>& s, weft::detail::co_storage<void>& out) {
+        s.c->send(std::move(s.v));
+        out.emplace();
+    }
+};
+}  // namespace detail_ops
+
+// lock() locks m (unlock it with m.unlock() as usual).
+inline auto lock(mutex& m) {
+    return weft::detail::blocking_awaiter<void, mutex*, detail_ops::lock_ops>(&m);
+}
+// acquire() takes one unit of s.
+inline auto acquire(counting_semaphore& s) {
+    return weft::detail::blocking_awaiter<void, counting_semaphore*, detail_ops::acquire_ops<counting_semaphore>>(&s);
+}
+// wait() waits until e is set.
+inline auto wait(event& e) {
+    return weft::detail::blocking_awaiter<void, event*, detail_ops::event_ops>(&e);
+}
+// recv() takes the next value of c: nullopt once it is closed and drained.
+template <class T>
+auto recv(channel<T>& c) {
+    return weft::detail::blocking_awaiter<std::optional<T>, channel<T>*, detail_ops::recv_ops<T>>(&c);
+}
+// send() delivers v into c. Throws: channel_closed.
+template <class T, class U>
+auto send(channel<T>& c, U&& v) {
+    return weft::detail::blocking_awaiter<void, detail_ops::send_state<T>, detail_ops::send_ops<T>>(
+        detail_ops::send_state<T>{&c, T(std::forward<U>(v))});
+}
+// when_all() / when_any(): weft::when_all / when_any (weft/runtime.hpp) for
+// the handles of any tasks, stackful or C++20.
+template <class T>
+auto when_all(std::vector<join_handle<T>>& hs) {
+    return call([&hs] { return weft::when_all(hs); });
+}
+template <class T>
+auto when_any(std::vector<join_handle<T>>& hs, bool cancel_losers = false) {
+    return call([&hs, cancel_losers] { return weft::when_any(hs, cancel_losers); });
+}
+
+}  // namespace co
+
+}  // namespace weft
