@@ -68,6 +68,14 @@ class async;
 
 namespace detail {
 
+// async_access reaches an async<T>'s frame handle (spawn, weft::await).
+struct async_access {
+    template <class T>
+    static auto& handle(async<T>& a) noexcept {
+        return a.h_;
+    }
+};
+
 // stackless_task() is the calling C++20 task when its coroutine runs on its
 // worker's stack (no borrowed fiber), else null.
 [[nodiscard]] inline task_record* stackless_task() noexcept {
@@ -444,16 +452,17 @@ join_handle<T> spawn_co(runtime_core* c, async<T>&& a, const spawn_options& o) {
     t->co_end = &block::end;
     t->stack_size = o.stack_size;
     t->copy_stack = o.copy_stack;
-    t->root = a.h_;
-    t->co_resume = a.h_.address();
-    a.h_.promise().root = t;
+    auto& h = async_access::handle(a);
+    t->root = h;
+    t->co_resume = h.address();
+    h.promise().root = t;
     if (!submit(c, t, o)) {
-        a.h_.promise().root = nullptr;
+        h.promise().root = nullptr;
         t->root = {};
         block::free_block(t);
         spawn_refused(c, o.name);
     }
-    a.h_ = {};  // the task owns the frame now
+    h = {};  // the task owns the frame now
     return join_handle<T>(t);
 }
 
@@ -517,10 +526,7 @@ private:
         return awaiter{h_};
     }
     friend promise_type;
-    template <class U>
-    friend join_handle<U> detail::spawn_co(detail::runtime_core*, async<U>&&, const spawn_options&);
-    template <class A>
-    friend decltype(auto) await(A&& a);
+    friend struct detail::async_access;
 
     handle_type h_{};
 };
@@ -561,7 +567,7 @@ decltype(auto) await(A&& a) {
     detail::need_stack(detail::current_task());
     if constexpr (requires { typename std::remove_cvref_t<A>::weft_coroutine_task; }) {
         using T = typename std::remove_cvref_t<A>::value_type;
-        auto h = a.h_;
+        auto h = detail::async_access::handle(a);
         if (!h) detail::await_misuse("weft::await of an empty weft::async (moved from, or already started)");
         if (!h.done()) {
             h.promise().continuation = {};
