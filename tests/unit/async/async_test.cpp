@@ -585,6 +585,100 @@ TEST_P(async_test, a_stopping_runtime_cancels_coroutines_and_refuses_new_ones) {
     }
 }
 
+// ------------------------------------------------------------ races, shield
+
+// Stackless and stackful tasks share two channels and a mutex; some of each
+// are canceled while they wait. Every value sent is received exactly once
+// or is still in the channel when it closes; the counter under the mutex
+// matches the increments made.
+TEST_P(async_test, mixed_tasks_race_on_channels_and_a_mutex_while_some_are_canceled) {
+    weft::runtime rt(options());
+    const int per = weft::test::under_tsan ? 300 : 2000;
+    const int senders = 8, receivers = 8;
+    channel<long> ch(4);
+    weft::mutex m;
+    long counter = 0;
+    std::atomic<long> increments{0}, received_sum{0}, received_n{0};
+    auto c20_sender = [&](int k) -> async<void> {
+        for (int i = 0; i < per; ++i) co_await weft::co::send(ch, static_cast<long>(k) * per + i + 1);
+    };
+    auto c20_receiver = [&]() -> async<void> {
+        while (auto v = co_await weft::co::recv(ch)) {
+            received_sum += *v;
+            ++received_n;
+            co_await weft::co::lock(m);
+            ++counter;
+            m.unlock();
+            ++increments;
+        }
+    };
+    std::vector<weft::join_handle<void>> send_hs, recv_hs, victims;
+    for (int k = 0; k < senders; ++k) {
+        if (k % 2)
+            send_hs.push_back(rt.spawn(c20_sender(k)));
+        else
+            send_hs.push_back(rt.spawn([&, k] {
+                for (int i = 0; i < per; ++i) ch.send(static_cast<long>(k) * per + i + 1);
+            }));
+    }
+    for (int k = 0; k < receivers; ++k) {
+        if (k % 2)
+            recv_hs.push_back(rt.spawn(c20_receiver()));
+        else
+            recv_hs.push_back(rt.spawn([&] {
+                while (auto v = ch.recv()) {
+                    received_sum += *v;
+                    ++received_n;
+                    std::lock_guard g(m);
+                    ++counter;
+                    ++increments;
+                }
+            }));
+    }
+    // Victims wait on a channel nobody sends on, then are canceled.
+    channel<long> quiet;
+    for (int k = 0; k < 8; ++k) {
+        if (k % 2)
+            victims.push_back(rt.spawn([](channel<long>& q) -> async<void> { (void)co_await weft::co::recv(q); }(quiet)));
+        else
+            victims.push_back(rt.spawn([&] { (void)quiet.recv(); }));
+    }
+    driver d(rt);
+    for (auto& v : victims) v.cancel();
+    for (auto& h : send_hs) h.join();
+    ch.close();
+    for (auto& h : recv_hs) h.join();
+    for (auto& v : victims) EXPECT_THROW(v.join(), weft::task_canceled);
+    const long n = static_cast<long>(senders) * per;
+    EXPECT_EQ(received_n.load(), n);
+    EXPECT_EQ(received_sum.load(), n * (n + 1) / 2);
+    EXPECT_EQ(counter, increments.load());
+    EXPECT_EQ(counter, n);
+}
+
+TEST_P(async_test, a_shield_defers_cancellation_inside_a_coroutine) {
+    weft::runtime rt(options());
+    weft::event go;
+    std::atomic<bool> past_wait{false}, waiting{false};
+    auto h = rt.spawn([](weft::event& e, std::atomic<bool>& past, std::atomic<bool>& w) -> async<void> {
+        {
+            weft::this_task::shield s;
+            w = true;
+            co_await weft::co::wait(e);  // not interrupted by the cancel
+            past = true;
+        }
+        co_await weft::co::yield();  // the first await after the shield: canceled here
+        past = false;
+    }(go, past_wait, waiting));
+    driver d(rt);
+    ASSERT_TRUE(eventually([&] { return waiting.load(); }));
+    h.cancel();
+    std::this_thread::sleep_for(2ms);
+    go.set();
+    EXPECT_THROW(h.join(), weft::task_canceled);
+    EXPECT_TRUE(past_wait.load());
+}
+
 INSTANTIATE_TEST_SUITE_P(workers, async_test, weft::test::worker_counts(), weft::test::worker_param_name);
 
 }  // namespace
