@@ -37,7 +37,8 @@ change the exit status; weft's does.
 == The candidate protocol ====================================================
 
 A candidate is one program. The driver runs, for every scenario S in
-r1 r2 r3 r3b r4 r5 r5b r6 r7 idle and every worker count W in 1 2:
+r1 r2 r3 r3b r4 r5 r5b r6 r7 idle (and, for the candidate named "weft" only, a1 a2 a3
+a4f a4c: the interop rows, below) and every worker count W in 1 2:
 
     COMMAND-PREFIX... S --workers W [--quick]
 
@@ -147,6 +148,32 @@ Scenarios (full size; --quick size in parentheses), ops and required extra:
        sleep, getrusage(RUSAGE_SELF)) / wall time * 100, i.e. % of one core.
        Table: that percentage.
 
+weft-only scenarios (the interop rows, L7: weft's C++20 tasks, weft::async<T>,
+next to its stackful tasks). They are run for the candidate named "weft" only
+(other candidates are skipped: peers need not know them) and shown in their
+own section, "Interop (L7): C++20 coroutines and stackful tasks". a1-a3
+measure their variants in one process, in rounds with the order rotated, and
+report each variant's median ns per op over the rounds in
+extra.variants (required: every variant below, a number > 0); per_op_ns is
+the first variant's (stackful only). "f" is a stackful task, "l" (or "c") a
+C++20 task (weft::async<T> spawned with spawn(coro())).
+
+  a1   pipeline, unbuffered weft::channel<long>(0): a producer sends 0..n-1,
+       n = 200,000 (10,000), and closes; a consumer sums. Variants ff, lf,
+       fl, ll (producer, consumer). ops = n; extra.sum = n(n-1)/2 (every
+       variant checked by the program). Table: ns per hop (value).
+  a2   the same over weft::channel<long>(1024), n = 1,000,000 (40,000).
+  a3   spawn + join in batches of 1,000, n = 200,000 (10,000) tasks, task i
+       returns i: variants sf (stackful root spawns stackful tasks), sc
+       (stackful root spawns C++20 tasks, joins with join()), cc (a C++20
+       root spawns C++20 tasks, joins with co_await). ops = n;
+       extra.sum = n(n-1)/2. Table: ns per task.
+  a4f, a4c  n = 100,000 (10,000) tasks all blocked at once on one weft event:
+       stackful (a4f, event::wait) or C++20 (a4c, co_await co::wait), one
+       process each. ops = n; required extra.rss_bytes_per_task (VmRSS
+       growth while all wait / n). Table: RSS bytes per blocked task and
+       peak RSS.
+
 Statistics: every cell is median [min, max] over the repetitions; ratios are
 ratios of medians (below 1: weft is faster).
 
@@ -173,7 +200,33 @@ import sys
 import tempfile
 import time
 
-SCENARIOS = ["r1", "r2", "r3", "r3b", "r4", "r5", "r5b", "r6", "r7", "idle"]
+PEER_SCENARIOS = ["r1", "r2", "r3", "r3b", "r4", "r5", "r5b", "r6", "r7", "idle"]
+# weft-only scenarios (the interop rows): run for the candidate "weft" only.
+WEFT_ONLY = ["a1", "a2", "a3", "a4f", "a4c"]
+SCENARIOS = PEER_SCENARIOS + WEFT_ONLY
+ASYNC_VARIANTS = {
+    "a1": ["ff", "lf", "fl", "ll"],
+    "a2": ["ff", "lf", "fl", "ll"],
+    "a3": ["sf", "sc", "cc"],
+}
+VARIANT_LABELS = {
+    "ff": "stackful -> stackful", "lf": "C++20 -> stackful", "fl": "stackful -> C++20", "ll": "C++20 -> C++20",
+    "sf": "stackful tasks (spawn(lambda), join())", "sc": "C++20 tasks (spawn(coro()), join())",
+    "cc": "C++20 tasks from a C++20 root (co_await handle)",
+}
+# The interop section's rows: (scenario, metric, label, baseline metric or None).
+ASYNC_ROWS = (
+    [("a1", f"v:{v}", f"A1 unbuffered pipeline, {VARIANT_LABELS[v]}: ns per hop", "v:ff")
+     for v in ASYNC_VARIANTS["a1"]]
+    + [("a2", f"v:{v}", f"A2 buffered (1,024) pipeline, {VARIANT_LABELS[v]}: ns per hop", "v:ff")
+       for v in ASYNC_VARIANTS["a2"]]
+    + [("a3", f"v:{v}", f"A3 spawn + join, {VARIANT_LABELS[v]}: ns per task", "v:sf")
+       for v in ASYNC_VARIANTS["a3"]]
+    + [("a4f", "rsspt", "A4 blocked on an event, stackful: RSS bytes per task", None),
+       ("a4c", "rsspt", "A4 blocked on an event, C++20 (co::wait): RSS bytes per task", "a4f:rsspt"),
+       ("a4f", "rss", "A4 stackful: peak RSS (MiB)", None),
+       ("a4c", "rss", "A4 C++20: peak RSS (MiB)", "a4f:rss")]
+)
 WORKERS = [1, 2]
 TARGET_PEERS = ["go", "boost.fiber"]
 # scenario -> {peer: the most weft median / peer median may be}, on the
@@ -206,6 +259,10 @@ def sizes(quick):
     n5 = (4_000_000, 40_000)[q]
     mtx = ((1000, 1000), (100, 100))[q]
     n7 = (1_000_000, 10_000)[q]
+    na1 = (200_000, 10_000)[q]
+    na2 = (1_000_000, 40_000)[q]
+    na3 = (200_000, 10_000)[q]
+    na4 = (100_000, 10_000)[q]
     return {
         "r1": dict(ops=tasks, sum=leaves * (leaves - 1) // 2, leaves=leaves),
         "r2": dict(ops=n2, sum=n2 * (n2 - 1) // 2),
@@ -217,6 +274,11 @@ def sizes(quick):
         "r6": dict(ops=mtx[0] * mtx[1], counter=mtx[0] * mtx[1], tasks=mtx[0], locks=mtx[1]),
         "r7": dict(ops=n7, tasks=n7),
         "idle": dict(ops=0, sleep=sleep),
+        "a1": dict(ops=na1, sum=na1 * (na1 - 1) // 2),
+        "a2": dict(ops=na2, sum=na2 * (na2 - 1) // 2),
+        "a3": dict(ops=na3, sum=na3 * (na3 - 1) // 2),
+        "a4f": dict(ops=na4),
+        "a4c": dict(ops=na4),
     }
 
 
@@ -459,6 +521,18 @@ class Runner:
             h = extra.get("hog_per_exchange")
             if not isinstance(h, (int, float)) or h < 0:
                 return f"bad output: extra.hog_per_exchange = {h!r}"
+        if scenario in ASYNC_VARIANTS:
+            v = extra.get("variants")
+            if not isinstance(v, dict):
+                return "bad output: no extra.variants object"
+            for k in ASYNC_VARIANTS[scenario]:
+                x = v.get(k)
+                if not isinstance(x, (int, float)) or not math.isfinite(x) or x <= 0:
+                    return f"bad output: extra.variants.{k} = {x!r}"
+        if scenario in ("a4f", "a4c"):
+            x = extra.get("rss_bytes_per_task")
+            if not isinstance(x, (int, float)) or not math.isfinite(x):
+                return f"bad output: extra.rss_bytes_per_task = {x!r}"
         if scenario == "idle":
             c = extra.get("cpu_percent")
             if not isinstance(c, (int, float)) or c < 0:
@@ -469,12 +543,15 @@ class Runner:
 
     def run(self):
         a = self.a
-        total = a.reps * len(a.scenarios) * len(a.workers) * len(a.candidates)
+        total = a.reps * len(a.workers) * sum(
+            1 for sc in a.scenarios for n, _ in a.candidates if sc not in WEFT_ONLY or n == "weft")
         k = 0
         for rep in range(a.reps):
             for scenario in a.scenarios:
                 for w in a.workers:
                     for name, prefix in a.candidates:
+                        if scenario in WEFT_ONLY and name != "weft":
+                            continue  # peers do not implement the interop scenarios
                         k += 1
                         cmd = self.command(prefix, scenario, w)
                         hung = (scenario, w, name) in self.hung
@@ -504,7 +581,11 @@ class Runner:
                                 self.fatal += 1
                         self.samples.append(s)
                         if why is None:
-                            if scenario == "idle":
+                            if scenario in ASYNC_VARIANTS:
+                                shown = ", ".join(f"{v} {fmt(x)}" for v, x in res["extra"]["variants"].items()) + " ns/op"
+                            elif scenario in ("a4f", "a4c"):
+                                shown = f"{res['extra']['rss_bytes_per_task']:,.0f} RSS bytes per blocked task"
+                            elif scenario == "idle":
                                 shown = f"{res['extra']['cpu_percent']:.1f}% CPU"
                             else:
                                 shown = f"{fmt(res['per_op_ns'])} ns/op"
@@ -532,6 +613,10 @@ class Runner:
             return s["extra"].get("over_ms")
         if metric == "cpu_us":
             return s["extra"].get("cpu_us_per_task")
+        if metric.startswith("v:"):
+            return s["extra"].get("variants", {}).get(metric[2:])
+        if metric == "rsspt":
+            return s["extra"].get("rss_bytes_per_task")
         raise KeyError(metric)
 
     def outcome(self, scenario, cand, w):
@@ -552,11 +637,72 @@ class Runner:
         for scenario in self.a.scenarios:
             for name, _ in self.a.candidates:
                 for w in self.a.workers:
-                    for m in TABLES[scenario][1]:
+                    for m in metrics_of(scenario):
                         st = self.stats(scenario, name, w, m)
                         if st:
                             out.setdefault(scenario, {}).setdefault(name, {}).setdefault(f"W={w}", {})[m] = st
         return out
+
+
+def metrics_of(scenario):
+    """The metric keys a scenario's samples are summarised by."""
+    if scenario in WEFT_ONLY:
+        return [m for sc, m, _, _ in ASYNC_ROWS if sc == scenario]
+    return TABLES[scenario][1]
+
+
+ASYNC_READ = """\
+weft only (peers have no such thing): its C++20 tasks (`weft::async<T>` spawned with
+`spawn(coro())`, no stack of their own) next to its stackful tasks, in the same process per
+sample (the variants of A1-A3 run in rotated rounds in each process; a cell is the median over
+the repetitions of each process's median). A hop is one value through the channel (a send and
+its recv); a C++20 task's `co_await co::send/recv` first tries the operation without waiting
+and, if it must wait, runs the blocking call on a fiber borrowed for that call (A3 in
+src/runtime/runtime.cpp). A4: RSS growth per task while all wait on one event (one process per
+variant, so that pooled stacks are not shared); a C++20 task in a `weft::co` wait holds a
+borrowed fiber for the wait. Ratio: the row's median / the stackful-only row's median at the
+same W."""
+
+
+def async_md(r):
+    """The interop section (weft-only scenarios), or [] if none was asked for."""
+    a = r.a
+    wanted = [sc for sc in WEFT_ONLY if sc in a.scenarios]
+    if not wanted:
+        return []
+    md = ["## Interop (L7): C++20 coroutines and stackful tasks", ""]
+    if "weft" not in [n for n, _ in a.candidates]:
+        return md + ["Not run: no candidate named weft (these scenarios are weft's alone).", ""]
+    sz = r.sz
+    md += [ASYNC_READ, "",
+           "Sizes: " + "; ".join(f"{sc.upper()} {sz[sc]['ops']:,}" + (" values" if sc in ("a1", "a2") else " tasks")
+                                  for sc in wanted) + ".", ""]
+    head = ["row"] + [f"W={w}" for w in a.workers] + [f"vs stackful W={w}" for w in a.workers]
+    md.append("| " + " | ".join(head) + " |")
+    md.append("|" + "---|" * len(head))
+    for sc, m, label, base in ASYNC_ROWS:
+        if sc not in a.scenarios:
+            continue
+        row = [label]
+        for w in a.workers:
+            c = cell(r.stats(sc, "weft", w, m))
+            runs, ok, hung, skipped, other, _ = r.outcome(sc, "weft", w)
+            if runs and not ok:
+                c = "**hang** (timed out)" if hung and not other else "**failed**"
+            row.append(c)
+        for w in a.workers:
+            if base is None:
+                row.append("")
+                continue
+            bsc, bm = base.split(":") if base.count(":") == 1 and not base.startswith("v:") else (sc, base)
+            q = ratio(r.stats(sc, "weft", w, m), r.stats(bsc, "weft", w, bm)) if bsc in a.scenarios else None
+            row.append("n/a" if q is None else f"{q:.2f}")
+        md.append("| " + " | ".join(row) + " |")
+    md.append("")
+    failed = [f for f in r.failures if f.split(" ", 1)[0] in WEFT_ONLY]
+    if failed:
+        md += [f"{len(failed)} sample(s) failed here (see Failures).", ""]
+    return md
 
 
 def ratio(a, b):
@@ -750,9 +896,21 @@ def charts(r, outdir):
     plt.rcParams["svg.hashsalt"] = "weft"
     panels = []
     for scenario in r.a.scenarios:
+        if scenario in WEFT_ONLY:
+            continue
         _, metrics, _, labels = TABLES[scenario]
         for m in metrics:
             panels.append((scenario, m, f"{scenario.upper()}: {labels[m]}"))
+    # The interop rows (weft only): one panel per scenario, a bar per variant.
+    async_panels = []
+    if "weft" in [n for n, _ in r.a.candidates]:
+        for sc, what in (("a1", "ns per hop"), ("a2", "ns per hop"), ("a3", "ns per task")):
+            if sc in r.a.scenarios:
+                async_panels.append(([(sc, f"v:{v}", v) for v in ASYNC_VARIANTS[sc]],
+                                     f"{sc.upper()} (weft, interop): {what}", True))
+        if "a4f" in r.a.scenarios or "a4c" in r.a.scenarios:
+            async_panels.append(([(sc, "rsspt", lab) for sc, lab in (("a4f", "stackful"), ("a4c", "C++20"))
+                                  if sc in r.a.scenarios], "A4 (weft, interop): RSS bytes per blocked task", False))
     if not panels:
         return []
     names = [n for n, _ in r.a.candidates]
@@ -765,11 +923,40 @@ def charts(r, outdir):
             colors[n] = palette[k % len(palette)]
             k += 1
     ncols = 4
+    nmain = len(panels)
+    panels = panels + async_panels
     nrows = (len(panels) + ncols - 1) // ncols
     fig, axes = plt.subplots(nrows, ncols, figsize=(4 * ncols, 3.2 * nrows), squeeze=False)
     width = 0.8 / max(1, len(names))
-    for i, (scenario, m, title) in enumerate(panels):
+    for i, panel in enumerate(panels):
         ax = axes[i // ncols][i % ncols]
+        if i >= nmain:
+            series, title, logscale = panel
+            wd = 0.8 / max(1, len(series))
+            for j, (sc, m, lab) in enumerate(series):
+                xs, med, lo, hi = [], [], [], []
+                for x, w in enumerate(r.a.workers):
+                    st = r.stats(sc, "weft", w, m)
+                    if not st or (logscale and st["min"] <= 0):
+                        continue
+                    xs.append(x - 0.4 + wd * (j + 0.5))
+                    med.append(st["median"])
+                    lo.append(st["median"] - st["min"])
+                    hi.append(st["max"] - st["median"])
+                if xs:
+                    ax.bar(xs, med, wd, yerr=[lo, hi], color=palette[j % len(palette)], capsize=2,
+                           error_kw=dict(lw=0.8), label=lab)
+                    for x, v in zip(xs, med):
+                        ax.text(x, v, fmt(v), ha="center", va="bottom", fontsize=6)
+            ax.set_xticks(range(len(r.a.workers)), [f"W={w}" for w in r.a.workers])
+            if logscale:
+                ax.set_yscale("log")
+            ax.set_title(title, fontsize=9)
+            ax.grid(axis="y", which="both", alpha=0.3)
+            ax.tick_params(labelsize=7)
+            ax.legend(fontsize=6, frameon=False)
+            continue
+        scenario, m, title = panel
         logscale = m in ("ms", "ns", "rss", "over", "cpu_us")
         for j, n in enumerate(names):
             xs, med, lo, hi = [], [], [], []
@@ -822,7 +1009,9 @@ def main():
     ap.add_argument("--reps", type=int, help="repetitions (default 5; --quick: 1)")
     ap.add_argument("--quick", action="store_true", help="small sizes, for CI: checks that everything runs")
     ap.add_argument("--out", default=".", help="directory for runtime.md/json/svg/png (default: .)")
-    ap.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma-separated subset of " + " ".join(SCENARIOS))
+    ap.add_argument("--scenarios", default=",".join(SCENARIOS),
+                    help="comma-separated subset of " + " ".join(SCENARIOS) + " (" + " ".join(WEFT_ONLY)
+                    + ": weft only, the interop rows)")
     ap.add_argument("--workers", default=",".join(map(str, WORKERS)),
                     help="comma-separated worker counts (default 1,2)")
     ap.add_argument("--timeout", type=float, help="seconds per child (default 120; --quick: 20)")
@@ -871,7 +1060,9 @@ def main():
     md += machine_lines(r, started, elapsed)
     md += ["", READ.format(starved=STARVED), ""]
     for scenario in a.scenarios:
-        md += scenario_table(r, scenario)
+        if scenario not in WEFT_ONLY:
+            md += scenario_table(r, scenario)
+    md += async_md(r)
     md += targets_md(r, tg)
     if written:
         md += ["## Chart", "", f"![runtime](runtime.svg)", ""]

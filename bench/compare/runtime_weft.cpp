@@ -28,7 +28,40 @@
 //        10-100 ms and compare steady_clock::now() with its deadline on
 //        waking; an early wake exits 1 after the line is printed.
 //   idle the root task sleeps with this_task::sleep_for.
+//
+// weft-only scenarios (the interop rows, L7: C++20 tasks, weft::async<T>,
+// next to stackful tasks; peers do not run them). Each of a1-a3 measures
+// its variants in the same process, in rounds (full: 3, --quick: 1), the
+// order of the variants rotated by one every round; extra.variants holds
+// each variant's median ns per op over the rounds (extra.rounds every
+// round's figure); per_op_ns is the stackful-only variant's.
+//   a1   pipeline over weft::channel<long>(0) (unbuffered: every hop a
+//        hand-off): a producer task sends 0..n-1 and closes the channel, a
+//        consumer task sums what it receives; the root (stackful) task
+//        spawns both and joins both. Variants ff (stackful -> stackful), lf
+//        (C++20 producer, co_await co::send), fl (C++20 consumer, co_await
+//        co::recv), ll (both C++20). ns per hop (value). A C++20 task whose
+//        send/recv must wait runs the blocking call on a borrowed fiber (A3).
+//   a2   the same over weft::channel<long>(1024) (mostly the try fast path).
+//   a3   spawn + join in batches of 1,000: sf (the stackful root spawns
+//        stackful tasks, weft::spawn([i]{return i;}), joins with join()), sc
+//        (the stackful root spawns C++20 tasks, weft::spawn(coro(i)), joins
+//        with join()), cc (a C++20 root spawns C++20 tasks and joins with
+//        co_await). ns per task.
+//   a4f / a4c  live blocked tasks: n tasks each waiting on one weft::event
+//        (a4f stackful: ev.wait(); a4c C++20: co_await co::wait(ev)), each
+//        scenario in its own process (stacks are pooled: one process per
+//        variant keeps the RSS honest); extra.rss_bytes_per_task = VmRSS
+//        growth while all wait / n. Then the event is set and all are joined.
+//        A C++20 task blocked in a weft::co wait holds a borrowed fiber (a
+//        pooled stack) for the wait (A3), so a4c is expected near a4f. The
+//        timed region includes the root's 1 ms polls and a 20 ms settle
+//        sleep: its time is not a spawn cost (a3 is).
 #include <weft/runtime.hpp>
+#if __has_include(<weft/async.hpp>)
+#include <weft/async.hpp>
+#define WEFT_BENCH_ASYNC 1
+#endif
 #if __has_include(<weft/sync.hpp>)
 #include <weft/sync.hpp>
 #else
@@ -461,6 +494,178 @@ void live(weft::runtime& rt, int workers, long n, bool copy) {
     emit("live", workers, spawn_s, static_cast<std::uint64_t>(n), extra);
 }
 
+
+// ---- a1-a4: interop (L7), weft-only ----
+#ifdef WEFT_BENCH_ASYNC
+
+// rounds() runs every variant `rounds` times, rotating the order each round;
+// fn(v) returns ns per op of one run of variant v. Returns the extra fields.
+template <class F>
+std::string rounds(const std::vector<const char*>& names, int nrounds, F fn, double& main_ns) {
+    std::vector<std::vector<double>> r(names.size());
+    for (int k = 0; k < nrounds; ++k)
+        for (std::size_t j = 0; j < names.size(); ++j) {
+            const std::size_t v = (j + static_cast<std::size_t>(k)) % names.size();
+            r[v].push_back(fn(v));
+        }
+    std::string med = "\"variants\":{", all = "\"rounds\":{";
+    for (std::size_t v = 0; v < names.size(); ++v) {
+        std::vector<double> x = r[v];
+        std::sort(x.begin(), x.end());
+        const double m = x.size() % 2 ? x[x.size() / 2] : (x[x.size() / 2 - 1] + x[x.size() / 2]) / 2;
+        if (v == 0) main_ns = m;
+        char b[64];
+        std::snprintf(b, sizeof b, "%s\"%s\":%.6g", v ? "," : "", names[v], m);
+        med += b;
+        all += std::string(v ? "," : "") + "\"" + names[v] + "\":[";
+        for (std::size_t i = 0; i < r[v].size(); ++i) {
+            std::snprintf(b, sizeof b, "%s%.6g", i ? "," : "", r[v][i]);
+            all += b;
+        }
+        all += "]";
+    }
+    return med + "}," + all + "}";
+}
+
+weft::async<void> co_producer(weft::channel<long>& ch, long n) {
+    for (long v = 0; v < n; ++v) co_await weft::co::send(ch, v);
+    ch.close();
+}
+weft::async<long> co_consumer(weft::channel<long>& ch) {
+    long s = 0;
+    while (const std::optional<long> v = co_await weft::co::recv(ch)) s += *v;
+    co_return s;
+}
+
+// pipeline() is one run of a1/a2: variant 0 ff, 1 lf, 2 fl, 3 ll (first
+// letter the producer, second the consumer; f stackful, l C++20).
+double pipeline(weft::runtime& rt, std::size_t capacity, long n, std::size_t variant, const char* scenario) {
+    const bool lp = variant == 1 || variant == 3, lc = variant == 2 || variant == 3;
+    weft::channel<long> ch(capacity);
+    const auto t0 = clk::now();
+    const long sum = rt.block_on([&] {
+        weft::join_handle<long> c = lc ? weft::spawn(co_consumer(ch)) : weft::spawn([&ch] {
+            long s = 0;
+            while (const std::optional<long> v = ch.recv()) s += *v;
+            return s;
+        });
+        weft::join_handle<void> p = lp ? weft::spawn(co_producer(ch, n)) : weft::spawn([&ch, n] {
+            for (long v = 0; v < n; ++v) ch.send(v);
+            ch.close();
+        });
+        p.join();
+        return c.join();
+    });
+    const double s = since(t0);
+    if (sum != n * (n - 1) / 2)
+        die(std::string(scenario) + ": wrong sum " + std::to_string(sum) + " in variant " + std::to_string(variant));
+    return s * 1e9 / static_cast<double>(n);
+}
+
+void a_pipeline(weft::runtime& rt, const char* scenario, std::size_t capacity, int workers, bool quick) {
+    const long n = capacity == 0 ? (quick ? 10'000 : 200'000) : (quick ? 40'000 : 1'000'000);
+    const int nr = quick ? 1 : 3;
+    double main_ns = 0;
+    const std::string extra =
+        rounds({"ff", "lf", "fl", "ll"}, nr, [&](std::size_t v) { return pipeline(rt, capacity, n, v, scenario); },
+               main_ns);
+    emit(scenario, workers, main_ns * static_cast<double>(n) / 1e9, static_cast<std::uint64_t>(n),
+         "\"sum\":" + std::to_string(n * (n - 1) / 2) + ",\"capacity\":" + std::to_string(capacity) +
+             ",\"rounds_per_variant\":" + std::to_string(nr) + "," + extra);
+}
+
+weft::async<long> co_value(long i) { co_return i; }
+
+weft::async<long> co_spawn_join(long n, long batch) {
+    long s = 0;
+    std::vector<weft::join_handle<long>> hs;
+    hs.reserve(static_cast<std::size_t>(batch));
+    for (long b = 0; b < n; b += batch) {
+        for (long i = b; i < b + batch; ++i) hs.push_back(weft::spawn(co_value(i)));
+        for (auto& h : hs) s += co_await h;
+        hs.clear();
+    }
+    co_return s;
+}
+
+void a3(weft::runtime& rt, int workers, bool quick) {
+    const long n = quick ? 10'000 : 200'000, batch = 1000;
+    const int nr = quick ? 1 : 3;
+    double main_ns = 0;
+    const std::string extra = rounds(
+        {"sf", "sc", "cc"}, nr,
+        [&](std::size_t v) {
+            const auto t0 = clk::now();
+            long sum = 0;
+            if (v == 2) {
+                sum = rt.block_on(co_spawn_join(n, batch));
+            } else {
+                sum = rt.block_on([&] {
+                    long s = 0;
+                    std::vector<weft::join_handle<long>> hs;
+                    hs.reserve(static_cast<std::size_t>(batch));
+                    for (long b = 0; b < n; b += batch) {
+                        for (long i = b; i < b + batch; ++i)
+                            hs.push_back(v == 0 ? weft::spawn([i] { return i; }) : weft::spawn(co_value(i)));
+                        for (auto& h : hs) s += h.join();
+                        hs.clear();
+                    }
+                    return s;
+                });
+            }
+            const double s = since(t0);
+            if (sum != n * (n - 1) / 2) die("a3: wrong sum in variant " + std::to_string(v));
+            return s * 1e9 / static_cast<double>(n);
+        },
+        main_ns);
+    emit("a3", workers, main_ns * static_cast<double>(n) / 1e9, static_cast<std::uint64_t>(n),
+         "\"sum\":" + std::to_string(n * (n - 1) / 2) + ",\"batch\":" + std::to_string(batch) +
+             ",\"rounds_per_variant\":" + std::to_string(nr) + "," + extra);
+}
+
+weft::async<void> co_blocked(weft::event& ev, std::atomic<long>& started) {
+    started.fetch_add(1, std::memory_order_relaxed);
+    co_await weft::co::wait(ev);
+}
+
+// a4f / a4c: n tasks all blocked on one event at once; RSS per task.
+void a4(weft::runtime& rt, const char* scenario, bool stackless, int workers, bool quick) {
+    const long n = quick ? 10'000 : 100'000;
+    weft::event ev;
+    std::atomic<long> started{0};
+    const long long before = status_kib("VmRSS:");
+    long long during = 0;
+    double spawn_s = 0;
+    const auto t0 = clk::now();
+    rt.block_on([&] {
+        std::vector<weft::join_handle<void>> hs;
+        hs.reserve(static_cast<std::size_t>(n));
+        for (long i = 0; i < n; ++i)
+            hs.push_back(stackless ? weft::spawn(co_blocked(ev, started)) : weft::spawn([&] {
+                started.fetch_add(1, std::memory_order_relaxed);
+                ev.wait();
+            }));
+        while (started.load(std::memory_order_relaxed) < n) weft::this_task::sleep_for(std::chrono::milliseconds(1));
+        // Every task has started; give the last ones time to reach the wait.
+        weft::this_task::sleep_for(std::chrono::milliseconds(20));
+        spawn_s = since(t0);
+        during = status_kib("VmRSS:");
+        ev.set();
+        for (auto& h : hs) h.join();
+    });
+    const double total_s = since(t0);
+    char extra[256];
+    std::snprintf(extra, sizeof extra,
+                  "\"live_tasks\":%ld,\"stackless\":%s,\"rss_bytes_per_task\":%.0f,\"spawn_ms_with_settle\":%.6g,"
+                  "\"total_ns_per_task\":%.6g",
+                  n, stackless ? "true" : "false",
+                  static_cast<double>(during - before) * 1024.0 / static_cast<double>(n),
+                  spawn_s * 1e3, total_s * 1e9 / static_cast<double>(n));
+    emit(scenario, workers, total_s, static_cast<std::uint64_t>(n), extra);
+}
+
+#endif  // WEFT_BENCH_ASYNC
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -469,7 +674,7 @@ int main(int argc, char** argv) {
     bool quick = false;
     long count = 1'000'000;
     bool copy = false;
-    const char* usage = "usage: weft_runtime_weft r1|r2|r3|r3b|r4|r5|r5b|r6|r7|idle --workers W [--quick]\n"
+    const char* usage = "usage: weft_runtime_weft r1|r2|r3|r3b|r4|r5|r5b|r6|r7|idle|a1|a2|a3|a4f|a4c --workers W [--quick]\n"
                         "       weft_runtime_weft live --workers W [--count N] [--copy]";
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
@@ -482,7 +687,8 @@ int main(int argc, char** argv) {
         else if (a == "--copy")
             copy = true;
         else if (a == "r1" || a == "r2" || a == "r3" || a == "r3b" || a == "r4" || a == "r5" || a == "r5b" ||
-                 a == "r6" || a == "r7" || a == "idle" || a == "live")
+                 a == "r6" || a == "r7" || a == "idle" || a == "live" || a == "a1" || a == "a2" || a == "a3" ||
+                 a == "a4f" || a == "a4c")
             scenario = a;
         else
             die(usage);
@@ -500,5 +706,14 @@ int main(int argc, char** argv) {
     if (scenario == "r7") r7(rt, workers, quick);
     if (scenario == "idle") idle(rt, workers, quick);
     if (scenario == "live") live(rt, workers, count, copy);
+#ifdef WEFT_BENCH_ASYNC
+    if (scenario == "a1") a_pipeline(rt, "a1", 0, workers, quick);
+    if (scenario == "a2") a_pipeline(rt, "a2", 1024, workers, quick);
+    if (scenario == "a3") a3(rt, workers, quick);
+    if (scenario == "a4f") a4(rt, "a4f", false, workers, quick);
+    if (scenario == "a4c") a4(rt, "a4c", true, workers, quick);
+#else
+    if (scenario[0] == 'a') die("this weft has no weft/async.hpp (L7): no interop scenarios");
+#endif
     return 0;
 }
