@@ -496,6 +496,11 @@ void live(weft::runtime& rt, int workers, long n, bool copy) {
 
 
 // ---- a1-a4: interop (L7), weft-only ----
+
+// --variant NAME (diagnosis, not the report's protocol: e.g. one variant
+// under callgrind): a1-a3 run only that variant.
+std::string only_variant;
+
 #ifdef WEFT_BENCH_ASYNC
 
 // rounds() runs every variant `rounds` times, rotating the order each round;
@@ -506,18 +511,21 @@ std::string rounds(const std::vector<const char*>& names, int nrounds, F fn, dou
     for (int k = 0; k < nrounds; ++k)
         for (std::size_t j = 0; j < names.size(); ++j) {
             const std::size_t v = (j + static_cast<std::size_t>(k)) % names.size();
-            r[v].push_back(fn(v));
+            if (only_variant.empty() || only_variant == names[v]) r[v].push_back(fn(v));
         }
     std::string med = "\"variants\":{", all = "\"rounds\":{";
+    bool first = true;
     for (std::size_t v = 0; v < names.size(); ++v) {
+        if (r[v].empty()) continue;
         std::vector<double> x = r[v];
         std::sort(x.begin(), x.end());
         const double m = x.size() % 2 ? x[x.size() / 2] : (x[x.size() / 2 - 1] + x[x.size() / 2]) / 2;
-        if (v == 0) main_ns = m;
+        if (first) main_ns = m;
         char b[64];
-        std::snprintf(b, sizeof b, "%s\"%s\":%.6g", v ? "," : "", names[v], m);
+        std::snprintf(b, sizeof b, "%s\"%s\":%.6g", first ? "" : ",", names[v], m);
         med += b;
-        all += std::string(v ? "," : "") + "\"" + names[v] + "\":[";
+        all += std::string(first ? "" : ",") + "\"" + names[v] + "\":[";
+        first = false;
         for (std::size_t i = 0; i < r[v].size(); ++i) {
             std::snprintf(b, sizeof b, "%s%.6g", i ? "," : "", r[v][i]);
             all += b;
@@ -675,7 +683,8 @@ int main(int argc, char** argv) {
     long count = 1'000'000;
     bool copy = false;
     const char* usage = "usage: weft_runtime_weft r1|r2|r3|r3b|r4|r5|r5b|r6|r7|idle|a1|a2|a3|a4f|a4c --workers W [--quick]\n"
-                        "       weft_runtime_weft live --workers W [--count N] [--copy]";
+                        "       weft_runtime_weft live --workers W [--count N] [--copy]\n"
+                        "       weft_runtime_weft a1|a2|a3 --workers W [--quick] --variant V (one variant only)";
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--workers" && i + 1 < argc)
@@ -684,6 +693,8 @@ int main(int argc, char** argv) {
             count = std::atol(argv[++i]);
         else if (a == "--quick")
             quick = true;
+        else if (a == "--variant" && i + 1 < argc)
+            only_variant = argv[++i];
         else if (a == "--copy")
             copy = true;
         else if (a == "r1" || a == "r2" || a == "r3" || a == "r3b" || a == "r4" || a == "r5" || a == "r5b" ||
