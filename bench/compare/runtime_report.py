@@ -38,7 +38,7 @@ change the exit status; weft's does.
 
 A candidate is one program. The driver runs, for every scenario S in
 r1 r2 r3 r3b r4 r5 r5b r6 r7 idle (and, for the candidate named "weft" only, a1 a2 a3
-a4f a4c: the interop rows, below) and every worker count W in 1 2:
+a4f a4c a4p: the interop rows, below) and every worker count W in 1 2:
 
     COMMAND-PREFIX... S --workers W [--quick]
 
@@ -173,6 +173,8 @@ C++20 task (weft::async<T> spawned with spawn(coro())).
        process each. ops = n; required extra.rss_bytes_per_task (VmRSS
        growth while all wait / n). Table: RSS bytes per blocked task and
        peak RSS.
+  a4p  the same with C++20 tasks parked on a foreign awaitable (a gate the
+       program writes; no borrowed fiber while parked, A2).
 
 Statistics: every cell is median [min, max] over the repetitions; ratios are
 ratios of medians (below 1: weft is faster).
@@ -202,7 +204,7 @@ import time
 
 PEER_SCENARIOS = ["r1", "r2", "r3", "r3b", "r4", "r5", "r5b", "r6", "r7", "idle"]
 # weft-only scenarios (the interop rows): run for the candidate "weft" only.
-WEFT_ONLY = ["a1", "a2", "a3", "a4f", "a4c"]
+WEFT_ONLY = ["a1", "a2", "a3", "a4f", "a4c", "a4p"]
 SCENARIOS = PEER_SCENARIOS + WEFT_ONLY
 ASYNC_VARIANTS = {
     "a1": ["ff", "lf", "fl", "ll"],
@@ -223,9 +225,12 @@ ASYNC_ROWS = (
     + [("a3", f"v:{v}", f"A3 spawn + join, {VARIANT_LABELS[v]}: ns per task", "v:sf")
        for v in ASYNC_VARIANTS["a3"]]
     + [("a4f", "rsspt", "A4 blocked on an event, stackful: RSS bytes per task", None),
-       ("a4c", "rsspt", "A4 blocked on an event, C++20 (co::wait): RSS bytes per task", "a4f:rsspt"),
+       ("a4c", "rsspt", "A4 blocked on an event, C++20 (co::wait, a borrowed fiber): RSS bytes per task",
+        "a4f:rsspt"),
+       ("a4p", "rsspt", "A4 parked on a foreign awaitable, C++20 (no fiber): RSS bytes per task", "a4f:rsspt"),
        ("a4f", "rss", "A4 stackful: peak RSS (MiB)", None),
-       ("a4c", "rss", "A4 C++20: peak RSS (MiB)", "a4f:rss")]
+       ("a4c", "rss", "A4 C++20, co::wait: peak RSS (MiB)", "a4f:rss"),
+       ("a4p", "rss", "A4 C++20, foreign awaitable: peak RSS (MiB)", "a4f:rss")]
 )
 WORKERS = [1, 2]
 TARGET_PEERS = ["go", "boost.fiber"]
@@ -279,6 +284,7 @@ def sizes(quick):
         "a3": dict(ops=na3, sum=na3 * (na3 - 1) // 2),
         "a4f": dict(ops=na4),
         "a4c": dict(ops=na4),
+        "a4p": dict(ops=na4),
     }
 
 
@@ -529,7 +535,7 @@ class Runner:
                 x = v.get(k)
                 if not isinstance(x, (int, float)) or not math.isfinite(x) or x <= 0:
                     return f"bad output: extra.variants.{k} = {x!r}"
-        if scenario in ("a4f", "a4c"):
+        if scenario in ("a4f", "a4c", "a4p"):
             x = extra.get("rss_bytes_per_task")
             if not isinstance(x, (int, float)) or not math.isfinite(x):
                 return f"bad output: extra.rss_bytes_per_task = {x!r}"
@@ -583,7 +589,7 @@ class Runner:
                         if why is None:
                             if scenario in ASYNC_VARIANTS:
                                 shown = ", ".join(f"{v} {fmt(x)}" for v, x in res["extra"]["variants"].items()) + " ns/op"
-                            elif scenario in ("a4f", "a4c"):
+                            elif scenario in ("a4f", "a4c", "a4p"):
                                 shown = f"{res['extra']['rss_bytes_per_task']:,.0f} RSS bytes per blocked task"
                             elif scenario == "idle":
                                 shown = f"{res['extra']['cpu_percent']:.1f}% CPU"
@@ -660,7 +666,8 @@ its recv); a C++20 task's `co_await co::send/recv` first tries the operation wit
 and, if it must wait, runs the blocking call on a fiber borrowed for that call (A3 in
 src/runtime/runtime.cpp). A4: RSS growth per task while all wait on one event (one process per
 variant, so that pooled stacks are not shared); a C++20 task in a `weft::co` wait holds a
-borrowed fiber for the wait. Ratio: the row's median / the stackful-only row's median at the
+borrowed fiber for the wait; A4 parked on a foreign awaitable (a gate the program writes) it
+holds none (A2). Ratio: the row's median / the stackful-only row's median at the
 same W."""
 
 
@@ -908,8 +915,9 @@ def charts(r, outdir):
             if sc in r.a.scenarios:
                 async_panels.append(([(sc, f"v:{v}", v) for v in ASYNC_VARIANTS[sc]],
                                      f"{sc.upper()} (weft, interop): {what}", True))
-        if "a4f" in r.a.scenarios or "a4c" in r.a.scenarios:
-            async_panels.append(([(sc, "rsspt", lab) for sc, lab in (("a4f", "stackful"), ("a4c", "C++20"))
+        if any(sc in r.a.scenarios for sc in ("a4f", "a4c", "a4p")):
+            async_panels.append(([(sc, "rsspt", lab) for sc, lab in (("a4f", "stackful"), ("a4c", "C++20 co::wait"),
+                                                                    ("a4p", "C++20 foreign"))
                                   if sc in r.a.scenarios], "A4 (weft, interop): RSS bytes per blocked task", False))
     if not panels:
         return []

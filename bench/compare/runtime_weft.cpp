@@ -57,6 +57,9 @@
 //        pooled stack) for the wait (A3), so a4c is expected near a4f. The
 //        timed region includes the root's 1 ms polls and a 20 ms settle
 //        sleep: its time is not a spawn cost (a3 is).
+//   a4p  the same with C++20 tasks parked on a foreign awaitable (a gate
+//        written here, opened by the root): parked through a bridge (A2),
+//        no borrowed fiber: what a blocked C++20 task costs without one.
 #include <weft/runtime.hpp>
 #if __has_include(<weft/async.hpp>)
 #include <weft/async.hpp>
@@ -75,6 +78,7 @@
 #include <atomic>
 #include <chrono>
 #include <cinttypes>
+#include <coroutine>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -636,10 +640,48 @@ weft::async<void> co_blocked(weft::event& ev, std::atomic<long>& started) {
     co_await weft::co::wait(ev);
 }
 
-// a4f / a4c: n tasks all blocked on one event at once; RSS per task.
-void a4(weft::runtime& rt, const char* scenario, bool stackless, int workers, bool quick) {
+// gate is a foreign awaitable (one weft knows nothing of): a C++20 task
+// that awaits it parks through a bridge (A2) and holds no fiber while it
+// waits. open() resumes every handle it was given.
+struct gate {
+    std::mutex m;
+    bool is_open = false;
+    std::vector<std::coroutine_handle<>> waiting;
+    struct awaiter {
+        gate* g;
+        bool await_ready() const noexcept { return false; }
+        bool await_suspend(std::coroutine_handle<> h) {
+            std::lock_guard l(g->m);
+            if (g->is_open) return false;
+            g->waiting.push_back(h);
+            return true;
+        }
+        void await_resume() const noexcept {}
+    };
+    awaiter operator co_await() noexcept { return {this}; }
+    void open() {
+        std::vector<std::coroutine_handle<>> hs;
+        {
+            std::lock_guard l(m);
+            is_open = true;
+            hs.swap(waiting);
+        }
+        for (auto h : hs) h.resume();
+    }
+};
+
+weft::async<void> co_parked(gate& g, std::atomic<long>& started) {
+    started.fetch_add(1, std::memory_order_relaxed);
+    co_await g;
+}
+
+// a4f / a4c / a4p: n tasks all blocked at once (on one event; a4p on a
+// gate); RSS per task.
+void a4(weft::runtime& rt, const char* scenario, int kind, int workers, bool quick) {
+    const bool stackless = kind != 0;
     const long n = quick ? 10'000 : 100'000;
     weft::event ev;
+    gate g;
     std::atomic<long> started{0};
     const long long before = status_kib("VmRSS:");
     long long during = 0;
@@ -649,7 +691,9 @@ void a4(weft::runtime& rt, const char* scenario, bool stackless, int workers, bo
         std::vector<weft::join_handle<void>> hs;
         hs.reserve(static_cast<std::size_t>(n));
         for (long i = 0; i < n; ++i)
-            hs.push_back(stackless ? weft::spawn(co_blocked(ev, started)) : weft::spawn([&] {
+            hs.push_back(kind == 2   ? weft::spawn(co_parked(g, started))
+                         : kind == 1 ? weft::spawn(co_blocked(ev, started))
+                                     : weft::spawn([&] {
                 started.fetch_add(1, std::memory_order_relaxed);
                 ev.wait();
             }));
@@ -659,6 +703,7 @@ void a4(weft::runtime& rt, const char* scenario, bool stackless, int workers, bo
         spawn_s = since(t0);
         during = status_kib("VmRSS:");
         ev.set();
+        g.open();
         for (auto& h : hs) h.join();
     });
     const double total_s = since(t0);
@@ -682,7 +727,7 @@ int main(int argc, char** argv) {
     bool quick = false;
     long count = 1'000'000;
     bool copy = false;
-    const char* usage = "usage: weft_runtime_weft r1|r2|r3|r3b|r4|r5|r5b|r6|r7|idle|a1|a2|a3|a4f|a4c --workers W [--quick]\n"
+    const char* usage = "usage: weft_runtime_weft r1|r2|r3|r3b|r4|r5|r5b|r6|r7|idle|a1|a2|a3|a4f|a4c|a4p --workers W [--quick]\n"
                         "       weft_runtime_weft live --workers W [--count N] [--copy]\n"
                         "       weft_runtime_weft a1|a2|a3 --workers W [--quick] --variant V (one variant only)";
     for (int i = 1; i < argc; ++i) {
@@ -699,7 +744,7 @@ int main(int argc, char** argv) {
             copy = true;
         else if (a == "r1" || a == "r2" || a == "r3" || a == "r3b" || a == "r4" || a == "r5" || a == "r5b" ||
                  a == "r6" || a == "r7" || a == "idle" || a == "live" || a == "a1" || a == "a2" || a == "a3" ||
-                 a == "a4f" || a == "a4c")
+                 a == "a4f" || a == "a4c" || a == "a4p")
             scenario = a;
         else
             die(usage);
@@ -721,8 +766,9 @@ int main(int argc, char** argv) {
     if (scenario == "a1") a_pipeline(rt, "a1", 0, workers, quick);
     if (scenario == "a2") a_pipeline(rt, "a2", 1024, workers, quick);
     if (scenario == "a3") a3(rt, workers, quick);
-    if (scenario == "a4f") a4(rt, "a4f", false, workers, quick);
-    if (scenario == "a4c") a4(rt, "a4c", true, workers, quick);
+    if (scenario == "a4f") a4(rt, "a4f", 0, workers, quick);
+    if (scenario == "a4c") a4(rt, "a4c", 1, workers, quick);
+    if (scenario == "a4p") a4(rt, "a4p", 2, workers, quick);
 #else
     if (scenario[0] == 'a') die("this weft has no weft/async.hpp (L7): no interop scenarios");
 #endif
