@@ -733,6 +733,8 @@ def machine_lines(r, started, elapsed):
                          if r.pin_cpu is not None else "not pinned (one CPU)")
         + f"; W=2 runs unpinned (CPUs {','.join(map(str, sorted(os.sched_getaffinity(0))))}); "
           "GOMAXPROCS=W for every child",
+        "- load average (1, 5, 15 min) at the start: " + ", ".join(f"{x:.2f}" for x in r.load_at_start)
+        + f" ({os.cpu_count()} CPUs; other work on a shared machine shows here)",
         f"- each sample a fresh process; timeout {a.timeout:g} s, memory limit {a.mem_limit_gib:g} GiB RSS per child",
         "- candidates: " + "; ".join(f"**{n}** `{shlex.join(p)}`" for n, p in a.candidates),
     ]
@@ -828,6 +830,8 @@ def targets(r):
 
 
 def targets_md(r, tg):
+    if not any(sc in r.a.scenarios for sc in TARGETS):
+        return []  # e.g. a run of the weft-only interop rows alone
     md = ["## Targets", ""]
     names = [n for n, _ in r.a.candidates]
     ratios = [t for t in tg if "peer" in t]
@@ -919,8 +923,6 @@ def charts(r, outdir):
             async_panels.append(([(sc, "rsspt", lab) for sc, lab in (("a4f", "stackful"), ("a4c", "C++20 co::wait"),
                                                                     ("a4p", "C++20 foreign"))
                                   if sc in r.a.scenarios], "A4 (weft, interop): RSS bytes per blocked task", False))
-    if not panels:
-        return []
     names = [n for n, _ in r.a.candidates]
     palette = ["#7570b3", "#1b9e77", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666"]
     colors, k = {}, 0
@@ -930,6 +932,8 @@ def charts(r, outdir):
         else:
             colors[n] = palette[k % len(palette)]
             k += 1
+    if not panels and not async_panels:
+        return []
     ncols = 4
     nmain = len(panels)
     panels = panels + async_panels
@@ -989,9 +993,13 @@ def charts(r, outdir):
         ax.tick_params(labelsize=7)
     for i in range(len(panels), nrows * ncols):
         axes[i // ncols][i % ncols].axis("off")
-    handles = [plt.Rectangle((0, 0), 1, 1, color=colors[n]) for n in names]
-    fig.legend(handles, names, loc="lower right", fontsize=8, frameon=False)
-    fig.suptitle(f"weft runtime peers, median [min, max]; {r.started_str}", fontsize=10)
+    if nmain:
+        handles = [plt.Rectangle((0, 0), 1, 1, color=colors[n]) for n in names]
+        fig.legend(handles, names, loc="lower right", fontsize=8, frameon=False)
+        fig.suptitle(f"weft runtime peers, median [min, max]; {r.started_str}", fontsize=10)
+    else:
+        fig.suptitle(f"weft interop rows (L7: C++20 tasks and stackful tasks), median [min, max]; {r.started_str}",
+                     fontsize=10)
     fig.tight_layout()
     path = os.path.join(outdir, "runtime.svg")
     fig.savefig(path, metadata={"Date": None})
@@ -1051,6 +1059,7 @@ def main():
     started = datetime.datetime.now(datetime.timezone.utc)
     t0 = time.monotonic()
     r = Runner(a)
+    r.load_at_start = os.getloadavg()
     r.started_str = started.strftime("%Y-%m-%d") + (", quick run" if a.quick else "")
     r.logf = open(a.log or os.path.join(a.out, "runtime-log.txt"), "w")
     log(f"runtime report: {len(a.candidates)} candidate(s), {len(a.scenarios)} scenario(s), "
@@ -1064,9 +1073,11 @@ def main():
 
     written = charts(r, a.out)
     tg = targets(r)
-    md = ["# weft runtime report: scheduler scenarios against Go and Boost.Fiber", ""]
+    peer_run = any(sc not in WEFT_ONLY for sc in a.scenarios)
+    md = ["# weft runtime report: scheduler scenarios against Go and Boost.Fiber" if peer_run else
+          "# weft runtime report: the interop rows (L7, weft only)", ""]
     md += machine_lines(r, started, elapsed)
-    md += ["", READ.format(starved=STARVED), ""]
+    md += ["", READ.format(starved=STARVED), ""] if peer_run else [""]
     for scenario in a.scenarios:
         if scenario not in WEFT_ONLY:
             md += scenario_table(r, scenario)
