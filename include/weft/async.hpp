@@ -340,13 +340,20 @@ using co_storage = std::optional<std::conditional_t<std::is_void_v<R>, std::mono
 // Ops::call(s, out) does it, waiting as needed. In a C++20 task the call
 // runs on a borrowed fiber (A3); on a stackful task or a thread, right here.
 template <class R, class S, class Ops>
-struct blocking_awaiter : co_job {
+struct blocking_awaiter {
     using weft_awaitable = void;
     S state;
     co_storage<R> out;
+    // job is made only when the call must wait (A3): the try's path builds
+    // and destroys nothing more than `state` and `out` (no exception_ptr,
+    // whose destructor is an out-of-line call).
+    struct fiber_job : co_job {
+        blocking_awaiter* self;
+    };
+    std::optional<fiber_job> job;
     bool cancel = false;
 
-    explicit blocking_awaiter(S s) : state(std::forward<S>(s)) { run = &on_fiber; }
+    explicit blocking_awaiter(S s) : state(std::forward<S>(s)) {}
 
     bool await_ready() {
         if (Ops::attempt(state, out)) return true;
@@ -365,23 +372,26 @@ struct blocking_awaiter : co_job {
             t->co_event = co_canceled;
             return;
         }
-        t->co_pending = this;
+        fiber_job& j = job.emplace();
+        j.run = &on_fiber;
+        j.self = this;
+        t->co_pending = &j;
         t->co_event = co_blocking;
     }
     R await_resume() {
-        if (error) std::rethrow_exception(std::exchange(error, nullptr));
+        if (job && job->error) std::rethrow_exception(std::exchange(job->error, nullptr));
         if constexpr (!std::is_void_v<R>) return std::move(*out);
     }
     static void on_fiber(co_job* j) {
-        auto* self = static_cast<blocking_awaiter*>(j);
+        auto* self = static_cast<fiber_job*>(j)->self;
         try {
             Ops::call(self->state, self->out);
         } catch (...) {
             if (forced_unwind_in_flight()) {
-                self->canceled = true;
+                j->canceled = true;
                 throw;
             }
-            self->error = std::current_exception();
+            j->error = std::current_exception();
         }
     }
 };
