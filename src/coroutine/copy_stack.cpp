@@ -243,6 +243,7 @@ void copy_created(fiber_record* cb, copy_state* cs, shared_stack_pool& pool, std
     // pool; only TSan needs a fiber per coroutine.
     sanitizer::on_create_copy(cb->tools());
     live_coroutines.add(1);
+    register_fiber(cb);
 }
 
 void copy_released(fiber_record* cb) noexcept {

@@ -221,6 +221,7 @@ void destroy(fiber_record* f) noexcept {
     }
     if (f->guard_word && *f->guard_word != f->guard_value) guard_broken(f);
     if (!f->copy) sanitizer::on_destroy(f->tools(), f->stack.base, f->stack.size);
+    unregister_fiber(f);
     f->release(f);
     live_coroutines.add(-1);
 }

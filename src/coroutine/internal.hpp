@@ -6,6 +6,10 @@ namespace weft::detail {
 
 struct fiber_record;
 
+// paint_byte is what a painted stack is filled with (safety.cpp paints it;
+// the registry's layout table tells debuggers, registry.cpp).
+inline constexpr unsigned char paint_byte = 0xA5;
+
 // current_for_signal() is the fiber running on the calling thread, or
 // nullptr. Unlike this_thread_state() it never prepares the thread and does
 // nothing but read a thread-local pointer, so a signal handler may call it.

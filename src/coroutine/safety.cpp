@@ -21,8 +21,6 @@ namespace weft::detail {
 
 namespace {
 
-constexpr unsigned char paint_byte = 0xA5;
-
 // ---------------------------------------------------------------------------
 // Alternate signal stack
 //

@@ -48,6 +48,8 @@
 
 #include "weft/runtime.hpp"
 
+#include "debug.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <condition_variable>
@@ -930,6 +932,7 @@ void runtime_core::run_task(worker* w, task_record* t) {
         std::exception_ptr failure;
         try {
             t->fiber = make_fiber(t);
+            note_task_fiber(t);
         } catch (...) {
             failure = std::current_exception();
         }

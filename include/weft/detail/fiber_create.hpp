@@ -28,6 +28,12 @@ WEFT_API void paint(fiber_record* f, std::byte* limit) noexcept;
 // high_water() is the number of bytes of f's stack ever used (from the
 // stack's top), or 0 if the stack was not painted.
 [[nodiscard]] WEFT_API std::size_t high_water(const fiber_record* f) noexcept;
+// register_fiber() gives f its id and links it into the registry of live
+// fibers (a shard of the creating thread; src/coroutine/registry.cpp), and
+// unregister_fiber() unlinks it (from any thread). O(1), one uncontended
+// spinlock each; no switch reads or writes the registry.
+WEFT_API void register_fiber(fiber_record* f) noexcept;
+WEFT_API void unregister_fiber(fiber_record* f) noexcept;
 // stack_too_small() throws coroutine_error (stack_too_small) for a fiber
 // named `name` that asked for `requested` bytes of stack, which needed
 // `needed` (shared: asked a shared_stack_pool whose stacks have `needed`).
@@ -117,6 +123,7 @@ Block* create(Alloc alloc, F&& fn, const fiber_options& opts) {
     sanitizer::on_create(b->tools(), view.base, view.size);
     b->ctx = context::make(pd, static_cast<std::size_t>(pd - base), b->start);
     live_coroutines.add(1);
+    register_fiber(b);
     return b;
 }
 

@@ -126,6 +126,16 @@ struct alignas(16) fiber_record {
     std::uint64_t guard_value = 0;
     bool painted = false;               // the free stack was painted at creation
     std::size_t requested_stack = 0;    // fiber_options::stack_size, for the overflow report
+    // The registry of live fibers (register_fiber(), src/coroutine/registry.cpp):
+    // a process-unique id, the links of its shard's list and that shard, and
+    // the task it runs for (a task_record of layer L3, set by the runtime;
+    // null for a standalone fiber). Written at creation and destruction only,
+    // never on a switch; read by debuggers (docs/debugging.md).
+    std::uint64_t id = 0;
+    fiber_record* reg_prev = nullptr;
+    fiber_record* reg_next = nullptr;
+    std::uint32_t reg_shard = 0;
+    void* owner = nullptr;
     // tools() is what ASan, TSan and valgrind need per fiber; in a weft
     // built without them it takes no space.
     [[no_unique_address]] std::conditional_t<with_tools, sanitizer::tool_state, no_tools> tools_;
