@@ -14,7 +14,7 @@
 # (the test targets are on in every preset but `bench`), and pkg-config for
 # the install check; liburing-dev for the io_uring backend (L6).
 # shellcheck disable=SC2034  # used by the scripts that source this file
-WEFT_PKGS_BASE=(cmake ninja-build g++ libgtest-dev googletest pkgconf liburing-dev)
+WEFT_PKGS_BASE=(cmake ninja-build g++ libgtest-dev googletest pkgconf liburing-dev gdb python3)
 # clang-* presets: the compiler and its runtime libraries (sanitizers).
 # shellcheck disable=SC2034  # used by the scripts that source this file
 WEFT_PKGS_CLANG=(clang-14 libclang-rt-14-dev)

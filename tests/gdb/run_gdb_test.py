@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+# run_gdb_test.py: the gdb tests (tests/gdb/CMakeLists.txt). Runs gdb in batch
+# mode on weft_gdb_target (tests/gdb/gdb_target.cpp) stopped at
+# weft_gdb_stop_here(), live or from a core file written there, runs
+# `weft list` and `weft bt all`, and checks the listed fibers and the
+# function names of each backtrace, in order.
+#
+# Usage: run_gdb_test.py --mode live|core --gdb GDB --script weft_gdb.py
+#                        --target weft_gdb_target --workdir DIR
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+# name -> (kind, state, task state or None, functions expected in its
+# backtrace, innermost first; each must appear after the previous one)
+EXPECTED = {
+    "alpha": ("coroutine", "suspended", None, ["alpha_inner", "alpha_middle", "alpha_outer"]),
+    "beta": ("fiber", "suspended", None, ["beta_inner", "beta_outer"]),
+    "delta": ("coroutine", "created", None, None),
+    "painted": ("coroutine", "suspended", None, ["painted_body"]),
+    "gamma": ("task", "suspended", "waiting", ["gamma_inner", "gamma_outer"]),
+}
+# Frames that must not appear in a fiber's backtrace: those of the thread
+# that was stopped (the unwinder must start from the saved frame).
+FOREIGN = ["weft_gdb_stop_here", "main"]
+
+
+def run(cmd):
+    print("+ " + " ".join(cmd), flush=True)
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=100)
+    print(p.stdout, flush=True)
+    return p
+
+
+def gdb_base(a):
+    return [a.gdb, "-batch", "-nx", "-ex", "set pagination off", "-ex", "set width 0",
+            "-ex", "set debuginfod enabled off", "-x", a.script]
+
+
+def fail(msg):
+    print("FAIL: " + msg, flush=True)
+    sys.exit(1)
+
+
+def check(out):
+    if "Traceback" in out or "Python Exception" in out:
+        fail("the gdb script raised a Python exception")
+    # weft list rows: Id Kind Name State Task Worker Stack Size HighWater
+    rows = {}
+    for line in out.splitlines():
+        m = re.match(r"^(\d+)\s+(fiber|coroutine|task)\s+(\S+)\s+(\S+)\s+(.*)$", line)
+        if m:
+            rows[m.group(3)] = (m.group(2), m.group(4), m.group(5), int(m.group(1)))
+    for name, (kind, state, tstate, _) in EXPECTED.items():
+        if name not in rows:
+            fail("weft list does not show '%s'" % name)
+        r = rows[name]
+        if r[0] != kind or r[1] != state:
+            fail("'%s' listed as %s %s, expected %s %s" % (name, r[0], r[1], kind, state))
+        if tstate and tstate not in r[2]:
+            fail("task '%s' listed without task state %s: %s" % (name, tstate, r[2]))
+    hw = rows["painted"][2].split()[-1]
+    if not hw.isdigit() or int(hw) < 3000:
+        fail("painted coroutine's high-water mark is %s, expected >= 3000" % hw)
+    # weft bt all: a header per fiber, then its frames.
+    sections = re.split(r"^weft (?:fiber|coroutine|task) \d+ '([^']*)' \([^\n]*\):$", out, flags=re.M)
+    bts = {sections[i]: sections[i + 1] for i in range(1, len(sections) - 1, 2)}
+    for name, (_, _, _, funcs) in EXPECTED.items():
+        if name not in bts:
+            fail("weft bt all printed nothing for '%s'" % name)
+        text = bts[name]
+        if funcs is None:
+            if "no frames" not in text:
+                fail("'%s' (never started) should have no frames: %s" % (name, text))
+            continue
+        frames = [l for l in text.splitlines() if re.match(r"^#\d+", l)]
+        names = []
+        for l in frames:
+            m = re.search(r"(?:in |^#\d+\s+)([A-Za-z_][\w:<>~]*)\s*\(", l)
+            names.append(m.group(1) if m else "")
+        pos = 0
+        for fn in funcs:
+            while pos < len(names) and names[pos] != fn:
+                pos += 1
+            if pos == len(names):
+                fail("backtrace of '%s' lacks %s (in order %s); frames: %s" % (name, fn, funcs, names))
+            pos += 1
+        for fn in FOREIGN:
+            if fn in names:
+                fail("backtrace of '%s' shows %s, a frame of the stopped thread" % (name, fn))
+    print("OK: %d fibers listed, backtraces as expected" % len(rows))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mode", choices=["live", "core"], required=True)
+    ap.add_argument("--gdb", default="gdb")
+    ap.add_argument("--script", required=True)
+    ap.add_argument("--target", required=True)
+    ap.add_argument("--workdir", required=True)
+    a = ap.parse_args()
+    cmds = ["-ex", "weft list", "-ex", "weft bt all"]
+    stop = ["-ex", "break weft_gdb_stop_here", "-ex", "run", "-ex", "finish"]
+    if a.mode == "live":
+        p = run(gdb_base(a) + stop + cmds + ["-ex", "kill", "--args", a.target])
+    else:
+        core = os.path.join(a.workdir, "weft_gdb_target.core")
+        if os.path.exists(core):
+            os.remove(core)
+        run(gdb_base(a) + stop + ["-ex", "generate-core-file " + core, "-ex", "kill", "--args", a.target])
+        if not os.path.exists(core):
+            fail("gdb wrote no core file")
+        p = run(gdb_base(a) + cmds + [a.target, core])
+        os.remove(core)
+    check(p.stdout)
+
+
+if __name__ == "__main__":
+    main()
