@@ -121,7 +121,7 @@ constexpr std::uint64_t arch_code =
 //   23  paint byte of painted stacks
 //   24  fiber: requested stack size
 extern "C" {
-[[gnu::used]] WEFT_API const std::uint64_t weft_debug_layout[] = {
+[[gnu::used]] WEFT_API extern const std::uint64_t weft_debug_layout[] = {
     0x5745465444424731ull,
     1,
     25,

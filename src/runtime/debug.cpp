@@ -20,7 +20,7 @@
 //                                 done 4, failed 5, canceled 6, timed_out 7)
 //   5  task: worker (4-byte int, -1: none yet)
 extern "C" {
-[[gnu::used]] WEFT_API const std::uint64_t weft_debug_task_layout[] = {
+[[gnu::used]] WEFT_API extern const std::uint64_t weft_debug_task_layout[] = {
     0x5745465454534b31ull,
     1,
     6,
