@@ -22,3 +22,18 @@ install(FILES ${PROJECT_BINARY_DIR}/weftConfig.cmake ${PROJECT_BINARY_DIR}/weftC
 file(RELATIVE_PATH WEFT_PC_RELATIVE_PREFIX "${CMAKE_INSTALL_FULL_LIBDIR}/pkgconfig" "${CMAKE_INSTALL_PREFIX}")
 configure_file(cmake/weft.pc.in ${PROJECT_BINARY_DIR}/weft.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/weft.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
+# The gdb extension (tools/gdb/weft_gdb.py, docs/debugging.md). Always as
+# <datadir>/weft/gdb/weft_gdb.py, for `source`. With a shared libweft, also
+# where gdb auto-loads it when it loads the library (the script's name is
+# the library's real file name plus -gdb.py): next to the library (loaded if
+# the library's directory is in gdb's auto-load safe-path), and under
+# <datadir>/gdb/auto-load/<absolute libdir>, which is gdb's own
+# $datadir/auto-load (in the default safe-path) when the prefix is /usr.
+install(FILES tools/gdb/weft_gdb.py DESTINATION ${CMAKE_INSTALL_DATADIR}/weft/gdb)
+if(BUILD_SHARED_LIBS)
+  set(WEFT_GDB_AUTOLOAD_NAME libweft.so.${PROJECT_VERSION}-gdb.py)
+  install(FILES tools/gdb/weft_gdb.py DESTINATION ${CMAKE_INSTALL_LIBDIR} RENAME ${WEFT_GDB_AUTOLOAD_NAME})
+  install(FILES tools/gdb/weft_gdb.py DESTINATION ${CMAKE_INSTALL_DATADIR}/gdb/auto-load${CMAKE_INSTALL_FULL_LIBDIR}
+          RENAME ${WEFT_GDB_AUTOLOAD_NAME})
+endif()

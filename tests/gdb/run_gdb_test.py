@@ -6,7 +6,7 @@
 # function names of each backtrace, in order.
 #
 # Usage: run_gdb_test.py --mode live|core --gdb GDB --script weft_gdb.py
-#                        --target weft_gdb_target --workdir DIR
+#                        --target weft_gdb_target --workdir DIR [--strip-debug]
 import argparse
 import os
 import re
@@ -100,7 +100,16 @@ def main():
     ap.add_argument("--script", required=True)
     ap.add_argument("--target", required=True)
     ap.add_argument("--workdir", required=True)
+    ap.add_argument("--strip-debug", action="store_true",
+                    help="run on a copy of the target without any debug info (objcopy --strip-debug): "
+                         "libweft's DWARF goes too, so the script can only use weft's exported symbols")
     a = ap.parse_args()
+    if a.strip_debug:
+        stripped = os.path.join(a.workdir, "weft_gdb_target.nodebug." + a.mode)
+        subprocess.run(["objcopy", "--strip-debug", a.target, stripped], check=True)
+        if subprocess.run(["readelf", "-S", stripped], stdout=subprocess.PIPE, text=True).stdout.find(".debug_info") >= 0:
+            fail("objcopy --strip-debug left .debug_info")
+        a.target = stripped
     cmds = ["-ex", "weft list", "-ex", "weft bt all"]
     stop = ["-ex", "break weft_gdb_stop_here", "-ex", "run", "-ex", "finish"]
     if a.mode == "live":
