@@ -34,6 +34,14 @@ install(FILES tools/gdb/weft_gdb.py DESTINATION ${CMAKE_INSTALL_DATADIR}/weft/gd
 if(BUILD_SHARED_LIBS)
   set(WEFT_GDB_AUTOLOAD_NAME libweft.so.${PROJECT_VERSION}-gdb.py)
   install(FILES tools/gdb/weft_gdb.py DESTINATION ${CMAKE_INSTALL_LIBDIR} RENAME ${WEFT_GDB_AUTOLOAD_NAME})
-  install(FILES tools/gdb/weft_gdb.py DESTINATION ${CMAKE_INSTALL_DATADIR}/gdb/auto-load${CMAKE_INSTALL_FULL_LIBDIR}
+  # The absolute libdir under the prefix given at install time
+  # (`cmake --install --prefix` changes it after configuring): escaped, so
+  # cmake_install.cmake expands it then.
+  if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}")
+    set(WEFT_GDB_AUTOLOAD_LIBDIR "${CMAKE_INSTALL_LIBDIR}")
+  else()
+    set(WEFT_GDB_AUTOLOAD_LIBDIR "\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR}")
+  endif()
+  install(FILES tools/gdb/weft_gdb.py DESTINATION "${CMAKE_INSTALL_DATADIR}/gdb/auto-load${WEFT_GDB_AUTOLOAD_LIBDIR}"
           RENAME ${WEFT_GDB_AUTOLOAD_NAME})
 endif()
