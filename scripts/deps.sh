@@ -20,9 +20,10 @@ WEFT_PKGS_BASE=(cmake ninja-build g++ libgtest-dev googletest pkgconf liburing-d
 WEFT_PKGS_CLANG=(clang-14 libclang-rt-14-dev)
 # aarch64-* presets: the cross compiler and libc (pulled in by the cross
 # g++), the emulator CTest runs the tests under, and GoogleTest's sources
-# (/usr/src/googletest), which the cross build compiles for the target.
+# (/usr/src/googletest), which the cross build compiles for the target;
+# gdb-multiarch for the gdb tests (tests/gdb, through qemu-aarch64).
 # shellcheck disable=SC2034  # used by the scripts that source this file
-WEFT_PKGS_AARCH64=(g++-aarch64-linux-gnu qemu-user googletest)
+WEFT_PKGS_AARCH64=(g++-aarch64-linux-gnu qemu-user googletest gdb-multiarch)
 # scripts/bench: Boost.Context (fcontext and fiber peers), Boost.Fiber (the
 # runtime section's peer), Boost.Asio (libboost-dev: R8's echo peer),
 # matplotlib for the report's charts (Debian's python3), valgrind for the

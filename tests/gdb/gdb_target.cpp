@@ -20,13 +20,18 @@
 #include <weft/sync/event.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 
 // Keeps a call from being a tail call and a function from being merged with
 // another: the caller does something after the callee returns.
 static volatile int sink;
 #define WEFT_GDB_AFTER_CALL() (sink = sink + 1)
 
+// With WEFT_GDB_ABORT set it aborts instead: under qemu-aarch64 the core
+// file comes from qemu (gdb's generate-core-file cannot work through qemu's
+// gdb stub).
 extern "C" [[gnu::noinline]] void weft_gdb_stop_here() {
+    if (std::getenv("WEFT_GDB_ABORT")) std::abort();
     asm volatile("" ::: "memory");
     WEFT_GDB_AFTER_CALL();
 }

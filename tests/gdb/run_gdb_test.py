@@ -5,13 +5,24 @@
 # `weft list` and `weft bt all`, and checks the listed fibers and the
 # function names of each backtrace, in order.
 #
+# With --qemu (the AArch64 cross build: --qemu "qemu-aarch64 -L SYSROOT",
+# --gdb gdb-multiarch) the target runs under qemu-aarch64: live through
+# qemu's gdb stub (-g PORT, `target remote`), and the core file is the one
+# qemu-user writes when the target aborts at the stop (WEFT_GDB_ABORT=1).
+#
 # Usage: run_gdb_test.py --mode live|core --gdb GDB --script weft_gdb.py
-#                        --target weft_gdb_target --workdir DIR [--strip-debug]
+#                        --target weft_gdb_target --workdir DIR
+#                        [--strip-debug [--objcopy OBJCOPY]] [--qemu "QEMU ARGS..."]
 import argparse
+import glob
 import os
 import re
+import resource
+import shlex
+import socket
 import subprocess
 import sys
+import time
 
 # name -> (kind, state, task state or None, functions expected in its
 # backtrace, innermost first; each must appear after the previous one)
@@ -35,8 +46,52 @@ def run(cmd):
 
 
 def gdb_base(a):
-    return [a.gdb, "-batch", "-nx", "-ex", "set pagination off", "-ex", "set width 0",
-            "-ex", "set debuginfod enabled off", "-x", a.script]
+    base = [a.gdb, "-batch", "-nx", "-ex", "set pagination off", "-ex", "set width 0",
+            "-ex", "set debuginfod enabled off"]
+    if a.sysroot:
+        base += ["-ex", "set sysroot " + a.sysroot]
+    return base + ["-x", a.script]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_qemu(a, cmds):
+    """Live under qemu: the target waits for gdb on a port of qemu's stub."""
+    port = free_port()
+    qemu = subprocess.Popen(shlex.split(a.qemu) + ["-g", str(port), a.target],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.5)
+        return run(gdb_base(a) + ["-ex", "file " + a.target, "-ex", "target remote 127.0.0.1:%d" % port,
+                                  "-ex", "break weft_gdb_stop_here", "-ex", "continue"] + cmds + ["-ex", "kill"])
+    finally:
+        qemu.kill()
+        qemu.wait()
+
+
+def qemu_core(a):
+    """The core file qemu-user writes when the target aborts at the stop."""
+    for f in glob.glob(os.path.join(a.workdir, "qemu_*.core")):
+        os.remove(f)
+    env = dict(os.environ, WEFT_GDB_ABORT="1")
+
+    def unlimited():
+        resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+
+    p = subprocess.run(shlex.split(a.qemu) + [a.target], cwd=a.workdir, env=env, preexec_fn=unlimited,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # qemu itself then dies of the same SIGABRT; the host's core of qemu
+    # (core_pattern "core") is of no use here.
+    for f in glob.glob(os.path.join(a.workdir, "core*")):
+        os.remove(f)
+    cores = glob.glob(os.path.join(a.workdir, "qemu_*.core"))
+    if not cores:
+        fail("qemu wrote no core file (exit status %d)" % p.returncode)
+    return cores[0]
 
 
 def fail(msg):
@@ -100,19 +155,32 @@ def main():
     ap.add_argument("--script", required=True)
     ap.add_argument("--target", required=True)
     ap.add_argument("--workdir", required=True)
+    ap.add_argument("--objcopy", default="objcopy")
+    ap.add_argument("--qemu", help="run the target under this emulator command (AArch64 cross build)")
     ap.add_argument("--strip-debug", action="store_true",
                     help="run on a copy of the target without any debug info (objcopy --strip-debug): "
                          "libweft's DWARF goes too, so the script can only use weft's exported symbols")
     a = ap.parse_args()
+    a.sysroot = None
+    if a.qemu:
+        q = shlex.split(a.qemu)
+        if "-L" in q:
+            a.sysroot = q[q.index("-L") + 1]
     if a.strip_debug:
         stripped = os.path.join(a.workdir, "weft_gdb_target.nodebug." + a.mode)
-        subprocess.run(["objcopy", "--strip-debug", a.target, stripped], check=True)
+        subprocess.run([a.objcopy, "--strip-debug", a.target, stripped], check=True)
         if subprocess.run(["readelf", "-S", stripped], stdout=subprocess.PIPE, text=True).stdout.find(".debug_info") >= 0:
             fail("objcopy --strip-debug left .debug_info")
         a.target = stripped
     cmds = ["-ex", "weft list", "-ex", "weft bt all"]
     stop = ["-ex", "break weft_gdb_stop_here", "-ex", "run", "-ex", "finish"]
-    if a.mode == "live":
+    if a.qemu and a.mode == "live":
+        p = run_qemu(a, cmds)
+    elif a.qemu:
+        core = qemu_core(a)
+        p = run(gdb_base(a) + cmds + [a.target, core])
+        os.remove(core)
+    elif a.mode == "live":
         p = run(gdb_base(a) + stop + cmds + ["-ex", "kill", "--args", a.target])
     else:
         core = os.path.join(a.workdir, "weft_gdb_target.core")
@@ -123,6 +191,8 @@ def main():
             fail("gdb wrote no core file")
         p = run(gdb_base(a) + cmds + [a.target, core])
         os.remove(core)
+    if a.strip_debug:
+        os.remove(a.target)
     check(p.stdout)
 
 
