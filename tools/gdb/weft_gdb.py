@@ -137,7 +137,10 @@ def fibers():
             f.id = _u64(rec + lay["id"])
             size = min(_u64(rec + lay["name_size"]), 256)
             data = _u64(rec + lay["name_data"])
-            f.name = _read(data, size).decode("utf-8", "replace") if size and data else ""
+            try:
+                f.name = _read(data, size).decode("utf-8", "replace") if size and data else ""
+            except gdb.MemoryError:
+                f.name = "<unreadable name at 0x%x>" % data
             st = _u8(rec + lay["state"])
             f.state = _FIBER_STATES[st] if st < len(_FIBER_STATES) else "?%d" % st
             fl = _u8(rec + lay["flavour"])
@@ -318,7 +321,7 @@ high-water mark in bytes when the stack was painted (fiber_options::paint_stack)
     def invoke(self, arg, from_tty):
         try:
             _list()
-        except WeftError as e:
+        except (WeftError, gdb.MemoryError) as e:
             raise gdb.GdbError("weft: %s" % e)
 
 
@@ -351,7 +354,7 @@ from the fiber's saved switch frame and works on core files too."""
                     gdb.write("\n")
                 gdb.write(_header(f))
                 gdb.write(_backtrace(f, lay, limit))
-        except WeftError as e:
+        except (WeftError, gdb.MemoryError) as e:
             raise gdb.GdbError("weft: %s" % e)
 
 
