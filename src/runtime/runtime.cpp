@@ -48,8 +48,6 @@
 
 #include "weft/runtime.hpp"
 
-#include "debug.hpp"
-
 #include <algorithm>
 #include <cerrno>
 #include <condition_variable>
@@ -69,6 +67,8 @@
 #include "weft/detail/timer_wheel.hpp"
 #include "weft/detail/work_deque.hpp"
 #include "weft/waiter.hpp"
+
+#include "debug.hpp"
 
 namespace weft::detail {
 
