@@ -1061,6 +1061,7 @@ bool runtime_core::run_stackless(worker* w, task_record* t) {
         case co_blocking:
             try {
                 t->fiber = make_fiber(t);
+                note_task_fiber(t);  // weft list shows the borrowed fiber as the task's
             } catch (...) {
                 // No stack for the call: it fails with the error.
                 t->co_pending->error = std::current_exception();
