@@ -1,0 +1,209 @@
+// The handle table, result names and the exception mapping of the C API.
+
+#include <mutex>
+#include <new>
+#include <stdexcept>
+#include <system_error>
+#include <vector>
+
+#include "capi.hpp"
+#include "weft/runtime.hpp"
+#include "weft/stack.hpp"
+#include "weft/sync/channel.hpp"
+#include "weft/task.hpp"
+
+namespace weft::capi {
+namespace {
+
+// A handle is (generation << 32) | (index + 1): index + 1 so that no handle
+// is 0, a generation per slot so that a slot's next tenant gets a different
+// handle than its last (a stale handle is found out unless the same slot was
+// reused 2^32 times meanwhile). One lock: every call takes it for a few
+// instructions to count a reference, never while it waits.
+struct slot {
+    object* obj = nullptr;
+    std::uint32_t generation = 1;
+    std::uint32_t next_free = 0;  // index + 1 of the next free slot, 0: none
+};
+
+struct table {
+    std::mutex mu;
+    std::vector<slot> slots;
+    std::uint32_t free_head = 0;  // index + 1
+};
+
+table& the_table() {
+    // Never destroyed: handles may be used from static destructors and from
+    // threads that outlive main().
+    static table* t = new table;
+    return *t;
+}
+
+slot* find(table& t, std::uint64_t h, kind k) noexcept {
+    const std::uint64_t index = (h & 0xffffffffu) - 1;
+    const std::uint32_t gen = static_cast<std::uint32_t>(h >> 32);
+    if (index >= t.slots.size()) return nullptr;
+    slot& s = t.slots[index];
+    if (s.generation != gen || !s.obj || s.obj->what != k) return nullptr;
+    return &s;
+}
+
+}  // namespace
+
+std::uint64_t insert(object* o) {
+    table& t = the_table();
+    std::lock_guard g(t.mu);
+    std::uint32_t index;
+    if (t.free_head) {
+        index = t.free_head - 1;
+        t.free_head = t.slots[index].next_free;
+    } else {
+        if (t.slots.size() >= 0xfffffffeu) throw std::bad_alloc();
+        t.slots.emplace_back();
+        index = static_cast<std::uint32_t>(t.slots.size() - 1);
+    }
+    slot& s = t.slots[index];
+    s.obj = o;
+    s.next_free = 0;
+    o->handle = (std::uint64_t(s.generation) << 32) | (std::uint64_t(index) + 1);
+    return o->handle;
+}
+
+object* acquire(std::uint64_t h, kind k, weft_result* why) noexcept {
+    if (h == 0) {
+        *why = WEFT_INVALID_ARGUMENT;
+        return nullptr;
+    }
+    table& t = the_table();
+    std::lock_guard g(t.mu);
+    slot* s = find(t, h, k);
+    if (!s) {
+        *why = WEFT_INVALID_HANDLE;
+        return nullptr;
+    }
+    s->obj->refs.fetch_add(1, std::memory_order_relaxed);
+    return s->obj;
+}
+
+object* remove(std::uint64_t h, kind k, weft_result* why) noexcept {
+    if (h == 0) {
+        *why = WEFT_INVALID_ARGUMENT;
+        return nullptr;
+    }
+    table& t = the_table();
+    std::lock_guard g(t.mu);
+    slot* s = find(t, h, k);
+    if (!s) {
+        *why = WEFT_INVALID_HANDLE;
+        return nullptr;
+    }
+    object* o = s->obj;
+    s->obj = nullptr;
+    s->generation = s->generation == 0xffffffffu ? 1 : s->generation + 1;
+    const std::uint32_t index = static_cast<std::uint32_t>(s - t.slots.data());
+    s->next_free = t.free_head;
+    t.free_head = index + 1;
+    return o;
+}
+
+void release(object* o) noexcept {
+    if (o->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete o;
+}
+
+weft_result current_exception_result() noexcept {
+    try {
+        throw;
+    } catch (const std::bad_alloc&) {
+        return WEFT_OUT_OF_MEMORY;
+    } catch (const coroutine_error& e) {
+        switch (e.code()) {
+        case coroutine_errc::empty_handle: return WEFT_INVALID_HANDLE;
+        case coroutine_errc::yield_outside:
+        case coroutine_errc::yield_type: return WEFT_NOT_IN_COROUTINE;
+        case coroutine_errc::stack_too_small: return WEFT_STACK_ERROR;
+        case coroutine_errc::resume_running: return WEFT_WRONG_THREAD;
+        default: return WEFT_WRONG_STATE;
+        }
+    } catch (const task_error& e) {
+        switch (e.code()) {
+        case task_errc::empty_handle: return WEFT_INVALID_HANDLE;
+        case task_errc::join_twice:
+        case task_errc::join_self: return WEFT_WRONG_STATE;
+        case task_errc::runtime_stopping: return WEFT_STOPPING;
+        case task_errc::not_in_task: return WEFT_NOT_IN_TASK;
+        case task_errc::driver_busy:
+        case task_errc::inside_task: return WEFT_WRONG_THREAD;
+        case task_errc::bad_option: return WEFT_INVALID_ARGUMENT;
+        }
+        return WEFT_UNKNOWN_ERROR;
+    } catch (const task_canceled& e) {
+        return e.state() == task_state::timed_out ? WEFT_TIMED_OUT : WEFT_CANCELED;
+    } catch (const channel_closed&) {
+        return WEFT_CLOSED;
+    } catch (const stack_error&) {
+        return WEFT_STACK_ERROR;
+    } catch (const std::system_error& e) {
+        if (e.code() == std::errc::operation_not_permitted) return WEFT_WRONG_STATE;
+        if (e.code() == std::errc::not_enough_memory) return WEFT_OUT_OF_MEMORY;
+        return WEFT_SYSTEM_ERROR;
+    } catch (const std::length_error&) {
+        return WEFT_OUT_OF_MEMORY;
+    } catch (const std::invalid_argument&) {
+        return WEFT_INVALID_ARGUMENT;
+    } catch (...) {
+        return WEFT_UNKNOWN_ERROR;
+    }
+}
+
+detail::fiber_record* stop_cancellation() noexcept {
+    detail::fiber_record* f = detail::this_thread_state()->current;
+    f->unwind_caught = true;
+    return f;
+}
+
+void finish_cancellation(detail::fiber_record* f) noexcept {
+    // The handler has ended and deleted the unwind's object: no forced
+    // unwind is in flight on this fiber any more.
+    f->unwind_raised = false;
+    f->unwind_caught = false;
+}
+
+}  // namespace weft::capi
+
+using namespace weft::capi;
+
+extern "C" {
+
+const char* weft_result_str(weft_result r) noexcept {
+    switch (r) {
+    case WEFT_OK: return "WEFT_OK: success";
+    case WEFT_INVALID_ARGUMENT: return "WEFT_INVALID_ARGUMENT: a NULL pointer, zero handle or value out of range";
+    case WEFT_INVALID_HANDLE: return "WEFT_INVALID_HANDLE: the handle's object was destroyed, or is of another kind";
+    case WEFT_WRONG_STATE: return "WEFT_WRONG_STATE: the object's state does not allow the call";
+    case WEFT_WRONG_THREAD: return "WEFT_WRONG_THREAD: in use on another thread, or the call would wait for itself";
+    case WEFT_NOT_IN_COROUTINE: return "WEFT_NOT_IN_COROUTINE: not called from inside that coroutine";
+    case WEFT_NOT_IN_TASK: return "WEFT_NOT_IN_TASK: not called from inside a task";
+    case WEFT_OUT_OF_MEMORY: return "WEFT_OUT_OF_MEMORY: an allocation failed";
+    case WEFT_STACK_ERROR: return "WEFT_STACK_ERROR: no stack could be had, or it is too small";
+    case WEFT_TIMED_OUT: return "WEFT_TIMED_OUT: the deadline passed";
+    case WEFT_CANCELED: return "WEFT_CANCELED: canceled (the body should return)";
+    case WEFT_CLOSED: return "WEFT_CLOSED: the channel is closed";
+    case WEFT_WOULD_BLOCK: return "WEFT_WOULD_BLOCK: the call would have to wait";
+    case WEFT_NOT_ENOUGH_SPACE: return "WEFT_NOT_ENOUGH_SPACE: the coroutine's storage is too full or too empty";
+    case WEFT_CALLBACK_FAILED: return "WEFT_CALLBACK_FAILED: a C++ exception escaped a body";
+    case WEFT_STOPPING: return "WEFT_STOPPING: the runtime is stopping or stopped";
+    case WEFT_SYSTEM_ERROR: return "WEFT_SYSTEM_ERROR: the system refused";
+    case WEFT_UNKNOWN_ERROR: return "WEFT_UNKNOWN_ERROR: an unexpected C++ exception";
+    }
+    return "unknown result";
+}
+
+weft_result weft_now(int64_t* out_ns) noexcept {
+    if (!out_ns) return WEFT_INVALID_ARGUMENT;
+    *out_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                  std::chrono::steady_clock::now().time_since_epoch())
+                  .count();
+    return WEFT_OK;
+}
+
+}  // extern "C"

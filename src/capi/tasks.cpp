@@ -1,0 +1,302 @@
+// The C API's runtimes and tasks: weft::runtime (L4) and join_handle (L3)
+// behind handles, C task bodies behind a wrapper that turns what escapes
+// them into results.
+#include <cstdio>
+#include <memory>
+#include <string_view>
+
+#include "capi.hpp"
+#include "weft/runtime.hpp"
+#include "weft/task.hpp"
+
+namespace weft::capi {
+namespace {
+
+struct rt final : object {
+    static constexpr kind kind_of = kind::runtime;
+    explicit rt(const runtime_options& o) : object(kind::runtime), r(o) {}
+    runtime r;
+};
+
+struct task final : object {
+    static constexpr kind kind_of = kind::task;
+    task() noexcept : object(kind::task) {}
+    ~task() override {
+        if (rec) detail::release(rec);
+    }
+    join_handle<weft_result> h;
+    // rec is the task's record, kept alive by a reference of this object's
+    // own: cancel, id and is_done use it, never h, which a join or detach
+    // on another thread may be emptying.
+    detail::task_record* rec = nullptr;
+    // joining: a join or detach of this handle is under way.
+    std::atomic<bool> joining{false};
+};
+
+// run_c_task() is every C task's body. A C++ exception escaping fn is its
+// result WEFT_CALLBACK_FAILED; a cancellation never unwinds fn's frames (the
+// C API's blocking calls stop it and return WEFT_CANCELED), so once fn has
+// returned, a task whose cancellation was requested is unwound from here,
+// in C++, and ends canceled (or timed out) as any weft task.
+weft_result run_c_task(void (*fn)(void*), void* arg) {
+    weft_result r = WEFT_OK;
+    try {
+        fn(arg);
+    } catch (...) {
+        if (detail::forced_unwind_in_flight()) throw;
+        r = WEFT_CALLBACK_FAILED;
+    }
+    detail::task_record* t = detail::current_task();
+    if (t->cancel_reason.load(std::memory_order_acquire) != 0) detail::raise_forced_unwind();
+    return r;
+}
+
+// A detached C task cannot fail with an exception except when it gets no
+// stack; say so instead of terminating (weft's default for C++ tasks).
+void report_unhandled(const task_info& t, std::exception_ptr) noexcept {
+    std::fprintf(stderr, "weft: detached C task '%s' (id %llu) failed (no stack)\n", t.name.c_str(),
+                 static_cast<unsigned long long>(t.id));
+}
+
+bool make_spawn_options(const weft_spawn_options* in, spawn_options& o) noexcept {
+    if (!in) return true;
+    if (in->name) o.name = in->name;
+    o.stack_size = in->stack_size;
+    o.pinned = in->pinned != 0;
+    bool none = true;
+    std::chrono::steady_clock::time_point tp;
+    if (!deadline(in->deadline_ns, tp, none)) return false;
+    if (!none) o.deadline = tp;
+    return true;
+}
+
+weft_result spawn_into(runtime* r, void (*fn)(void*), void* arg, const weft_spawn_options* options,
+                       weft_task* out) noexcept {
+    spawn_options o;
+    if (!fn || !make_spawn_options(options, o)) return WEFT_INVALID_ARGUMENT;
+    return guarded([&] {
+        auto body = [fn, arg] { return run_c_task(fn, arg); };
+        if (!out) {
+            if (r)
+                r->spawn(body, o).detach();
+            else
+                weft::spawn(body, o).detach();
+            return WEFT_OK;
+        }
+        // The handle first, so that a spawned task never lacks one.
+        std::unique_ptr<task> t(new task);
+        const std::uint64_t h = insert(t.get());
+        task* raw = t.release();
+        try {
+            raw->h = r ? r->spawn(body, o) : weft::spawn(body, o);
+            raw->rec = raw->h.record();
+            raw->rec->refs.fetch_add(1, std::memory_order_relaxed);
+        } catch (...) {
+            weft_result why;
+            ref<task> gone = take<task>(h, &why);
+            throw;
+        }
+        out->id = h;
+        return WEFT_OK;
+    });
+}
+
+// outcome_of() is the result of a finished task whose handle is h.
+weft_result outcome_of(join_handle<weft_result>& h) noexcept {
+    try {
+        return h.join();
+    } catch (...) {
+        return current_exception_result();
+    }
+}
+
+}  // namespace
+}  // namespace weft::capi
+
+using namespace weft;
+using namespace weft::capi;
+
+extern "C" {
+
+weft_runtime_options weft_runtime_options_init(void) noexcept {
+    weft_runtime_options o;
+    o.workers = 0;
+    o.stack_size = runtime_options{}.stack_size;
+    return o;
+}
+
+weft_spawn_options weft_spawn_options_init(void) noexcept {
+    weft_spawn_options o;
+    o.name = nullptr;
+    o.stack_size = 0;
+    o.pinned = 0;
+    o.deadline_ns = WEFT_NO_DEADLINE;
+    return o;
+}
+
+weft_result weft_runtime_create(const weft_runtime_options* options, weft_runtime* out) noexcept {
+    if (!out) return WEFT_INVALID_ARGUMENT;
+    runtime_options o;
+    if (options) {
+        o.workers = options->workers;
+        o.stack_size = options->stack_size;
+    }
+    o.unhandled = &report_unhandled;
+    return guarded([&] {
+        std::unique_ptr<rt> r(new rt(o));
+        out->id = insert(r.get());
+        r.release();
+        return WEFT_OK;
+    });
+}
+
+weft_result weft_runtime_destroy(weft_runtime h) noexcept {
+    weft_result why;
+    ref<rt> r = get<rt>(h.id, &why);
+    if (!r) return why;
+    if (this_task::inside()) return WEFT_WRONG_THREAD;
+    const weft_result res = guarded([&] {
+        r->r.stop();
+        return WEFT_OK;
+    });
+    if (res != WEFT_OK) return res;
+    ref<rt> table_ref = take<rt>(h.id, &why);
+    return table_ref ? WEFT_OK : why;
+}
+
+weft_result weft_runtime_spawn(weft_runtime h, void (*fn)(void* arg), void* arg, const weft_spawn_options* options,
+                               weft_task* out) noexcept {
+    weft_result why;
+    ref<rt> r = get<rt>(h.id, &why);
+    if (!r) return why;
+    return spawn_into(&r->r, fn, arg, options, out);
+}
+
+weft_result weft_spawn(void (*fn)(void* arg), void* arg, const weft_spawn_options* options, weft_task* out) noexcept {
+    if (!this_task::inside()) return fn ? WEFT_NOT_IN_TASK : WEFT_INVALID_ARGUMENT;
+    return spawn_into(nullptr, fn, arg, options, out);
+}
+
+weft_result weft_runtime_block_on(weft_runtime h, void (*fn)(void* arg), void* arg,
+                                  const weft_spawn_options* options) noexcept {
+    weft_result why;
+    ref<rt> r = get<rt>(h.id, &why);
+    if (!r) return why;
+    spawn_options o;
+    if (!fn || !make_spawn_options(options, o)) return WEFT_INVALID_ARGUMENT;
+    if (this_task::inside()) return WEFT_WRONG_THREAD;
+    return guarded([&] { return r->r.block_on([fn, arg] { return run_c_task(fn, arg); }, o); });
+}
+
+weft_result weft_runtime_run_once(weft_runtime h, size_t* ran) noexcept {
+    weft_result why;
+    ref<rt> r = get<rt>(h.id, &why);
+    if (!r) return why;
+    return guarded([&] {
+        const std::size_t n = r->r.run_once();
+        if (ran) *ran = n;
+        return WEFT_OK;
+    });
+}
+
+weft_result weft_task_join(weft_task h, int64_t deadline_ns) noexcept {
+    std::chrono::steady_clock::time_point tp;
+    bool none = true;
+    if (!capi::deadline(deadline_ns, tp, none)) return WEFT_INVALID_ARGUMENT;
+    weft_result why;
+    ref<task> t = get<task>(h.id, &why);
+    if (!t) return why;
+    if (t->joining.exchange(true, std::memory_order_acquire)) return WEFT_WRONG_STATE;
+    if (detail::current_task() == t->rec) {
+        t->joining.store(false, std::memory_order_release);
+        return WEFT_WRONG_STATE;
+    }
+    const weft_result waited = guarded([&] {
+        return detail::wait_finished(t->rec, none ? nullptr : &tp) ? WEFT_OK : WEFT_TIMED_OUT;
+    });
+    if (waited != WEFT_OK) {
+        t->joining.store(false, std::memory_order_release);
+        return waited;
+    }
+    // Finished: the handle goes, the outcome is the result.
+    ref<task> table_ref = take<task>(h.id, &why);
+    if (!table_ref) return why;
+    return outcome_of(t->h);
+}
+
+weft_result weft_task_is_done(weft_task h, int* out) noexcept {
+    if (!out) return WEFT_INVALID_ARGUMENT;
+    weft_result why;
+    ref<task> t = get<task>(h.id, &why);
+    if (!t) return why;
+    *out = t->rec->finished.load(std::memory_order_acquire) ? 1 : 0;
+    return WEFT_OK;
+}
+
+weft_result weft_task_detach(weft_task h) noexcept {
+    weft_result why;
+    ref<task> t = get<task>(h.id, &why);
+    if (!t) return why;
+    if (t->joining.exchange(true, std::memory_order_acquire)) return WEFT_WRONG_STATE;
+    ref<task> table_ref = take<task>(h.id, &why);
+    if (!table_ref) return why;
+    t->h.detach();
+    return WEFT_OK;
+}
+
+weft_result weft_task_cancel(weft_task h) noexcept {
+    weft_result why;
+    ref<task> t = get<task>(h.id, &why);
+    if (!t) return why;
+    detail::request_cancel(t->rec, detail::wait_status::canceled);
+    return WEFT_OK;
+}
+
+weft_result weft_task_id(weft_task h, uint64_t* out) noexcept {
+    if (!out) return WEFT_INVALID_ARGUMENT;
+    weft_result why;
+    ref<task> t = get<task>(h.id, &why);
+    if (!t) return why;
+    *out = t->rec->id;
+    return WEFT_OK;
+}
+
+weft_result weft_current_task_id(uint64_t* out) noexcept {
+    if (!out) return WEFT_INVALID_ARGUMENT;
+    if (!this_task::inside()) return WEFT_NOT_IN_TASK;
+    return guarded([&] {
+        *out = this_task::id();
+        return WEFT_OK;
+    });
+}
+
+weft_result weft_yield(void) noexcept {
+    if (!this_task::inside()) return WEFT_NOT_IN_TASK;
+    return guarded([] {
+        this_task::yield();
+        return WEFT_OK;
+    });
+}
+
+weft_result weft_sleep_until(int64_t deadline_ns) noexcept {
+    if (deadline_ns < 0) return WEFT_INVALID_ARGUMENT;
+    if (!this_task::inside()) return WEFT_NOT_IN_TASK;
+    std::chrono::steady_clock::time_point tp;
+    bool none;
+    (void)capi::deadline(deadline_ns, tp, none);
+    return guarded([&] {
+        this_task::sleep_until(tp);
+        return WEFT_OK;
+    });
+}
+
+weft_result weft_sleep(int64_t ns) noexcept {
+    if (ns < 0) return WEFT_INVALID_ARGUMENT;
+    if (!this_task::inside()) return WEFT_NOT_IN_TASK;
+    return guarded([&] {
+        this_task::sleep_for(std::chrono::nanoseconds(ns));
+        return WEFT_OK;
+    });
+}
+
+}  // extern "C"
