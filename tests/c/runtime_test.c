@@ -21,7 +21,7 @@ static weft_runtime make_runtime(unsigned workers) {
 /* drive_until_done() runs a 0-worker runtime on this thread until t ends. */
 static void drive_until_done(weft_runtime rt, weft_task t) {
     int done = 0;
-    for (int i = 0; i < 100000 && !done; ++i) {
+    for (long i = 0; i < 100000000L && !done; ++i) {
         CHECK_OK(weft_runtime_run_once(rt, NULL));
         CHECK_OK(weft_task_is_done(t, &done));
     }
@@ -244,15 +244,19 @@ static void cancel_of_a_task_blocked_in_recv_2_workers(void) { cancel_of_a_task_
 static void long_sleeper(void* arg) { *(weft_result*)arg = weft_sleep(60000 * MS); }
 
 static void a_spawn_deadline_cancels_the_task_which_ends_timed_out(void) {
-    weft_runtime rt = make_runtime(2);
-    weft_result slept = WEFT_OK;
+    /* 0 workers: the body surely starts (at the first run_once) before its
+     * deadline, and is in its sleep when the deadline comes. */
+    weft_runtime rt = make_runtime(0);
+    weft_result slept = WEFT_UNKNOWN_ERROR;
     weft_spawn_options so = weft_spawn_options_init();
-    so.deadline_ns = now_ns() + 3 * MS;
-    weft_task t;
     int64_t t0 = now_ns();
+    so.deadline_ns = t0 + 20 * MS;
+    weft_task t;
     CHECK_OK(weft_runtime_spawn(rt, long_sleeper, &slept, &so, &t));
+    CHECK_OK(weft_runtime_run_once(rt, NULL));
+    drive_until_done(rt, t);
     CHECK_RESULT(weft_task_join(t, WEFT_NO_DEADLINE), WEFT_TIMED_OUT);
-    CHECK(now_ns() - t0 >= 3 * MS);
+    CHECK(now_ns() - t0 >= 20 * MS);
     CHECK(slept == WEFT_CANCELED);
     so.deadline_ns = -7;
     CHECK_RESULT(weft_runtime_spawn(rt, long_sleeper, &slept, &so, &t), WEFT_INVALID_ARGUMENT);
