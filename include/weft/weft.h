@@ -43,6 +43,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* WEFT_C_API marks the functions exported from a shared libweft. */
 #if defined(WEFT_SHARED_BUILD)
 #define WEFT_C_API __attribute__((visibility("default")))
 #else
