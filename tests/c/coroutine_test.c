@@ -332,10 +332,10 @@ static void a_cpp_exception_escaping_the_body_is_callback_failed(void) {
 }
 
 static void an_impossible_stack_is_a_stack_error(void) {
-    weft_coroutine_desc d = weft_coroutine_desc_init(empty_body, SIZE_MAX / 2);
+    weft_coroutine_desc d = weft_coroutine_desc_init(empty_body, SIZE_MAX - 100); /* overflows the size arithmetic: nothing is mapped */
     weft_coroutine co = {0};
     weft_result r = weft_coroutine_create(&d, &co);
-    CHECK(r == WEFT_STACK_ERROR || r == WEFT_OUT_OF_MEMORY);
+    CHECK_RESULT(r, WEFT_STACK_ERROR);
     CHECK(co.id == 0);
 }
 
