@@ -1,6 +1,8 @@
 // The handle table, result names and the exception mapping of the C API.
 
+#include <cstring>
 #include <mutex>
+#include <type_traits>
 #include <new>
 #include <stdexcept>
 #include <system_error>
@@ -175,7 +177,13 @@ using namespace weft::capi;
 extern "C" {
 
 const char* weft_result_str(weft_result r) noexcept {
-    switch (r) {
+    // A C caller may pass any int; in C++ loading an enum outside its
+    // enumerators' range is undefined (UBSan's -fsanitize=enum says so), so
+    // the value is read as its underlying integer.
+    std::underlying_type_t<weft_result> v;
+    static_assert(sizeof v == sizeof r);
+    std::memcpy(&v, &r, sizeof v);
+    switch (v) {
     case WEFT_OK: return "WEFT_OK: success";
     case WEFT_INVALID_ARGUMENT: return "WEFT_INVALID_ARGUMENT: a NULL pointer, zero handle or value out of range";
     case WEFT_INVALID_HANDLE: return "WEFT_INVALID_HANDLE: the handle's object was destroyed, or is of another kind";
