@@ -241,6 +241,47 @@ static void cancel_of_a_task_blocked_in_recv_with(unsigned workers) {
 static void cancel_of_a_task_blocked_in_recv_0_workers(void) { cancel_of_a_task_blocked_in_recv_with(0); }
 static void cancel_of_a_task_blocked_in_recv_2_workers(void) { cancel_of_a_task_blocked_in_recv_with(2); }
 
+/* A task canceled while it joins another: its join returns WEFT_CANCELED
+ * and leaves the other task's handle valid. */
+struct joiner {
+    weft_task target;
+    weft_result joined;
+    weft_result detach_after;
+    atomic_int started;
+};
+
+static void joining_body(void* arg) {
+    struct joiner* j = arg;
+    atomic_store(&j->started, 1);
+    j->joined = weft_task_join(j->target, WEFT_NO_DEADLINE);
+}
+
+static void a_join_interrupted_by_cancellation_keeps_the_joined_handle(void) {
+    weft_runtime rt = make_runtime(2);
+    struct blocked b;
+    init_blocked(&b);
+    struct joiner j;
+    j.joined = WEFT_UNKNOWN_ERROR;
+    j.started = 0;
+    CHECK_OK(weft_runtime_spawn(rt, blocked_body, &b, NULL, &j.target));
+    weft_task jt;
+    CHECK_OK(weft_runtime_spawn(rt, joining_body, &j, NULL, &jt));
+    while (!atomic_load(&j.started)) {
+    }
+    CHECK_OK(weft_task_cancel(jt));
+    CHECK_RESULT(weft_task_join(jt, WEFT_NO_DEADLINE), WEFT_CANCELED);
+    CHECK(j.joined == WEFT_CANCELED);
+    /* The target runs on, and its handle is still ours. */
+    int done = 1;
+    CHECK_OK(weft_task_is_done(j.target, &done));
+    CHECK(done == 0);
+    CHECK_OK(weft_task_cancel(j.target));
+    CHECK_RESULT(weft_task_join(j.target, WEFT_NO_DEADLINE), WEFT_CANCELED);
+    CHECK(b.first == WEFT_CANCELED);
+    CHECK_OK(weft_channel_destroy(b.ch));
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
 static void long_sleeper(void* arg) { *(weft_result*)arg = weft_sleep(60000 * MS); }
 
 static void a_spawn_deadline_cancels_the_task_which_ends_timed_out(void) {
@@ -357,6 +398,7 @@ int main(void) {
     RUN(run_once_drives_a_0_worker_runtime);
     RUN(cancel_of_a_task_blocked_in_recv_0_workers);
     RUN(cancel_of_a_task_blocked_in_recv_2_workers);
+    RUN(a_join_interrupted_by_cancellation_keeps_the_joined_handle);
     RUN(a_spawn_deadline_cancels_the_task_which_ends_timed_out);
     RUN(destroying_a_runtime_cancels_its_tasks_0_workers);
     RUN(destroying_a_runtime_cancels_its_tasks_2_workers);

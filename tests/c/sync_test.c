@@ -277,6 +277,77 @@ static void a_plain_thread_receives_from_a_task(void) {
     CHECK_OK(weft_runtime_destroy(rt));
 }
 
+/* A cancellation racing a send on a rendezvous channel: the value is either
+ * delivered (recv and send both WEFT_OK) or not at all (recv WEFT_CANCELED,
+ * send WEFT_TIMED_OUT); never received and reported lost, or the reverse. */
+struct race {
+    weft_channel ch;
+    weft_task t;
+    weft_result recv;
+    int value;
+    atomic_int started;
+};
+
+static void racing_receiver(void* arg) {
+    struct race* r = arg;
+    atomic_store(&r->started, 1);
+    r->recv = weft_channel_recv(r->ch, &r->value, WEFT_NO_DEADLINE);
+}
+
+static void* cancel_on_thread(void* arg) {
+    struct race* r = arg;
+    CHECK_OK(weft_task_cancel(r->t));
+    return NULL;
+}
+
+static void a_cancellation_racing_a_send_loses_or_delivers_the_value_whole(void) {
+    weft_runtime rt = make_runtime(2);
+    int delivered = 0, canceled = 0;
+    for (int i = 0; i < 100; ++i) {
+        struct race r;
+        memset(&r, 0, sizeof r);
+        r.recv = WEFT_UNKNOWN_ERROR;
+        CHECK_OK(weft_channel_create(sizeof(int), 0, &r.ch));
+        CHECK_OK(weft_runtime_spawn(rt, racing_receiver, &r, NULL, &r.t));
+        while (!atomic_load(&r.started)) {
+        }
+        /* Every third round cancels and lets the task end before sending
+         * (the canceled path, surely: no sender was there while it waited);
+         * the others cancel from a thread while this one sends. A canceled
+         * task may still take a value that needs no wait (a sender already
+         * waiting): cancellation acts at waits only. */
+        pthread_t th;
+        weft_result joined = WEFT_UNKNOWN_ERROR;
+        if (i % 3 == 0) {
+            CHECK_OK(weft_task_cancel(r.t));
+            joined = weft_task_join(r.t, WEFT_NO_DEADLINE);
+        } else {
+            CHECK(pthread_create(&th, NULL, cancel_on_thread, &r) == 0);
+        }
+        int v = 1000 + i;
+        weft_result sent = weft_channel_send(r.ch, &v, now_ns() + 2 * MS);
+        if (i % 3 != 0) {
+            CHECK(pthread_join(th, NULL) == 0);
+            joined = weft_task_join(r.t, WEFT_NO_DEADLINE);
+        }
+        if (sent == WEFT_OK) {
+            CHECK(r.recv == WEFT_OK && r.value == v);
+            ++delivered;
+        } else {
+            CHECK_RESULT(sent, WEFT_TIMED_OUT);
+            CHECK_RESULT(r.recv, WEFT_CANCELED);
+            CHECK_RESULT(joined, WEFT_CANCELED);
+            ++canceled;
+        }
+        CHECK(joined == WEFT_OK || joined == WEFT_CANCELED);
+        CHECK_OK(weft_channel_destroy(r.ch));
+    }
+    printf("  delivered %d, canceled %d\n", delivered, canceled);
+    CHECK(delivered + canceled == 100);
+    CHECK(canceled >= 34); /* the rounds that cancel first */
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
 /* ---- mutex ----------------------------------------------------------------- */
 
 static void mutex_calls_and_misuse(void) {
@@ -519,6 +590,7 @@ int main(void) {
     RUN(ping_pong_between_tasks_2_workers);
     RUN(many_producers_one_consumer_on_2_workers);
     RUN(a_plain_thread_receives_from_a_task);
+    RUN(a_cancellation_racing_a_send_loses_or_delivers_the_value_whole);
     RUN(mutex_calls_and_misuse);
     RUN(a_mutex_excludes_tasks_on_2_workers);
     RUN(a_task_canceled_while_locking_gets_canceled_without_the_lock);
