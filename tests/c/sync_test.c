@@ -3,6 +3,7 @@
  * built as C11. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
@@ -147,8 +148,7 @@ static void destroying_a_channel_wakes_its_waiters_with_closed(void) {
     CHECK_OK(weft_channel_create(sizeof(int), 0, &ch));
     pthread_t th;
     CHECK(pthread_create(&th, NULL, recv_on_thread, &ch) == 0);
-    while (!atomic_load(&recv_thread_started)) {
-    }
+    while (!atomic_load(&recv_thread_started)) sched_yield(); /* valgrind runs one thread at a time */
     struct timespec ts = {0, 20 * 1000 * 1000};
     nanosleep(&ts, NULL);
     CHECK_OK(weft_channel_destroy(ch));
@@ -309,8 +309,7 @@ static void a_cancellation_racing_a_send_loses_or_delivers_the_value_whole(void)
         r.recv = WEFT_UNKNOWN_ERROR;
         CHECK_OK(weft_channel_create(sizeof(int), 0, &r.ch));
         CHECK_OK(weft_runtime_spawn(rt, racing_receiver, &r, NULL, &r.t));
-        while (!atomic_load(&r.started)) {
-        }
+        while (!atomic_load(&r.started)) sched_yield(); /* valgrind runs one thread at a time */
         /* Every third round cancels and lets the task end before sending
          * (the canceled path, surely: no sender was there while it waited);
          * the others cancel from a thread while this one sends. A canceled
@@ -428,8 +427,7 @@ static void a_task_canceled_while_locking_gets_canceled_without_the_lock(void) {
     CHECK_OK(weft_mutex_lock(w.m));
     weft_task t;
     CHECK_OK(weft_runtime_spawn(rt, waits_for_lock, &w, NULL, &t));
-    while (!atomic_load(&w.started)) {
-    }
+    while (!atomic_load(&w.started)) sched_yield(); /* valgrind runs one thread at a time */
     CHECK_OK(weft_task_cancel(t));
     CHECK_RESULT(weft_task_join(t, WEFT_NO_DEADLINE), WEFT_CANCELED);
     CHECK(w.got == WEFT_CANCELED);
@@ -502,8 +500,7 @@ static void broadcast_and_signal_wake_waiting_tasks_with(unsigned workers) {
     weft_task ts[3];
     for (int i = 0; i < 3; ++i) CHECK_OK(weft_runtime_spawn(rt, waits_for_gate, &g, NULL, &ts[i]));
     if (workers == 0) CHECK_OK(weft_runtime_run_once(rt, NULL));
-    while (atomic_load(&g.waiting) != 3) {
-    }
+    while (atomic_load(&g.waiting) != 3) sched_yield(); /* valgrind runs one thread at a time */
     CHECK_OK(weft_mutex_lock(g.m));
     g.open = 1;
     CHECK_OK(weft_cond_signal(g.c));
@@ -543,8 +540,7 @@ static void a_task_canceled_in_a_wait_gets_canceled_with_the_mutex_held(void) {
     init_gate(&g);
     weft_task t;
     CHECK_OK(weft_runtime_spawn(rt, waits_until_canceled, &g, NULL, &t));
-    while (!atomic_load(&g.waiting)) {
-    }
+    while (!atomic_load(&g.waiting)) sched_yield(); /* valgrind runs one thread at a time */
     CHECK_OK(weft_task_cancel(t));
     CHECK_RESULT(weft_task_join(t, WEFT_NO_DEADLINE), WEFT_CANCELED);
     CHECK(g.canceled_wait == WEFT_CANCELED);
@@ -570,8 +566,7 @@ static void destroying_a_cond_wakes_a_waiting_thread(void) {
     init_gate(&g);
     pthread_t th;
     CHECK(pthread_create(&th, NULL, wait_on_thread, &g) == 0);
-    while (!atomic_load(&g.waiting)) {
-    }
+    while (!atomic_load(&g.waiting)) sched_yield(); /* valgrind runs one thread at a time */
     CHECK_OK(weft_mutex_lock(g.m)); /* the waiter has released it: it waits */
     CHECK_OK(weft_mutex_unlock(g.m));
     CHECK_OK(weft_cond_destroy(g.c));
