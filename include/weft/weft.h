@@ -67,7 +67,7 @@ typedef enum weft_result {
     WEFT_INVALID_ARGUMENT = 1,  /* a NULL pointer, a zero handle, a size or option out of range */
     WEFT_INVALID_HANDLE = 2,    /* the handle's object was destroyed (joined, detached) or it names another kind */
     WEFT_WRONG_STATE = 3,       /* the object is not in a state that allows the call */
-    WEFT_WRONG_THREAD = 4,      /* the object is in use on another thread, or the call would wait for itself */
+    WEFT_WRONG_THREAD = 4,      /* in use on another thread; or the call would wait for itself or block a worker */
     WEFT_NOT_IN_COROUTINE = 5,  /* a call that needs the calling coroutine was made outside it */
     WEFT_NOT_IN_TASK = 6,       /* a call that needs a task was made outside one */
     WEFT_OUT_OF_MEMORY = 7,     /* an allocation failed */

@@ -134,7 +134,8 @@ weft_result current_exception_result() noexcept {
         case task_errc::runtime_stopping: return WEFT_STOPPING;
         case task_errc::not_in_task: return WEFT_NOT_IN_TASK;
         case task_errc::driver_busy:
-        case task_errc::inside_task: return WEFT_WRONG_THREAD;
+        case task_errc::inside_task:
+        case task_errc::needs_stack: return WEFT_WRONG_THREAD;
         case task_errc::bad_option: return WEFT_INVALID_ARGUMENT;
         }
         return WEFT_UNKNOWN_ERROR;
