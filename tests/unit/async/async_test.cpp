@@ -327,8 +327,10 @@ TEST_P(async_test, a_coroutine_canceled_before_it_starts_never_runs) {
     const long made = counted::made.load(), gone = counted::gone.load();
     weft::event hold;
     // The body, if it started at all before the cancel (a thief on w2, w4),
-    // waits for `hold`, which is set only after the cancel: either way it
-    // never gets past its first await.
+    // waits for `hold`, which is set only after the join: either way it
+    // never gets past its first await. (Set before the join, a body that
+    // started late could find it set and run on: a wait that needs no
+    // waiting is not a cancellation point.)
     auto body = [](std::atomic<bool>& r, weft::event& e, counted) -> async<void> {
         co_await weft::co::wait(e);
         r = true;
@@ -336,11 +338,11 @@ TEST_P(async_test, a_coroutine_canceled_before_it_starts_never_runs) {
     auto h = rt.block_on([&] {
         auto x = weft::spawn(body(ran, hold, counted{}));
         x.cancel();
-        hold.set();
         return x;
     });
     driver d(rt);
     EXPECT_THROW(h.join(), weft::task_canceled);
+    hold.set();
     EXPECT_FALSE(ran.load());
     // The parameter in the frame was destroyed with it.
     EXPECT_GE(counted::made.load() - made, 2);
