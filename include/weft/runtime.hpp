@@ -18,6 +18,7 @@
 #pragma once
 
 #include <chrono>
+#include <csignal>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -53,6 +54,54 @@ using unhandled_handler = void (*)(const task_info& task, std::exception_ptr e) 
 //              epoll and io::backend_info() says why.
 enum class io_backend : unsigned char { automatic, epoll, io_uring };
 
+// stall_report is what the starvation watchdog (runtime_options::watchdog)
+// says about one task that has run on a worker longer than the threshold
+// without reaching a suspension point. Valid only during the handler call.
+struct stall_report {
+    std::uint64_t task_id = 0;
+    std::string_view task_name;  // empty when the task has none
+    unsigned worker = 0;
+    // ran_for is how long the task had been running when it was sampled
+    // (at least the threshold; the watchdog looks every threshold / 4).
+    std::chrono::nanoseconds ran_for{0};
+    // backtrace is where the task was when it was sampled, innermost frame
+    // first (empty when the worker could not be sampled: no signal, or it
+    // did not answer within 100 ms).
+    std::span<void* const> backtrace;
+    // suppressed is how many stalls were left unreported since the last
+    // report (rate limit: watchdog_options::burst, refill_every).
+    std::uint64_t suppressed = 0;
+    // text is the whole report as the default handler prints it (task,
+    // worker, duration, the symbolised backtrace), one line each.
+    std::string_view text;
+};
+
+// stall_handler receives the watchdog's reports, on the watchdog's own
+// thread (never on the stalled worker). It may log, count or abort.
+using stall_handler = void (*)(const stall_report& report, void* user) noexcept;
+
+// watchdog_options configure a runtime's starvation watchdog (docs/
+// debugging.md). Off unless enabled (or WEFT_WATCHDOG=milliseconds is set
+// in the environment when the runtime is made).
+struct watchdog_options {
+    bool enabled = false;
+    // threshold: a task that runs this long without suspending is a stall.
+    std::chrono::milliseconds threshold{100};
+    // on_stall receives each report; null: print report.text to stderr.
+    stall_handler on_stall = nullptr;
+    void* user = nullptr;
+    // sample_signal is sent to a stalled worker's thread to take the
+    // backtrace there (its handler chains to one installed before); 0: no
+    // signal, reports come without a backtrace.
+    int sample_signal = SIGURG;  // as Go's preemption: ignored by default
+    // Rate limit: at most `burst` reports at once, one more each
+    // refill_every; stalls beyond it are counted (stall_report::suppressed,
+    // runtime_stats::stalls_suppressed). One stall is reported once however
+    // long it lasts.
+    unsigned burst = 10;
+    std::chrono::milliseconds refill_every{1000};
+};
+
 // runtime_options configure a runtime.
 struct runtime_options {
     // workers is the number of worker threads. 0: tasks run on the thread
@@ -78,6 +127,69 @@ struct runtime_options {
     unhandled_handler unhandled = nullptr;
     // io is the IO backend, made when the runtime's first IO wait needs it.
     io_backend io = io_backend::automatic;
+    // trace_path: when not empty, the runtime records a task trace (per
+    // worker: the spans in which each task ran, spawns, steals, parks,
+    // wakes) and writes it there as Chrome / Perfetto trace-event JSON when
+    // it stops. Empty: the path in the environment variable WEFT_TRACE, if
+    // set (docs/debugging.md). Costs one predictable branch per event site
+    // when off.
+    std::string_view trace_path = {};
+    // trace_events bounds the events kept per worker (about 32 bytes each);
+    // later ones are counted as dropped (in the file's "otherData").
+    std::size_t trace_events = std::size_t{1} << 20;
+    // watchdog reports tasks that hog their worker (see watchdog_options).
+    watchdog_options watchdog = {};
+};
+
+// worker_stats are one worker's counters since the runtime started, read
+// while it runs (each is exact for its worker; the set is not a snapshot
+// taken at one instant).
+struct worker_stats {
+    unsigned worker = 0;
+    std::uint64_t spawned = 0;   // tasks spawned by tasks running on this worker
+    std::uint64_t finished = 0;  // tasks that ended here
+    std::uint64_t switches = 0;  // switches into a task here (first runs, resumes and hand-offs)
+    std::uint64_t steals = 0;    // steals that took tasks from another worker's deque
+    std::uint64_t stolen = 0;    // tasks those steals moved here
+    std::uint64_t parks = 0;     // times it slept for want of work
+    std::uint64_t injected = 0;  // tasks it took from the injection queue
+    std::uint64_t timers = 0;    // timers it fired (sleeps, wait timeouts, task deadlines)
+    std::uint64_t io_waits = 0;  // IO waits begun by tasks running here
+    std::uint64_t io_polls = 0;  // polls for IO readiness it made
+    std::size_t deque = 0;       // tasks in its deque now (an estimate)
+    std::size_t inbox = 0;       // pinned tasks of its made ready by other threads, not yet taken
+    bool running = false;        // running a task now
+};
+
+// runtime_stats are a runtime's counters (runtime::stats()).
+struct runtime_stats {
+    std::vector<worker_stats> workers;  // one per worker (one for workers = 0)
+    std::uint64_t spawned_outside = 0;  // spawns from threads that are not its workers
+    std::size_t injection_queue = 0;    // tasks waiting in the injection queue now
+    std::size_t live_tasks = 0;         // spawned and not finished
+    std::uint64_t stalls = 0;             // stalls the watchdog saw
+    std::uint64_t stalls_suppressed = 0;  // of those, left unreported by the rate limit
+    // total() sums the workers' counters (worker = number of workers).
+    [[nodiscard]] worker_stats total() const noexcept {
+        worker_stats t;
+        t.worker = static_cast<unsigned>(workers.size());
+        for (const auto& w : workers) {
+            t.spawned += w.spawned;
+            t.finished += w.finished;
+            t.switches += w.switches;
+            t.steals += w.steals;
+            t.stolen += w.stolen;
+            t.parks += w.parks;
+            t.injected += w.injected;
+            t.timers += w.timers;
+            t.io_waits += w.io_waits;
+            t.io_polls += w.io_polls;
+            t.deque += w.deque;
+            t.inbox += w.inbox;
+            t.running = t.running || w.running;
+        }
+        return t;
+    }
 };
 
 // spawn_options configure one task.
@@ -224,6 +336,9 @@ WEFT_API poller* runtime_poller(runtime_core* c, make_poller_fn make);
 // retain_core() / release_core() keep c's memory (and its poller) alive
 // while an IO registration refers to it, also after the runtime object is
 // gone.
+// note_io_wait() counts an IO wait begun by the calling task (worker_stats::
+// io_waits); nothing outside a worker.
+WEFT_API void note_io_wait() noexcept;
 WEFT_API void retain_core(runtime_core* c) noexcept;
 WEFT_API void release_core(runtime_core* c) noexcept;
 
@@ -324,6 +439,9 @@ public:
     // tasks() lists the live tasks (id, name, state, worker, time in state);
     // safe to call from any thread while the runtime runs.
     [[nodiscard]] std::vector<task_info> tasks() const;
+    // stats() reads the runtime's counters; safe from any thread while it
+    // runs, also from inside its tasks.
+    [[nodiscard]] runtime_stats stats() const;
 
     // core() is the runtime's implementation, for the layers above.
     [[nodiscard]] detail::runtime_core* core() const noexcept { return core_; }

@@ -302,6 +302,7 @@ std::error_code wait(registration* r, std::uint32_t seq, int dir, clock::time_po
         w.arm();
         r->q[dir].push_back(&node);
     }
+    weft::detail::note_io_wait();
     const auto out = w.wait(deadline == no_deadline ? nullptr : &deadline);
     if (out != weft::waiter::outcome::notified) {
         std::lock_guard g(r->mu);

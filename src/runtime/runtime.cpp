@@ -53,6 +53,7 @@
 #include <condition_variable>
 #include <coroutine>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -69,6 +70,7 @@
 #include "weft/waiter.hpp"
 
 #include "debug.hpp"
+#include "observe.hpp"
 
 namespace weft::detail {
 
@@ -171,7 +173,6 @@ struct alignas(64) worker {
     task_fifo pinned;          // ready pinned tasks (Q2)
     unsigned tick = 0;
     std::uint64_t rng = 0;
-    task_record* current = nullptr;
     std::int64_t now = 0;  // coarse clock, read once per task run (state stamps)
     // Pinned tasks made ready by other threads.
     std::mutex inbox_mu;
@@ -187,6 +188,11 @@ struct alignas(64) worker {
     // Copy-stack tasks pinned here run on these stacks.
     std::once_flag shared_once;
     std::unique_ptr<shared_stack_pool> shared;
+    // Counters, the running task, the trace (observe.hpp, O1-O3).
+    worker_view view;
+
+    [[nodiscard]] task_record* current() const noexcept { return view.current.load(std::memory_order_relaxed); }
+    void set_current(task_record* t) noexcept { view.current.store(t, std::memory_order_relaxed); }
 
     std::uint64_t next_random() noexcept {
         rng ^= rng << 13;
@@ -312,11 +318,12 @@ private:
     // Running.
     void loop(worker* w, task_record* until, bool until_empty);
     void run_task(worker* w, task_record* t);
+    void begin_run(worker* w, task_record* t) noexcept;
     void finish_task(task_record* t) noexcept;
     // Timers (T1-T3).
     struct timer_shard;
     void fire_timers(worker* w) noexcept;
-    void fire_shard(timer_shard& s, bool wait) noexcept;
+    std::size_t fire_shard(timer_shard& s, bool wait) noexcept;
     bool timers_due() const noexcept {
         const std::int64_t next = earliest_timer(std::memory_order_relaxed);
         return next != INT64_MAX && next <= steady_now_ns();
@@ -341,7 +348,7 @@ public:
 private:
     // poll_now() polls for IO without waiting if no other thread polls (I2);
     // true if it woke a waiter.
-    bool poll_now() noexcept;
+    bool poll_now(worker* w) noexcept;
 
 public:
     // The poller (I1, I2), made on first use by runtime_poller().
@@ -393,6 +400,23 @@ private:
     bool bl_stop = false;
     std::vector<std::thread> bl_pool;
     std::vector<std::thread> threads;
+
+public:
+    // Observation (observe.hpp): spawns from other threads, the trace (one
+    // buffer per worker and the shared one, last), the watchdog.
+    std::atomic<std::uint64_t> spawned_outside{0};
+    std::string trace_path;
+    std::vector<std::unique_ptr<trace_buffer>> traces;
+    trace_buffer* outside_trace = nullptr;
+    std::int64_t trace_origin = 0;
+    std::unique_ptr<watchdog> dog;
+    runtime_stats stats() const;
+    // trace_outside() records an event of a thread that is not a worker.
+    void trace_outside(trace_event::kind k, const task_record* t) noexcept {
+        std::lock_guard g(outside_trace->mu);
+        if (k == trace_event::spawn) outside_trace->name(t);
+        outside_trace->instant(k, t->id);
+    }
 };
 
 namespace {
@@ -512,6 +536,27 @@ runtime_core::runtime_core(const runtime_options& o)
         ws.push_back(std::move(w));
     }
     idle.reserve(nworkers);
+    // O3: the trace buffers exist before any worker thread does.
+    trace_path = std::string(o.trace_path);
+    if (trace_path.empty())
+        if (const char* env = std::getenv("WEFT_TRACE"); env && *env) trace_path = env;
+    if (!trace_path.empty()) {
+        if (o.trace_events == 0) bad_option("trace_events must be at least 1");
+        trace_origin = trace_now_ns();
+        for (unsigned i = 0; i <= nworkers; ++i) traces.push_back(std::make_unique<trace_buffer>(o.trace_events));
+        for (unsigned i = 0; i < nworkers; ++i) ws[i]->view.trace = traces[i].get();
+        outside_trace = traces.back().get();
+    }
+    watchdog_options wd = o.watchdog;
+    watchdog_from_env(wd);
+    if (wd.enabled) {
+        if (wd.threshold.count() <= 0) bad_option("watchdog.threshold must be positive");
+        if (wd.burst == 0) bad_option("watchdog.burst must be at least 1");
+        if (wd.sample_signal < 0 || wd.sample_signal >= NSIG) bad_option("watchdog.sample_signal is not a signal number");
+        std::vector<worker_view*> views;
+        for (auto& w : ws) views.push_back(&w->view);
+        dog = std::make_unique<watchdog>(wd, std::move(views));
+    }
     const auto start = std::chrono::steady_clock::now();
     for (unsigned i = 0; i <= nworkers; ++i) timer_shards.push_back(std::make_unique<timer_shard>(start));
     try {
@@ -569,6 +614,7 @@ task_record* runtime_core::pop_injection(worker* w) noexcept {
         for (std::size_t i = 0; i < take && inj.head; ++i) batch.push(inj.pop());
         inj_len.store(inj.size, std::memory_order_seq_cst);
     }
+    w->view.injected.bump(batch.size);
     task_record* first = batch.pop();
     while (task_record* t = batch.pop()) push_local(w, t);
     return first;
@@ -578,9 +624,10 @@ void runtime_core::ready(task_record* t) noexcept {
     set_state(t, task_state::ready);
     worker* w = this_worker();
     if (w && w->rt == this) {
+        if (w->view.trace) [[unlikely]] w->view.trace->instant(trace_event::wake, t->id);
         if (t->pinned && t->home != w->index) {
             push_inbox(ws[t->home].get(), t);
-        } else if (w->current) {
+        } else if (w->current()) {
             // Woken by the running task: it runs next on this worker, where
             // what the waker just wrote is still in cache (Go's runnext).
             if (task_record* prev = std::exchange(w->lifo, t)) push_local(w, prev);
@@ -589,6 +636,7 @@ void runtime_core::ready(task_record* t) noexcept {
         }
         return;
     }
+    if (outside_trace) [[unlikely]] trace_outside(trace_event::wake, t);
     if (t->pinned)
         push_inbox(ws[t->home].get(), t);
     else
@@ -635,7 +683,12 @@ task_record* runtime_core::steal(worker* w) noexcept {
     for (unsigned i = 0; i < nworkers; ++i) {
         worker* v = ws[(start + i) % nworkers].get();
         if (v == w) continue;
-        if (v->deque.steal_half(w->deque) > 0) return w->deque.pop();
+        if (const std::size_t n = v->deque.steal_half(w->deque); n > 0) {
+            w->view.steals.bump();
+            w->view.stolen.bump(n);
+            if (w->view.trace) [[unlikely]] w->view.trace->instant(trace_event::steal, v->index, static_cast<std::uint32_t>(n));
+            return w->deque.pop();
+        }
     }
     return nullptr;
 }
@@ -747,11 +800,12 @@ void runtime_core::kick(worker* w, bool polling) noexcept {
     if (polling && w != this_worker()) io.load(std::memory_order_acquire)->interrupt();
 }
 
-bool runtime_core::poll_now() noexcept {
+bool runtime_core::poll_now(worker* w) noexcept {
     poller* p = io.load(std::memory_order_acquire);
     if (!p) return false;
     std::unique_lock l(poll_mu, std::try_to_lock);
     if (!l.owns_lock()) return false;  // the watcher, or another worker, polls (I2)
+    w->view.io_polls.bump();
     return p->poll(0) > 0;
 }
 
@@ -813,7 +867,12 @@ void runtime_core::park(worker* w) noexcept {
         if (!watcher) watcher = w;
         n_parked.fetch_add(1, std::memory_order_seq_cst);
     }
-    if (!has_work(w)) {
+    const bool sleeps = !has_work(w);
+    if (sleeps) {
+        w->view.parks.bump();
+        if (w->view.trace) [[unlikely]] w->view.trace->begin_park();
+    }
+    if (sleeps) {
         for (;;) {
             std::uint32_t f = w->futex.load(std::memory_order_acquire);
             if (f == 1) break;
@@ -847,6 +906,7 @@ void runtime_core::park(worker* w) noexcept {
                     if (w->futex.load(std::memory_order_acquire) != 0 || watcher != w) continue;
                     w->polling = true;
                 }
+                w->view.io_polls.bump();
                 const std::size_t woke = p->poll(wait);
                 {
                     std::lock_guard g(idle_mu);
@@ -861,6 +921,7 @@ void runtime_core::park(worker* w) noexcept {
             if (watching && earliest_timer() <= steady_now_ns()) break;
         }
     }
+    if (sleeps && w->view.trace) [[unlikely]] w->view.trace->end_park();
     worker* told = nullptr;
     bool tp = false;
     {
@@ -887,12 +948,7 @@ void runtime_core::switch_out(task_record* t, bool yield) {
         if (!w->batch && !w->stash && !timers_due()) {
             if (task_record* next = local_next(w)) {
                 if (next->fiber && !next->copy_stack) {
-                    w->current = next;
-                    set_current_task(next);
-                    next->worker.store(static_cast<int>(w->index), std::memory_order_relaxed);
-                    w->now = coarse_now_ns();
-                    next->state.store(task_state::running, std::memory_order_release);
-                    next->state_since.store(w->now, std::memory_order_relaxed);
+                    begin_run(w, next);
                     this_fiber::switch_to(fiber_ref(next->fiber), yield ? &hooks::handoff_yield : &hooks::handoff_park,
                                           t);
                     return;
@@ -908,6 +964,19 @@ void runtime_core::switch_out(task_record* t, bool yield) {
         this_fiber::suspend(hook, t);
     else
         this_fiber::suspend_outer(f, hook, t);
+}
+
+// begin_run() is the bookkeeping of a switch into t on w: the running task,
+// its worker, state and stamp, and (O2) the one store of the statistics.
+void runtime_core::begin_run(worker* w, task_record* t) noexcept {
+    w->set_current(t);
+    set_current_task(t);
+    t->worker.store(static_cast<int>(w->index), std::memory_order_relaxed);
+    w->now = coarse_now_ns();
+    t->state.store(task_state::running, std::memory_order_release);
+    t->state_since.store(w->now, std::memory_order_relaxed);
+    w->view.switches.bump();
+    if (w->view.trace) [[unlikely]] w->view.trace->begin_run(t);
 }
 
 void runtime_core::run_task(worker* w, task_record* t) {
@@ -948,39 +1017,36 @@ void runtime_core::run_task(worker* w, task_record* t) {
             return;
         }
     }
-    w->current = t;
-    set_current_task(t);
-    t->worker.store(static_cast<int>(w->index), std::memory_order_relaxed);
-    w->now = coarse_now_ns();
-    t->state.store(task_state::running, std::memory_order_release);
-    t->state_since.store(w->now, std::memory_order_relaxed);
+    begin_run(w, t);
     w->switched = false;
     fiber_ref back;
     try {
         back = fiber_ref(t->fiber).try_resume();
+        if (w->view.trace) [[unlikely]] w->view.trace->end_run();
     } catch (const std::exception& e) {
+        if (w->view.trace) [[unlikely]] w->view.trace->end_run();
         // Only std::bad_alloc (a copy-stack save) can come here; the task
         // is unchanged: try it again later.
         set_current_task(nullptr);
-        w->current = nullptr;
+        w->set_current(nullptr);
         set_state(t, task_state::ready);
         w->pinned.push(t);
         return;
     }
     set_current_task(nullptr);
     if (!back) {  // its shared stack is busy: try again later
-        w->current = nullptr;
+        w->set_current(nullptr);
         set_state(t, task_state::ready);
         w->pinned.push(t);
         return;
     }
     if (w->switched) {  // a hook has handed it on: hands off (it may run elsewhere now)
-        w->current = nullptr;
+        w->set_current(nullptr);
         return;
     }
     // After hand-offs the fiber that came back is the last task switched
     // to, not t.
-    t = w->current;
+    t = w->current();
     if (t->fiber->state.load(std::memory_order_acquire) == fiber_state::done) {
         if (t->stackless) {
             // A3: the blocking call on the borrowed fiber has returned (or
@@ -989,14 +1055,14 @@ void runtime_core::run_task(worker* w, task_record* t) {
             co_job* j = std::exchange(t->co_pending, nullptr);
             destroy(std::exchange(t->fiber, nullptr));
             t->co_event = j->canceled ? co_canceled : co_none;
-            w->current = nullptr;
+            w->set_current(nullptr);
             continue;
         }
-        // w->current stays set: the joiner it wakes runs next, here (LIFO).
+        // w->current() stays set: the joiner it wakes runs next, here (LIFO).
         finish_task(t);
-        w->current = nullptr;
+        w->set_current(nullptr);
     } else {
-        w->current = nullptr;
+        w->set_current(nullptr);
         // Suspended with this_fiber::suspend() directly: nobody else knows
         // it, so treat it as a yield.
         set_state(t, task_state::ready);
@@ -1042,12 +1108,7 @@ void runtime_core::run_task(worker* w, task_record* t) {
 bool runtime_core::run_stackless(worker* w, task_record* t) {
     for (;;) {
         std::uint8_t ev = std::exchange(t->co_event, co_none);
-        w->current = t;
-        set_current_task(t);
-        t->worker.store(static_cast<int>(w->index), std::memory_order_relaxed);
-        w->now = coarse_now_ns();
-        t->state.store(task_state::running, std::memory_order_release);
-        t->state_since.store(w->now, std::memory_order_relaxed);
+        begin_run(w, t);
         if (!t->co_started) {
             t->co_started = true;
             // Canceled before it started: its frame goes without running.
@@ -1057,6 +1118,7 @@ bool runtime_core::run_stackless(worker* w, task_record* t) {
             std::coroutine_handle<>::from_address(t->co_resume).resume();
             ev = std::exchange(t->co_event, co_none);
         }
+        if (w->view.trace) [[unlikely]] w->view.trace->end_run();
         switch (ev) {
         case co_blocking:
             try {
@@ -1071,12 +1133,12 @@ bool runtime_core::run_stackless(worker* w, task_record* t) {
             return true;
         case co_requeue:
             set_current_task(nullptr);
-            w->current = nullptr;
+            w->set_current(nullptr);
             hooks::requeue(w, t);
             return false;
         case co_park:
             set_current_task(nullptr);
-            w->current = nullptr;
+            w->set_current(nullptr);
             set_state(t, task_state::waiting);
             arrive(t);
             return false;
@@ -1086,7 +1148,7 @@ bool runtime_core::run_stackless(worker* w, task_record* t) {
             task_end(t);
             set_current_task(nullptr);
             finish_task(t);
-            w->current = nullptr;
+            w->set_current(nullptr);
             return false;
         default:
             stackless_lost(t);
@@ -1110,6 +1172,7 @@ void runtime_core::finish_task(task_record* t) noexcept {
             s.head = t->reg_next;
         if (t->reg_next) t->reg_next->reg_prev = t->reg_prev;
     }
+    if (worker* w = this_worker(); w && w->rt == this) w->view.finished.bump();
     const bool last = live.fetch_sub(1, std::memory_order_acq_rel) == 1;
     complete(t);
     if (last && stopping.load(std::memory_order_acquire)) {
@@ -1129,7 +1192,7 @@ void runtime_core::loop(worker* w, task_record* until, bool until_empty) {
         if (timers_due()) fire_timers(w);
         if (++w->io_tick >= io_interval) {  // I2
             w->io_tick = 0;
-            (void)poll_now();
+            (void)poll_now(w);
         }
         if (task_record* t = find_work(w)) {
             if (w->searching) stop_searching(w);
@@ -1137,14 +1200,16 @@ void runtime_core::loop(worker* w, task_record* until, bool until_empty) {
             continue;
         }
         w->io_tick = 0;
-        if (poll_now()) continue;
+        if (poll_now(w)) continue;
         park(w);
     }
 }
 
 void runtime_core::thread_main(worker* w) {
     set_this_worker(w);
+    w->view.thread.store(pthread_self(), std::memory_order_release);
     loop(w, nullptr, false);
+    w->view.thread.store(pthread_t{}, std::memory_order_release);
     set_this_worker(nullptr);
 }
 
@@ -1161,8 +1226,10 @@ struct driver_guard {
             task_misuse(nullptr, task_errc::driver_busy);
         saved = this_worker();
         set_this_worker(c->ws[0].get());
+        c->ws[0]->view.thread.store(pthread_self(), std::memory_order_release);
     }
     ~driver_guard() {
+        c->ws[0]->view.thread.store(pthread_t{}, std::memory_order_release);
         set_this_worker(saved);
         c->driving.store(false, std::memory_order_release);
     }
@@ -1182,7 +1249,7 @@ std::size_t runtime_core::run_once() {
     driver_guard g(this);
     worker* w = ws[0].get();
     if (timers_due()) fire_timers(w);
-    (void)poll_now();
+    (void)poll_now(w);
     // The batch is what is ready now; what becomes ready while it runs
     // waits for the next call.
     task_fifo batch;
@@ -1261,11 +1328,14 @@ void runtime_core::fire_timers(worker* w) noexcept {
     for (unsigned i = 0; i <= nworkers; ++i) {
         timer_shard& s = *timer_shards[i];
         if (s.next.load(std::memory_order_relaxed) > now) continue;
-        fire_shard(s, i == w->index || i == nworkers);
+        const std::size_t n = fire_shard(s, i == w->index || i == nworkers);
+        w->view.timers.bump(n);
+        if (n && w->view.trace) [[unlikely]] w->view.trace->instant(trace_event::timers, n);
     }
 }
 
-void runtime_core::fire_shard(timer_shard& s, bool wait) noexcept {
+// fire_shard() returns how many timers it fired.
+std::size_t runtime_core::fire_shard(timer_shard& s, bool wait) noexcept {
     struct due {
         task_record* task;
         std::uint64_t word;
@@ -1274,6 +1344,7 @@ void runtime_core::fire_shard(timer_shard& s, bool wait) noexcept {
     constexpr std::size_t batch_size = 64;
     timer_node* nodes[batch_size];
     due batch[batch_size];
+    std::size_t fired = 0;
     for (;;) {
         std::size_t n = 0;
         {
@@ -1281,7 +1352,7 @@ void runtime_core::fire_shard(timer_shard& s, bool wait) noexcept {
             if (wait)
                 g.lock();
             else if (!g.try_lock())
-                return;
+                return fired;
             n = s.wheel.expire(std::chrono::steady_clock::now(), nodes, batch_size);
             for (std::size_t i = 0; i < n; ++i) {
                 timer_node* t = nodes[i];
@@ -1300,7 +1371,8 @@ void runtime_core::fire_shard(timer_shard& s, bool wait) noexcept {
                 arrive(batch[i].task);
             release(batch[i].task);
         }
-        if (n < batch_size) return;
+        fired += n;
+        if (n < batch_size) return fired;
     }
 }
 
@@ -1338,6 +1410,16 @@ bool runtime_core::submit(task_record* t, const spawn_options& o) {
         add_timer(&t->deadline_timer);
     }
     set_state(t, task_state::ready);
+    if (local) {
+        w->view.spawned.bump();
+        if (w->view.trace) [[unlikely]] {
+            w->view.trace->name(t);
+            w->view.trace->instant(trace_event::spawn, t->id);
+        }
+    } else {
+        spawned_outside.fetch_add(1, std::memory_order_relaxed);
+        if (outside_trace) [[unlikely]] trace_outside(trace_event::spawn, t);
+    }
     if (local)
         push_local(w, t);
     else if (t->pinned)
@@ -1363,6 +1445,41 @@ std::vector<task_info> runtime_core::tasks() const {
             info.pinned = t->pinned;
             out.push_back(std::move(info));
         }
+    }
+    return out;
+}
+
+runtime_stats runtime_core::stats() const {
+    runtime_stats out;
+    out.workers.reserve(nworkers);
+    for (const auto& w : ws) {
+        const worker_view& v = w->view;
+        worker_stats s;
+        s.worker = w->index;
+        s.spawned = v.spawned.get();
+        s.finished = v.finished.get();
+        s.switches = v.switches.get();
+        s.steals = v.steals.get();
+        s.stolen = v.stolen.get();
+        s.parks = v.parks.get();
+        s.injected = v.injected.get();
+        s.timers = v.timers.get();
+        s.io_waits = v.io_waits.get();
+        s.io_polls = v.io_polls.get();
+        s.deque = static_cast<std::size_t>(w->deque.size_estimate());
+        {
+            std::lock_guard g(w->inbox_mu);
+            s.inbox = w->inbox.size;
+        }
+        s.running = v.current.load(std::memory_order_relaxed) != nullptr;
+        out.workers.push_back(s);
+    }
+    out.spawned_outside = spawned_outside.load(std::memory_order_relaxed);
+    out.injection_queue = inj_len.load(std::memory_order_relaxed);
+    out.live_tasks = static_cast<std::size_t>(live.load(std::memory_order_relaxed));
+    if (dog) {
+        out.stalls = dog->stalls();
+        out.stalls_suppressed = dog->suppressed();
     }
     return out;
 }
@@ -1424,6 +1541,12 @@ void runtime_core::stop() {
     bl_cv.notify_all();
     for (auto& th : bl_pool) th.join();
     bl_pool.clear();
+    if (dog) dog->halt();
+    if (!traces.empty()) {
+        std::vector<trace_buffer*> bufs;
+        for (auto& b : traces) bufs.push_back(b.get());
+        (void)write_trace(trace_path, nworkers, bufs, trace_origin);
+    }
     // Tasks still in queues now are finished ones' leftovers: none (every
     // task left the queues before it ended).
     stopped = true;
@@ -1593,6 +1716,10 @@ poller* runtime_poller(runtime_core* c, make_poller_fn make) {
     return p;
 }
 
+void note_io_wait() noexcept {
+    if (worker* w = this_worker()) w->view.io_waits.bump();
+}
+
 void retain_core(runtime_core* c) noexcept { c->refs.fetch_add(1, std::memory_order_relaxed); }
 void release_core(runtime_core* c) noexcept { c->released(); }
 
@@ -1662,6 +1789,8 @@ std::size_t runtime::live_tasks() const noexcept {
 }
 
 std::vector<task_info> runtime::tasks() const { return core_->tasks(); }
+
+runtime_stats runtime::stats() const { return core_->stats(); }
 
 namespace this_task {
 
