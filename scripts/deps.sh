@@ -12,9 +12,11 @@
 
 # What every native build needs: the toolchain, the generator, GoogleTest
 # (the test targets are on in every preset but `bench`), and pkg-config for
-# the install check; liburing-dev for the io_uring backend (L6).
+# the install check; liburing-dev for the io_uring backend (L6); gdb and
+# python3 for the gdb tests, python3-matplotlib for the trace check (which
+# draws the trace).
 # shellcheck disable=SC2034  # used by the scripts that source this file
-WEFT_PKGS_BASE=(cmake ninja-build g++ libgtest-dev googletest pkgconf liburing-dev gdb python3)
+WEFT_PKGS_BASE=(cmake ninja-build g++ libgtest-dev googletest pkgconf liburing-dev gdb python3 python3-matplotlib)
 # clang-* presets: the compiler and its runtime libraries (sanitizers).
 # shellcheck disable=SC2034  # used by the scripts that source this file
 WEFT_PKGS_CLANG=(clang-14 libclang-rt-14-dev)

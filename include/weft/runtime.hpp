@@ -64,6 +64,11 @@ struct stall_report {
     // ran_for is how long the task had been running when it was sampled
     // (at least the threshold; the watchdog looks every threshold / 4).
     std::chrono::nanoseconds ran_for{0};
+    // cpu_time is the CPU time the worker's thread used while the watchdog
+    // watched the stall (a part of ran_for): close to ran_for for a task
+    // that computes, far below it for one blocked in a system call or a
+    // thread the OS did not run. Zero if it could not be read.
+    std::chrono::nanoseconds cpu_time{0};
     // backtrace is where the task was when it was sampled, innermost frame
     // first (empty when the worker could not be sampled: no signal, or it
     // did not answer within 100 ms).

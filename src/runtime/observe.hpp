@@ -98,9 +98,17 @@ struct worker_view {
     // current is the task running on the worker (null between tasks);
     // other threads only compare it with null.
     std::atomic<task_record*> current{nullptr};
-    // thread is the worker's thread (or the current driver's); pthread_t{}
-    // when none.
-    std::atomic<pthread_t> thread{};
+    // thread is the worker's thread (or the current driver's), while
+    // has_thread; guarded by thread_mu, which the watchdog holds while it
+    // uses the thread (so a driver cannot leave and its thread end then).
+    std::mutex thread_mu;
+    pthread_t thread{};
+    bool has_thread = false;
+    void set_thread(bool on) noexcept {
+        std::lock_guard g(thread_mu);
+        has_thread = on;
+        thread = on ? pthread_self() : pthread_t{};
+    }
     trace_buffer* trace = nullptr;  // O3
 };
 

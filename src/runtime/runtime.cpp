@@ -323,7 +323,7 @@ private:
     // Timers (T1-T3).
     struct timer_shard;
     void fire_timers(worker* w) noexcept;
-    std::size_t fire_shard(timer_shard& s, bool wait) noexcept;
+    std::size_t fire_shard(worker* w, timer_shard& s, bool wait) noexcept;
     bool timers_due() const noexcept {
         const std::int64_t next = earliest_timer(std::memory_order_relaxed);
         return next != INT64_MAX && next <= steady_now_ns();
@@ -1207,9 +1207,9 @@ void runtime_core::loop(worker* w, task_record* until, bool until_empty) {
 
 void runtime_core::thread_main(worker* w) {
     set_this_worker(w);
-    w->view.thread.store(pthread_self(), std::memory_order_release);
+    w->view.set_thread(true);
     loop(w, nullptr, false);
-    w->view.thread.store(pthread_t{}, std::memory_order_release);
+    w->view.set_thread(false);
     set_this_worker(nullptr);
 }
 
@@ -1226,10 +1226,10 @@ struct driver_guard {
             task_misuse(nullptr, task_errc::driver_busy);
         saved = this_worker();
         set_this_worker(c->ws[0].get());
-        c->ws[0]->view.thread.store(pthread_self(), std::memory_order_release);
+        c->ws[0]->view.set_thread(true);
     }
     ~driver_guard() {
-        c->ws[0]->view.thread.store(pthread_t{}, std::memory_order_release);
+        c->ws[0]->view.set_thread(false);
         set_this_worker(saved);
         c->driving.store(false, std::memory_order_release);
     }
@@ -1328,14 +1328,14 @@ void runtime_core::fire_timers(worker* w) noexcept {
     for (unsigned i = 0; i <= nworkers; ++i) {
         timer_shard& s = *timer_shards[i];
         if (s.next.load(std::memory_order_relaxed) > now) continue;
-        const std::size_t n = fire_shard(s, i == w->index || i == nworkers);
-        w->view.timers.bump(n);
+        const std::size_t n = fire_shard(w, s, i == w->index || i == nworkers);
         if (n && w->view.trace) [[unlikely]] w->view.trace->instant(trace_event::timers, n);
     }
 }
 
-// fire_shard() returns how many timers it fired.
-std::size_t runtime_core::fire_shard(timer_shard& s, bool wait) noexcept {
+// fire_shard() returns how many timers it fired; w counts them before it
+// wakes anyone, so a joiner of a woken task sees them counted.
+std::size_t runtime_core::fire_shard(worker* w, timer_shard& s, bool wait) noexcept {
     struct due {
         task_record* task;
         std::uint64_t word;
@@ -1361,6 +1361,7 @@ std::size_t runtime_core::fire_shard(timer_shard& s, bool wait) noexcept {
             }
             s.next.store(s.wheel.next_due(), std::memory_order_seq_cst);
         }
+        w->view.timers.bump(n);
         // Outside the lock: ending a wait queues the task (and may wake a
         // worker); the node may be reused at once by its task's next wait,
         // so only the copies are read here.
@@ -1530,6 +1531,8 @@ void runtime_core::stop() {
     } else {
         while (live.load(std::memory_order_acquire) != 0) futex_wait(&stop_word, 0, 10'000'000);
     }
+    // Every task has ended: nothing left to watch.
+    if (dog) dog->halt();
     shutdown.store(true, std::memory_order_seq_cst);
     for (auto& w : ws) wake(w.get());
     for (auto& th : threads) th.join();
@@ -1541,7 +1544,6 @@ void runtime_core::stop() {
     bl_cv.notify_all();
     for (auto& th : bl_pool) th.join();
     bl_pool.clear();
-    if (dog) dog->halt();
     if (!traces.empty()) {
         std::vector<trace_buffer*> bufs;
         for (auto& b : traces) bufs.push_back(b.get());

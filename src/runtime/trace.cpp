@@ -92,6 +92,12 @@ void json_string(std::FILE* f, std::string_view s) {
     std::fputc('"', f);
 }
 
+// span_dur() is a span's length written 1 ns short: a span that ends where
+// the next begins (a hand-off) would otherwise overlap it by a rounding
+// error in viewers that add ts and dur in floating point, and speedscope
+// then nests every later span inside it.
+std::int64_t span_dur(const trace_event& e) noexcept { return e.t1 - e.t0 > 1 ? e.t1 - e.t0 - 1 : 0; }
+
 // Microseconds with three decimals: the trace-event format's unit.
 void micros(std::FILE* f, std::int64_t ns) {
     if (ns < 0) ns = 0;
@@ -151,14 +157,14 @@ bool write_trace(const std::string& path, unsigned workers, const std::vector<tr
                 switch (e.what) {
                 case trace_event::run:
                     std::fputs(",\"ph\":\"X\",\"dur\":", f);
-                    micros(f, e.t1 - e.t0);
+                    micros(f, span_dur(e));
                     std::fputs(",\"cat\":\"task\",\"name\":", f);
                     task_name(f, names, e.id);
                     std::fprintf(f, ",\"args\":{\"id\":%" PRIu64 "}}", e.id);
                     break;
                 case trace_event::park:
                     std::fputs(",\"ph\":\"X\",\"dur\":", f);
-                    micros(f, e.t1 - e.t0);
+                    micros(f, span_dur(e));
                     std::fputs(",\"cat\":\"park\",\"name\":\"parked\"}", f);
                     break;
                 case trace_event::spawn:

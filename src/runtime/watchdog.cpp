@@ -192,7 +192,8 @@ struct watchdog::state {
     std::vector<worker_view*> ws;
     struct look {
         std::uint64_t seq = 0;
-        std::int64_t since = 0;  // when the monitor first saw this counter value
+        std::int64_t since = 0;      // when the monitor first saw this counter value
+        std::int64_t cpu_since = -1;  // the thread's CPU time then (-1: unknown)
         bool reported = false;
     };
     std::vector<look> looks;
@@ -208,7 +209,7 @@ struct watchdog::state {
 
     void run();
     void check(std::int64_t now);
-    void report(unsigned i, std::uint64_t seq, std::int64_t seen_for);
+    void report(unsigned i, std::uint64_t seq, std::int64_t seen_for, std::int64_t cpu);
 };
 
 void watchdog::state::run() {
@@ -223,13 +224,28 @@ void watchdog::state::run() {
     }
 }
 
+// thread_cpu_ns() is the CPU time of w's thread, or -1. Called under
+// w->thread_mu (the thread cannot end meanwhile).
+std::int64_t thread_cpu_ns(const worker_view* w) noexcept {
+    if (!w->has_thread) return -1;
+    clockid_t id;
+    timespec ts{};
+    if (::pthread_getcpuclockid(w->thread, &id) != 0 || ::clock_gettime(id, &ts) != 0) return -1;
+    return std::int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
 void watchdog::state::check(std::int64_t now) {
     const std::int64_t threshold = std::chrono::nanoseconds(o.threshold).count();
     for (unsigned i = 0; i < ws.size(); ++i) {
         look& k = looks[i];
         const std::uint64_t seq = ws[i]->switches.get();
         if (ws[i]->current.load(std::memory_order_relaxed) == nullptr || seq != k.seq) {
-            k = {seq, now, false};
+            std::int64_t cpu;
+            {
+                std::lock_guard g(ws[i]->thread_mu);
+                cpu = thread_cpu_ns(ws[i]);
+            }
+            k = {seq, now, cpu, false};
             continue;
         }
         if (k.reported || now - k.since < threshold) continue;
@@ -247,19 +263,24 @@ void watchdog::state::check(std::int64_t now) {
             continue;
         }
         tokens -= 1;
-        report(i, seq, now - k.since);
+        report(i, seq, now - k.since, k.cpu_since);
     }
 }
 
-void watchdog::state::report(unsigned i, std::uint64_t seq, std::int64_t seen_for) {
+void watchdog::state::report(unsigned i, std::uint64_t seq, std::int64_t seen_for, std::int64_t cpu_since) {
     worker_view* w = ws[i];
     bool sampled = false;
     std::uint64_t id = 0;
     std::string name;
     std::int64_t ran_for = seen_for;
+    std::int64_t cpu = 0;
     std::vector<void*> frames;
-    const pthread_t th = w->thread.load(std::memory_order_acquire);
-    if (o.sample_signal > 0 && !pthread_equal(th, pthread_t{})) {
+    // Held while the thread is used: a driver cannot leave (and its thread
+    // end) meanwhile.
+    std::unique_lock tl(w->thread_mu);
+    if (const std::int64_t c = thread_cpu_ns(w); c >= 0 && cpu_since >= 0 && c > cpu_since) cpu = c - cpu_since;
+    const pthread_t th = w->thread;
+    if (o.sample_signal > 0 && w->has_thread) {
         std::lock_guard g(sample_mu);  // D3
         const std::uint64_t gen = ++generation << 3;
         slot.sig = o.sample_signal;
@@ -309,6 +330,7 @@ void watchdog::state::report(unsigned i, std::uint64_t seq, std::int64_t seen_fo
         }
         slot.word.store(gen | idle, std::memory_order_release);
     }
+    tl.unlock();
 
     std::string text = "weft watchdog: ";
     char buf[256];
@@ -319,8 +341,11 @@ void watchdog::state::report(unsigned i, std::uint64_t seq, std::int64_t seen_fo
     } else {
         text += "a task";
     }
-    std::snprintf(buf, sizeof buf, " has run on worker %u for %lld ms without suspending (threshold %lld ms)\n", i,
-                  static_cast<long long>(ran_for / 1'000'000), static_cast<long long>(o.threshold.count()));
+    std::snprintf(buf, sizeof buf,
+                  " has run on worker %u for %lld ms without suspending (threshold %lld ms; its thread used %lld ms "
+                  "of CPU meanwhile)\n",
+                  i, static_cast<long long>(ran_for / 1'000'000), static_cast<long long>(o.threshold.count()),
+                  static_cast<long long>(cpu / 1'000'000));
     text += buf;
     if (sampled) {
         for (std::size_t k = 0; k < frames.size(); ++k) text += describe_frame(static_cast<int>(k), frames[k]) + "\n";
@@ -337,6 +362,7 @@ void watchdog::state::report(unsigned i, std::uint64_t seq, std::int64_t seen_fo
     r.task_name = name;
     r.worker = i;
     r.ran_for = std::chrono::nanoseconds(ran_for);
+    r.cpu_time = std::chrono::nanoseconds(cpu);
     r.backtrace = std::span<void* const>(frames.data(), frames.size());
     r.suppressed = std::exchange(unreported, 0);
     r.text = text;
