@@ -59,11 +59,13 @@ enum phase : std::uint64_t { idle = 0, armed = 1, sampling = 2, done = 3, moved_
 // sample_slot is the one request (D3).
 struct sample_slot {
     std::atomic<std::uint64_t> word{0};
-    // Written by the monitor before arming:
-    int sig = 0;
-    pthread_t thread{};
-    worker_view* w = nullptr;
-    std::uint64_t seq = 0;
+    // Written by the monitor before arming; atomics because a handler late
+    // for an abandoned request may read them while the next is prepared
+    // (its claim then fails).
+    std::atomic<int> sig{0};
+    std::atomic<pthread_t> thread{};
+    std::atomic<worker_view*> w{nullptr};
+    std::atomic<std::uint64_t> seq{0};
     // Written by the handler before done:
     std::uint64_t id = 0;
     char name[64] = {};
@@ -109,15 +111,16 @@ void on_sample(int sig, siginfo_t* si, void* uc) noexcept {
     const int saved_errno = errno;
     std::uint64_t w0 = slot.word.load(std::memory_order_acquire);
     const std::uint64_t gen = w0 & ~phase_mask;
-    if ((w0 & phase_mask) != armed || slot.sig != sig || !pthread_equal(slot.thread, pthread_self()) ||
+    if ((w0 & phase_mask) != armed || slot.sig.load(std::memory_order_relaxed) != sig ||
+        !pthread_equal(slot.thread.load(std::memory_order_relaxed), pthread_self()) ||
         !slot.word.compare_exchange_strong(w0, gen | sampling, std::memory_order_acq_rel)) {
         chain(sig, si, uc);
         errno = saved_errno;
         return;
     }
-    worker_view* w = slot.w;
+    worker_view* w = slot.w.load(std::memory_order_relaxed);
     task_record* t = w->current.load(std::memory_order_relaxed);
-    if (!t || w->switches.get() != slot.seq) {  // D4: it has moved on
+    if (!t || w->switches.get() != slot.seq.load(std::memory_order_relaxed)) {  // D4: it has moved on
         slot.word.store(gen | moved_on, std::memory_order_release);
         errno = saved_errno;
         return;
@@ -283,10 +286,10 @@ void watchdog::state::report(unsigned i, std::uint64_t seq, std::int64_t seen_fo
     if (o.sample_signal > 0 && w->has_thread) {
         std::lock_guard g(sample_mu);  // D3
         const std::uint64_t gen = ++generation << 3;
-        slot.sig = o.sample_signal;
-        slot.thread = th;
-        slot.w = w;
-        slot.seq = seq;
+        slot.sig.store(o.sample_signal, std::memory_order_relaxed);
+        slot.thread.store(th, std::memory_order_relaxed);
+        slot.w.store(w, std::memory_order_relaxed);
+        slot.seq.store(seq, std::memory_order_relaxed);
         slot.nframes = 0;
         slot.word.store(gen | armed, std::memory_order_release);
         std::uint64_t end = gen | armed;
