@@ -28,6 +28,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <type_traits>
 #include <utility>
@@ -138,7 +139,7 @@ struct runtime_options {
     // it stops. Empty: the path in the environment variable WEFT_TRACE, if
     // set (docs/debugging.md). Costs one predictable branch per event site
     // when off.
-    std::string_view trace_path = {};
+    std::string trace_path = {};
     // trace_events bounds the events kept per worker (about 32 bytes each);
     // later ones are counted as dropped (in the file's "otherData").
     std::size_t trace_events = std::size_t{1} << 20;

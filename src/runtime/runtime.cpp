@@ -537,7 +537,7 @@ runtime_core::runtime_core(const runtime_options& o)
     }
     idle.reserve(nworkers);
     // O3: the trace buffers exist before any worker thread does.
-    trace_path = std::string(o.trace_path);
+    trace_path = o.trace_path;
     if (trace_path.empty())
         if (const char* env = std::getenv("WEFT_TRACE"); env && *env) trace_path = env;
     if (!trace_path.empty()) {

@@ -302,11 +302,13 @@ weft::runtime_options with_watchdog(weft::runtime_options o, stall_log& log, std
 constexpr bool samples_reliably = !under_tsan;
 
 // The watchdog goes by the wall clock, and sanitizers (valgrind runs one
-// thread at a time) can keep a thread off the CPU for tens of milliseconds:
-// thresholds are longer there, and each watchdog test runs its stalling
-// task as the only task (block_on from this thread), so that no other task
-// can be caught descheduled.
-constexpr std::chrono::milliseconds scaled(std::chrono::milliseconds ms) { return sanitized ? 4 * ms : ms; }
+// thread at a time) and qemu-user can keep a thread off the CPU, or make a
+// short run long, for tens of milliseconds: thresholds are longer there,
+// and each watchdog test runs its stalling task as the only task (block_on
+// from this thread), so that no other task can be caught descheduled.
+std::chrono::milliseconds scaled(std::chrono::milliseconds ms) {
+    return sanitized || under_user_mode_emulator() ? 4 * ms : ms;
+}
 
 TEST_P(observe_test, the_watchdog_reports_a_task_that_hogs_its_worker_once) {
     stall_log log;
@@ -372,10 +374,14 @@ TEST_P(observe_test, tasks_that_suspend_often_are_never_reported) {
     for (int i = 0; i < log.count.load(); ++i) EXPECT_LT(log.cpu[i], threshold) << log.texts[i];
 }
 
+// Without a sample signal the monitor's own look decides alone (with one,
+// the handler would also drop a report of a worker with no task, D4).
 TEST_P(observe_test, an_idle_worker_is_not_a_stall) {
     stall_log log;
     const auto threshold = scaled(50ms);
-    weft::runtime rt(with_watchdog(options(), log, threshold));
+    weft::runtime_options o = with_watchdog(options(), log, threshold);
+    o.watchdog.sample_signal = 0;
+    weft::runtime rt(o);
     rt.block_on([&] { weft::this_task::sleep_for(4 * threshold); });  // a task waiting: not running
     std::this_thread::sleep_for(2 * threshold);  // workers parked, driver gone
     rt.stop();
@@ -451,7 +457,7 @@ TEST_P(observe_test, stalls_ending_while_sampled_are_reported_right_or_not_at_al
             EXPECT_EQ(log.names[i], "jitter");
         }
     }
-    EXPECT_LE(log.count.load(), rounds);
+    EXPECT_LE(log.count.load(), rounds + 1);  // at most once per run of the task
 }
 
 // A handler the program installed for the sample signal before the runtime
