@@ -55,7 +55,7 @@ struct trace_event {
 
 // trace_buffer is one worker's events (O3), or the shared one for events
 // from other threads (then guarded by `mu`). Task names are recorded once
-// per task, at its first run or spawn seen here.
+// per task, where it is spawned.
 class trace_buffer {
 public:
     explicit trace_buffer(std::size_t cap) : cap_(cap) {}
@@ -66,7 +66,7 @@ public:
     void begin_park() noexcept;
     void end_park() noexcept;
     void instant(trace_event::kind k, std::uint64_t id, std::uint32_t arg = 0) noexcept;
-    // name() records t's name for the writer (once per id per buffer).
+    // name() records t's name for the writer (at its spawn).
     void name(const task_record* t) noexcept;
 
     std::mutex mu;  // the shared buffer's lock (unused for a worker's)
@@ -80,7 +80,6 @@ private:
     std::int64_t run_start_ = -1;
     std::uint64_t run_id_ = 0;
     std::int64_t park_start_ = -1;
-    std::uint64_t last_named_ = 0;
 };
 
 // trace_now_ns() is the trace's clock (steady_clock, nanoseconds).

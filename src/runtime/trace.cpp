@@ -36,11 +36,10 @@ void trace_buffer::push(const trace_event& e) noexcept {
 }
 
 void trace_buffer::name(const task_record* t) noexcept {
-    // A task's spawn and first run usually come one after the other on the
-    // same worker: remembering the last id named skips most duplicates; the
-    // writer drops the rest.
-    if (t->id == last_named_ || t->name.empty()) return;
-    last_named_ = t->id;
+    // Called once per task, at its spawn (every task is spawned after the
+    // trace began); bounded like the events: past the bound the writer
+    // calls a task "task <id>".
+    if (t->name.empty() || names.size() >= cap_) return;
     try {
         names.emplace_back(t->id, std::string(t->name));
     } catch (...) {
@@ -52,7 +51,6 @@ void trace_buffer::begin_run(const task_record* t) noexcept {
     if (run_start_ >= 0) push({run_start_, now, run_id_, 0, trace_event::run});
     run_start_ = now;
     run_id_ = t->id;
-    name(t);
 }
 
 void trace_buffer::end_run() noexcept {
