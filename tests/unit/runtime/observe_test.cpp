@@ -28,10 +28,14 @@
 // weft_test_hog_spin() busy-loops until *until reaches target or `limit`
 // passes (false then): exported (ENABLE_EXPORTS), outside any unnamed
 // namespace, and never inlined, so the watchdog's backtrace can name it.
+// It reads the clock only every 2^20 rounds, so that the sample lands in
+// this function, not in the clock's code: on AArch64 a sample taken in a
+// PLT stub (which has no unwind information there) gave a backtrace of one
+// frame (seen under qemu, where clock_gettime is not in a vDSO).
 extern "C" [[gnu::noinline]] [[gnu::visibility("default")]] bool weft_test_hog_spin(
     const std::atomic<int>* until, int target, std::chrono::steady_clock::time_point limit) {
-    while (until->load(std::memory_order_relaxed) < target) {
-        if (std::chrono::steady_clock::now() > limit) return false;
+    for (std::uint64_t round = 1; until->load(std::memory_order_relaxed) < target; ++round) {
+        if ((round & ((std::uint64_t{1} << 20) - 1)) == 0 && std::chrono::steady_clock::now() > limit) return false;
         asm volatile("" ::: "memory");
     }
     return true;
