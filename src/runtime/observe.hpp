@@ -18,6 +18,7 @@
 #include <pthread.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -82,8 +83,12 @@ private:
     std::int64_t park_start_ = -1;
 };
 
-// trace_now_ns() is the trace's clock (steady_clock, nanoseconds).
-[[nodiscard]] std::int64_t trace_now_ns() noexcept;
+// steady_now_ns() is steady_clock's now in nanoseconds: the clock of the
+// runtime's timers, of the trace and of the watchdog.
+[[nodiscard]] inline std::int64_t steady_now_ns() noexcept {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
 
 // write_trace() writes the buffers (one per worker, then the shared one) as
 // trace-event JSON to `path`; false, with a message on stderr, if it cannot.

@@ -96,11 +96,6 @@ thread_local worker* this_thread_worker = nullptr;
     *slot = w;
 }
 
-std::int64_t steady_ns(std::chrono::steady_clock::time_point t) noexcept {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
-}
-std::int64_t steady_now_ns() noexcept { return steady_ns(std::chrono::steady_clock::now()); }
-
 // The registry's shards are guarded by weft::spin_lock (weft/waiter.hpp): a
 // spawn on one worker and the end of the same task on another take the same
 // shard, and std::mutex would put a contended thread to sleep in the kernel,
@@ -545,7 +540,7 @@ runtime_core::runtime_core(const runtime_options& o)
         if (const char* env = std::getenv("WEFT_TRACE"); env && *env) trace_path = env;
     if (!trace_path.empty()) {
         if (o.trace_events == 0) bad_option("trace_events must be at least 1");
-        trace_origin = trace_now_ns();
+        trace_origin = steady_now_ns();
         for (unsigned i = 0; i <= nworkers; ++i) traces.push_back(std::make_unique<trace_buffer>(o.trace_events));
         for (unsigned i = 0; i < nworkers; ++i) ws[i]->view.trace = traces[i].get();
         outside_trace = traces.back().get();

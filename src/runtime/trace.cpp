@@ -17,11 +17,6 @@
 
 namespace weft::detail {
 
-std::int64_t trace_now_ns() noexcept {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-}
-
 void trace_buffer::push(const trace_event& e) noexcept {
     if (events.size() >= cap_) {
         ++dropped;
@@ -47,7 +42,7 @@ void trace_buffer::name(const task_record* t) noexcept {
 }
 
 void trace_buffer::begin_run(const task_record* t) noexcept {
-    const std::int64_t now = trace_now_ns();
+    const std::int64_t now = steady_now_ns();
     if (run_start_ >= 0) push({run_start_, now, run_id_, 0, trace_event::run});
     run_start_ = now;
     run_id_ = t->id;
@@ -55,20 +50,20 @@ void trace_buffer::begin_run(const task_record* t) noexcept {
 
 void trace_buffer::end_run() noexcept {
     if (run_start_ < 0) return;
-    push({run_start_, trace_now_ns(), run_id_, 0, trace_event::run});
+    push({run_start_, steady_now_ns(), run_id_, 0, trace_event::run});
     run_start_ = -1;
 }
 
-void trace_buffer::begin_park() noexcept { park_start_ = trace_now_ns(); }
+void trace_buffer::begin_park() noexcept { park_start_ = steady_now_ns(); }
 
 void trace_buffer::end_park() noexcept {
     if (park_start_ < 0) return;
-    push({park_start_, trace_now_ns(), 0, 0, trace_event::park});
+    push({park_start_, steady_now_ns(), 0, 0, trace_event::park});
     park_start_ = -1;
 }
 
 void trace_buffer::instant(trace_event::kind k, std::uint64_t id, std::uint32_t arg) noexcept {
-    push({trace_now_ns(), 0, id, arg, k});
+    push({steady_now_ns(), 0, id, arg, k});
 }
 
 namespace {

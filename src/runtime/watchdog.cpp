@@ -153,9 +153,14 @@ void install(int sig) {
     installed[sig] = true;
 }
 
-std::int64_t steady_ms_ns() noexcept {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
+// thread_cpu_ns() is the CPU time of w's thread, or -1. Called under
+// w->thread_mu (the thread cannot end meanwhile).
+std::int64_t thread_cpu_ns(const worker_view* w) noexcept {
+    if (!w->has_thread) return -1;
+    clockid_t id;
+    timespec ts{};
+    if (::pthread_getcpuclockid(w->thread, &id) != 0 || ::clock_gettime(id, &ts) != 0) return -1;
+    return std::int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
 // describe_frame() is one backtrace line: the symbol (demangled) and the
@@ -222,19 +227,9 @@ void watchdog::state::run() {
         cv.wait_for(l, period);
         if (stopping) break;
         l.unlock();
-        check(steady_ms_ns());
+        check(steady_now_ns());
         l.lock();
     }
-}
-
-// thread_cpu_ns() is the CPU time of w's thread, or -1. Called under
-// w->thread_mu (the thread cannot end meanwhile).
-std::int64_t thread_cpu_ns(const worker_view* w) noexcept {
-    if (!w->has_thread) return -1;
-    clockid_t id;
-    timespec ts{};
-    if (::pthread_getcpuclockid(w->thread, &id) != 0 || ::clock_gettime(id, &ts) != 0) return -1;
-    return std::int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
 void watchdog::state::check(std::int64_t now) {
@@ -380,7 +375,7 @@ watchdog::watchdog(const watchdog_options& o, std::vector<worker_view*> workers)
     s_->ws = std::move(workers);
     s_->looks.resize(s_->ws.size());
     s_->tokens = o.burst;
-    s_->refilled = steady_ms_ns();
+    s_->refilled = steady_now_ns();
     if (o.sample_signal > 0) {
         if (o.sample_signal >= NSIG) throw std::invalid_argument("weft: watchdog.sample_signal is not a signal");
         // The first backtrace() loads libgcc_s (not async-signal-safe): do
