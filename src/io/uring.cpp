@@ -7,12 +7,12 @@
 //       user_data = the reactor's token. Tokens never have bit 63 set (a
 //       user-space address shifted by 6 then 22 bits), so internal requests
 //       use user_data with bit 63 set: 1 (interrupt()'s NOPs), 2
-//       (POLL_REMOVE), 3 (ASYNC_CANCEL) are ignored, and any other value
+//       (remove()'s ASYNC_CANCEL), 3 (cancel_op()'s ASYNC_CANCEL) are ignored, and any other value
 //       with bit 63 set is an operation (U6): bit 63 | the address of its
 //       op_state, which is 8-aligned and not null, so never 1, 2 or 3;
 //   U2  the SQ is single-producer: every SQE is acquired and submitted under
-//       mu_, at once (so a POLL_REMOVE takes effect before retire() returns
-//       and the fd is closed: the poll holds a reference to the file). The CQ
+//       mu_, at once (so remove()'s cancel has found its poll before
+//       retire() returns and the fd is closed). The CQ
 //       is consumed only under mu_ as well: by the polling thread (one at a
 //       time, runtime I2) and by a submitter that gets -EBUSY (CQ overflow on
 //       old kernels), which moves the CQEs to backlog_ and interrupts the
@@ -21,8 +21,18 @@
 //       re-armed under mu_ only if its registration is still open with the
 //       same sequence number (checked under the registration's lock, lock
 //       order mu_ then r->mu); remove() comes after retire() has marked the
-//       registration closed, so a re-arm either precedes the POLL_REMOVE
+//       registration closed, so a re-arm either precedes remove()'s cancel
 //       (which then cancels it) or does not happen;
+//   U7  remove() cancels the poll with IORING_OP_ASYNC_CANCEL on its
+//       user_data, never IORING_OP_POLL_REMOVE: a poll holds a reference to
+//       its file, so until it ends close() does not close the socket (no
+//       FIN). POLL_REMOVE must take the poll's ownership, and while an event
+//       for it is being delivered (the arming thread's task work owns it) it
+//       answers -EALREADY and leaves a multishot poll armed for good: the
+//       peer never saw EOF (1 connection in ~120 on 4 workers; kernel 6.18,
+//       io_uring/poll.c io_poll_disarm()). ASYNC_CANCEL marks the poll
+//       canceled instead, which its current owner sees, so it always ends,
+//       at the latest when the arming thread next runs its task work;
 //   U4  files without poll support (regular files, directories, /dev/null)
 //       are refused with EPERM as epoll refuses them: io_uring would complete
 //       their poll at once, forever. Sockets and pipes skip the probe;
@@ -71,7 +81,7 @@ namespace {
 
 constexpr std::uint64_t internal_bit = std::uint64_t{1} << 63;
 constexpr std::uint64_t ud_wake = internal_bit | 1;    // interrupt()'s NOPs
-constexpr std::uint64_t ud_remove = internal_bit | 2;  // POLL_REMOVE results
+constexpr std::uint64_t ud_remove = internal_bit | 2;  // remove()'s cancel results (U7)
 constexpr std::uint64_t ud_cancel = internal_bit | 3;  // ASYNC_CANCEL results (U1)
 
 std::uint64_t op_data(const op_state* op) noexcept { return internal_bit | reinterpret_cast<std::uintptr_t>(op); }
@@ -144,7 +154,8 @@ public:
 
     void remove(registration* r) noexcept override {
         // The token is the one the registration was added with: retire()
-        // calls remove() before it bumps the sequence number.
+        // calls remove() before it bumps the sequence number. U7: a cancel,
+        // not a POLL_REMOVE.
         std::uint64_t token;
         {
             std::lock_guard g(r->mu);
@@ -152,7 +163,7 @@ public:
         }
         std::lock_guard g(mu_);
         io_uring_sqe* sqe = sqe_locked();
-        ::io_uring_prep_poll_remove(sqe, token);
+        ::io_uring_prep_cancel64(sqe, token, 0);
         ::io_uring_sqe_set_data64(sqe, ud_remove);
         (void)submit_locked();
     }
