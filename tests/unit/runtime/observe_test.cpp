@@ -131,7 +131,13 @@ TEST_P(observe_test, io_waits_are_counted) {
             std::array<std::byte, 4> buf{};
             return r.read_some(buf);
         });
-        weft::this_task::sleep_for(5ms);  // the reader waits by now (or soon)
+        // Write only once the reader has counted its wait: a fixed sleep was
+        // not enough under qemu with 4 workers on 2 cores (the reader had not
+        // run yet, found the byte at once and never waited). If the counter
+        // never moves, the loop ends at its limit and the check below fails.
+        const auto limit = std::chrono::steady_clock::now() + 20s;
+        while (rt.stats().total().io_waits == 0 && std::chrono::steady_clock::now() < limit)
+            weft::this_task::sleep_for(1ms);
         const std::byte b[1] = {std::byte{7}};
         EXPECT_EQ(w.write_some(b), 1u);
         EXPECT_EQ(reader.join(), 1u);
