@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "weft/config.hpp"
 #include "weft/detail/context_frame.hpp"
@@ -92,13 +93,29 @@ inline transfer ontop(void* to, void* data, ontop_fn fn) { return weft_context_o
 [[gnu::always_inline]] inline transfer fast_jump(void* to, void* data) noexcept;
 
 // fiber_jump() is fast_jump() for a closed world of contexts: it requires
-// `to` to be fresh from make() or suspended by fast_jump() or fiber_jump(),
-// never by the out-of-line jump() or ontop(), and then restores only what
-// such a context needs (the frame pointer, the resume address, the FP control
-// state, and a fresh context's entry function), not the callee-saved
-// registers that fast_jump() declares clobbered anyway. The coroutine layer
-// switches with it, since no other switch touches its contexts.
+// `to` to be fresh from make() or suspended by fiber_jump() (a context it
+// suspends may be resumed by fiber_jump() only: its FP slot is left
+// unwritten), never by the out-of-line jump() or ontop(), and then restores only
+// what such a context needs (the frame pointer, the resume address and a
+// fresh context's entry function), not the callee-saved registers that it
+// declares clobbered anyway. It leaves the FP control state alone (neither
+// saved nor restored): the coroutine layer, which switches with it, keeps
+// that state per coroutine when asked to (fp_env_mode, weft/fiber.hpp) with
+// fp_control_save() / fp_control_load().
 [[gnu::always_inline]] inline transfer fiber_jump(void* to, void* data) noexcept;
+
+// fp_control is the FP control state: on x86-64 MXCSR and the x87 control
+// word, on AArch64 FPCR.
+struct fp_control;
+// fp_control_save() stores the calling thread's FP control state in `to`
+// (x86-64: stmxcsr + fnstcw straight into `to`: MXCSR can only be read
+// through memory, and loading back what stmxcsr just stored stalls on this
+// machine, docs/context-abi.md; AArch64: mrs).
+[[gnu::always_inline]] inline void fp_control_save(fp_control& to) noexcept;
+// fp_control_load() makes `from` the calling thread's FP control state
+// (x86-64: ldmxcsr + fldcw, the MXCSR status flags in `from` included;
+// AArch64: msr, skipped when FPCR already holds it).
+[[gnu::always_inline]] inline void fp_control_load(const fp_control& from) noexcept;
 
 // fast_jump_frame is the size of the frame fast_jump() leaves at a suspended
 // context, and fast_jump_gap the bytes between that frame and the
@@ -158,19 +175,19 @@ inline constexpr std::size_t min_frame_size = 256;
     "movq " WEFT_CONTEXT_OFF(R15) "(%%rsp), %%r15\n\t" \
     "movq " WEFT_CONTEXT_OFF(RBX) "(%%rsp), %%rbx\n\t"
 #define WEFT_CONTEXT_LOAD_ENTRY "movq " WEFT_CONTEXT_OFF(R12) "(%%rsp), %%r12\n\t"
-// WEFT_CONTEXT_JUMP(LOAD) is the whole switch, with LOAD for the target's
-// callee-saved registers other than rbp.
-#define WEFT_CONTEXT_JUMP(LOAD)                                                                                \
+// WEFT_CONTEXT_JUMP(SAVE_FP, LOAD_FP, LOAD) is the whole switch, with LOAD
+// for the target's callee-saved registers other than rbp.
+#define WEFT_CONTEXT_JUMP(SAVE_FP, LOAD_FP, LOAD)                                                                              \
     asm volatile(/* below the red zone, room for the frame: rsp - (size + gap) */                              \
                  "leaq -" WEFT_CONTEXT_OFF(SIZE) "-" WEFT_CONTEXT_OFF(GAP) "(%%rsp), %%rsp\n\t"                 \
-                 WEFT_CONTEXT_SAVE_FP                                                                          \
+                 SAVE_FP                                                                          \
                  "movq %%rbp, " WEFT_CONTEXT_OFF(RBP) "(%%rsp)\n\t" /* rbp may be the frame pointer */          \
                  "leaq 1f(%%rip), %%rcx\n\t"                        /* our resume address */                  \
                  "movq %%rcx, " WEFT_CONTEXT_OFF(RET) "(%%rsp)\n\t"                                              \
                  "movq %%rsp, %%rax\n\t" /* from = our context */                                              \
                  "movq %%rdi, %%rsp\n\t" /* the switch */                                                      \
                  "movq " WEFT_CONTEXT_OFF(RET) "(%%rsp), %%rcx\n\t"                                              \
-                 WEFT_CONTEXT_LOAD_FP                                                                          \
+                 LOAD_FP                                                                          \
                  LOAD                                                                                          \
                  "movq " WEFT_CONTEXT_OFF(RBP) "(%%rsp), %%rbp\n\t"                                              \
                  "leaq " WEFT_CONTEXT_OFF(SIZE) "(%%rsp), %%rsp\n\t"                                             \
@@ -197,15 +214,29 @@ inline constexpr std::size_t min_frame_size = 256;
 inline transfer fast_jump(void* to, void* data) noexcept {
     void* from;
     void* d;
-    WEFT_CONTEXT_JUMP(WEFT_CONTEXT_LOAD_ALL);
+    WEFT_CONTEXT_JUMP(WEFT_CONTEXT_SAVE_FP, WEFT_CONTEXT_LOAD_FP, WEFT_CONTEXT_LOAD_ALL);
     return {from, d};
 }
 
 inline transfer fiber_jump(void* to, void* data) noexcept {
     void* from;
     void* d;
-    WEFT_CONTEXT_JUMP(WEFT_CONTEXT_LOAD_ENTRY);
+    WEFT_CONTEXT_JUMP("", "", WEFT_CONTEXT_LOAD_ENTRY);
     return {from, d};
+}
+
+struct fp_control {
+    std::uint32_t mxcsr = 0x1f80;    // the power-on value: round to nearest, all exceptions masked
+    std::uint16_t x87_cw = 0x037f;   // likewise, 64-bit precision
+    std::uint16_t unused = 0;
+};
+
+inline void fp_control_save(fp_control& to) noexcept {
+    asm volatile("stmxcsr %0\n\tfnstcw %1" : "=m"(to.mxcsr), "=m"(to.x87_cw));
+}
+
+inline void fp_control_load(const fp_control& from) noexcept {
+    asm volatile("ldmxcsr %0\n\tfldcw %1" : : "m"(from.mxcsr), "m"(from.x87_cw) : "memory");
 }
 #elif defined(__aarch64__)
 // AArch64 AAPCS64. Frame layout: weft/detail/context_frame.hpp (x29 x30 at
@@ -244,16 +275,16 @@ inline transfer fiber_jump(void* to, void* data) noexcept {
     "ldp d12, d13, [sp, #" WEFT_CONTEXT_OFF(D12) "]\n\t" \
     "ldp d14, d15, [sp, #" WEFT_CONTEXT_OFF(D14) "]\n\t"
 #define WEFT_CONTEXT_LOAD_ENTRY "ldr x19, [sp, #" WEFT_CONTEXT_OFF(X19) "]\n\t"
-// WEFT_CONTEXT_JUMP(LOAD) is the whole switch, with LOAD for the target's
-// callee-saved registers other than x29 and x30.
-#define WEFT_CONTEXT_JUMP(LOAD)                                                                                  \
+// WEFT_CONTEXT_JUMP(SAVE_FP, LOAD_FP, LOAD) is the whole switch, with LOAD
+// for the target's callee-saved registers other than x29 and x30.
+#define WEFT_CONTEXT_JUMP(SAVE_FP, LOAD_FP, LOAD)                                                                                \
     asm volatile("sub sp, sp, #" WEFT_CONTEXT_OFF(SIZE) "\n\t"                                                  \
                  "adr x30, 1f\n\t" /* our resume address */                                                   \
                  "stp x29, x30, [sp, #" WEFT_CONTEXT_OFF(X29) "]\n\t" /* x29 may be the frame pointer */       \
-                 WEFT_CONTEXT_SAVE_FP                                                                           \
+                 SAVE_FP                                                                                        \
                  "mov x2, sp\n\t" /* from = our context */                                                    \
                  "mov sp, x0\n\t" /* the switch */                                                            \
-                 WEFT_CONTEXT_LOAD_FP                                                                           \
+                 LOAD_FP                                                                                        \
                  LOAD                                                                                           \
                  "ldp x29, x30, [sp, #" WEFT_CONTEXT_OFF(X29) "]\n\t"                                           \
                  "add sp, sp, #" WEFT_CONTEXT_OFF(SIZE) "\n\t"                                                  \
@@ -271,15 +302,37 @@ inline transfer fiber_jump(void* to, void* data) noexcept {
 inline transfer fast_jump(void* to, void* data) noexcept {
     register void* x0 asm("x0") = to;
     register void* x1 asm("x1") = data;
-    WEFT_CONTEXT_JUMP(WEFT_CONTEXT_LOAD_ALL);
+    WEFT_CONTEXT_JUMP(WEFT_CONTEXT_SAVE_FP, WEFT_CONTEXT_LOAD_FP, WEFT_CONTEXT_LOAD_ALL);
     return {x0, x1};
 }
 
 inline transfer fiber_jump(void* to, void* data) noexcept {
     register void* x0 asm("x0") = to;
     register void* x1 asm("x1") = data;
-    WEFT_CONTEXT_JUMP(WEFT_CONTEXT_LOAD_ENTRY);
+    WEFT_CONTEXT_JUMP("", "", WEFT_CONTEXT_LOAD_ENTRY);
     return {x0, x1};
+}
+
+struct fp_control {
+    std::uint64_t fpcr = 0;  // the reset value: round to nearest, no flush-to-zero, no traps
+};
+
+inline void fp_control_save(fp_control& to) noexcept {
+    std::uint64_t w;
+    asm volatile("mrs %0, fpcr" : "=r"(w));
+    to.fpcr = w;
+}
+
+inline void fp_control_load(const fp_control& from) noexcept {
+    std::uint64_t cur;
+    asm volatile("mrs %0, fpcr\n\t"
+                 "cmp %0, %1\n\t"
+                 "b.eq 1f\n\t"
+                 "msr fpcr, %1\n"
+                 "1:"
+                 : "=&r"(cur)
+                 : "r"(from.fpcr)
+                 : "cc", "memory");
 }
 #endif
 

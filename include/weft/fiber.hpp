@@ -127,6 +127,22 @@ using forced_unwind = abi::__forced_unwind;
 using after_switch_fn = void (*)(void* arg) noexcept;
 
 // fiber_options configure a fiber or coroutine at creation.
+// fp_env_mode is how a fiber treats the floating-point control state.
+//   shared  the fiber runs with whatever its thread has (a thread that set
+//           flush-to-zero or a rounding mode has it in its fibers too), and
+//           a change the fiber makes stays with the thread: as C++20
+//           coroutines, Go, marl and libco behave. No cost on a switch.
+//   own     the fiber keeps a state of its own, starting as its creator's
+//           at creation (as a new thread inherits its creator's), and its
+//           resumer gets its own back when the fiber suspends or ends: the
+//           guarantee of the ABIs (the state is callee-saved), which
+//           Boost.Context and libaco keep. Costs a read and a write of the
+//           state at each switch into or out of the fiber (docs/context-abi.md).
+// A switch_to() between a shared and an own fiber gives each the state its
+// mode says: the shared one the resumer's (what the thread had when the
+// chain was resumed, or what shared fibers of it set since).
+enum class fp_env_mode : std::uint8_t { shared, own };
+
 struct fiber_options {
     // stack_size is the least stack the fiber gets, in bytes; 0 (the
     // default) means default_stack_size on a stack of its own and the pool's
@@ -160,6 +176,10 @@ struct fiber_options {
     // the same cache sets. It costs up to 960 bytes of the stack, and never
     // more than a sixteenth of it. Without effect in copy-stack mode.
     bool cache_colouring = true;
+    // fp_env says whose floating-point control state (rounding mode,
+    // flush-to-zero, exception masks: MXCSR and the x87 control word on
+    // x86-64, FPCR on AArch64) the fiber's code runs with; see fp_env_mode.
+    fp_env_mode fp_env = fp_env_mode::shared;
 };
 
 // cache_colours is how many cache-line offsets cache colouring uses: 16, so

@@ -96,12 +96,9 @@ void restore(fiber_record* cb, shared_stack_slot& s) noexcept {
     // (it still counts it as below some earlier stack pointer).
     sanitizer::release_stack(s.stack.base, s.stack.size);
     if (!cb->ctx) {
+        // (Its FP control state is the fiber layer's business, F1-F3 in
+        // weft/detail/fiber_record.hpp, not the first frame's.)
         cb->ctx = context::make(top_of(s), s.stack.size, cb->start);
-        // A fiber starts with its creator's FP control state, whatever the
-        // stack (make() takes the state of the thread calling it: here the
-        // first resumer).
-        std::memcpy(static_cast<std::byte*>(cb->ctx) + context::frame::fp_control, &cs.fp_control,
-                    context::frame::fp_control_size);
         return;
     }
     const std::size_t above = cs.saved - frame_kept;
@@ -217,22 +214,8 @@ void* copy_allocate(std::size_t bytes, std::size_t align, std::size_t* usable) {
     return p;
 }
 
-namespace {
-// creator_fp_control() is the calling thread's FP control state, as make()
-// records it in a first frame.
-std::uint64_t creator_fp_control() noexcept {
-    static_assert(context::frame::fp_control_size <= sizeof(std::uint64_t));
-    alignas(16) std::byte scratch[context::min_frame_size + 32];
-    void* ctx = context::make(scratch + sizeof scratch, sizeof scratch, [](context::transfer) noexcept {});
-    std::uint64_t fp = 0;
-    std::memcpy(&fp, static_cast<std::byte*>(ctx) + context::frame::fp_control, context::frame::fp_control_size);
-    return fp;
-}
-}  // namespace
-
 void copy_created(fiber_record* cb, copy_state* cs, shared_stack_pool& pool, std::byte* buffer,
                   std::size_t capacity) noexcept {
-    cs->fp_control = creator_fp_control();
     cb->copy = cs;
     cs->slot = &pool.assign();
     cs->buffer = buffer;

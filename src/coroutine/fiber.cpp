@@ -106,6 +106,9 @@ static_assert(sizeof(_Unwind_Exception) <= sizeof(fiber_record::unwind_object) &
                   alignof(_Unwind_Exception) <= alignof(fiber_record),
               "fiber_record::unwind_object must hold an _Unwind_Exception");
 static_assert(std::is_standard_layout_v<fiber_record>, "offsetof(fiber_record, unwind_object) is used");
+// The fields of a round trip fit the record's first two cache lines (the
+// comment at fiber_record).
+static_assert(offsetof(fiber_record, stack) + sizeof(stack_view) <= 128, "the hot fields outgrew two cache lines");
 
 // "WEFTFUNW": not a C++ exception class, so libsupc++ treats the object as
 // foreign (never looks for a __cxa_exception around it).

@@ -150,28 +150,43 @@ struct co_state {
     bool stop = false;
 };
 
-TEST_F(abi_test, coroutine_resume_and_yield_preserve_callee_saved_state) {
+// shared (the default): each side sees the FP control state the other left;
+// own: each keeps its own (fp_env_mode, weft/fiber.hpp). The callee-saved
+// registers survive either way.
+void coroutine_round_trips(weft::fp_env_mode mode) {
     co_state st;
     st.main_in = pattern(0x5A5A5A5AA5A5A5A5ull, fpctl_a);
     st.co_in = pattern(0xFEDCBA9876543210ull, fpctl_b);
-    weft::coroutine<> co([&st](weft::yielder<>& y) {
-        st.y = &y;
-        // The probe frames have no unwind tables, so the body ends by
-        // returning rather than being unwound.
-        while (!st.stop)
-            weft_abi_probe_call([](void* p) { static_cast<co_state*>(p)->y->yield(); }, &st, &st.co_in, &st.co_out);
-    });
+    weft::coroutine<> co(
+        [&st](weft::yielder<>& y) {
+            st.y = &y;
+            // The probe frames have no unwind tables, so the body ends by
+            // returning rather than being unwound.
+            while (!st.stop)
+                weft_abi_probe_call([](void* p) { static_cast<co_state*>(p)->y->yield(); }, &st, &st.co_in,
+                                    &st.co_out);
+        },
+        {.fp_env = mode});
     st.co = &co;
+    const bool own = mode == weft::fp_env_mode::own;
     for (int round = 0; round < 100; ++round) {
         weft_abi_probe_call([](void* p) { (void)static_cast<co_state*>(p)->co->resume(); }, &st, &st.main_in,
                             &st.main_out);
-        expect_preserved("resumer", st.main_in, st.main_out, expected_fp(st.main_in, st.co_in));
-        if (round > 0) expect_preserved("coroutine", st.co_in, st.co_out, expected_fp(st.co_in, st.main_in));
-        if (HasFailure()) break;
+        expect_preserved("resumer", st.main_in, st.main_out, own ? st.main_in.fpctl : st.co_in.fpctl);
+        if (round > 0) expect_preserved("coroutine", st.co_in, st.co_out, own ? st.co_in.fpctl : st.main_in.fpctl);
+        if (::testing::Test::HasFailure()) break;
     }
     st.stop = true;
     EXPECT_FALSE(co.resume());
     EXPECT_TRUE(co.done());
+}
+
+TEST_F(abi_test, coroutine_resume_and_yield_preserve_callee_saved_state_sharing_fp_state) {
+    coroutine_round_trips(weft::fp_env_mode::shared);
+}
+
+TEST_F(abi_test, coroutine_resume_and_yield_preserve_callee_saved_state_and_own_fp_state) {
+    coroutine_round_trips(weft::fp_env_mode::own);
 }
 
 }  // namespace

@@ -79,7 +79,10 @@ Block* create(Alloc alloc, F&& fn, const fiber_options& opts) {
     stack_view s = alloc.allocate(wanted);
     auto* top = static_cast<std::byte*>(s.top());
     auto* base = static_cast<std::byte*>(s.base);
-    std::size_t fixed = opts.name.size() + 1 + sizeof(Block) + alignof(Block) + 16 + opts.extension_align;
+    // The record starts on a cache line (record_align): its hot fields are
+    // its first two lines (fiber_record).
+    constexpr std::size_t record_align = alignof(Block) > 64 ? alignof(Block) : 64;
+    std::size_t fixed = opts.name.size() + 1 + sizeof(Block) + record_align + 16 + opts.extension_align;
     if (__builtin_add_overflow(fixed, opts.private_data_size, &fixed) ||
         __builtin_add_overflow(fixed, opts.extension_size, &fixed) || fixed > s.size || s.size - fixed < min_room) {
         alloc.deallocate(s);
@@ -96,7 +99,7 @@ Block* create(Alloc alloc, F&& fn, const fiber_options& opts) {
     char* name = reinterpret_cast<char*>(p);
     if (!opts.name.empty()) std::memcpy(name, opts.name.data(), opts.name.size());
     name[opts.name.size()] = '\0';
-    p = align_down(p - sizeof(Block), alignof(Block));
+    p = align_down(p - sizeof(Block), record_align);
     const stack_view view = s;
     Block* b;
     try {
@@ -115,6 +118,8 @@ Block* create(Alloc alloc, F&& fn, const fiber_options& opts) {
     b->extension_size = opts.extension_size;
     b->stack = view;
     b->requested_stack = wanted;
+    b->own_fp = opts.fp_env == fp_env_mode::own;
+    if (b->own_fp) context::fp_control_save(b->fp);  // F1: its creator's
     if constexpr (requires { Alloc::guard_word(view); }) {
         b->guard_word = Alloc::guard_word(view);
         b->guard_value = Alloc::guard_value;
@@ -168,6 +173,8 @@ Block* create_copy(shared_stack where, F&& fn, const fiber_options& opts) {
     b->private_data = mem + pd_offset;
     b->private_size = opts.private_data_size;
     if (opts.private_data_size) std::memset(b->private_data, 0, opts.private_data_size);
+    b->own_fp = opts.fp_env == fp_env_mode::own;
+    if (b->own_fp) context::fp_control_save(b->fp);  // F1: its creator's
     copy_created(b, &b->cs, where.pool(), mem + buffer_offset, usable - buffer_offset);
     return b;
 }

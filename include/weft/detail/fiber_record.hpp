@@ -33,6 +33,23 @@
 //       may make the resumer current there before it leaves; and a running
 //       fiber's `ts` is the state of the thread it runs on, rewritten at every
 //       arrival (and by a nested fiber that returns to it).
+// The FP control state (fp_env_mode, weft/fiber.hpp):
+//   F1  a fiber with own_fp keeps its FP control state in `fp` while it is
+//       not running, and its resumer's in `resumer_fp` while it runs; a
+//       fiber without it (shared, the default) keeps nothing: it runs with
+//       the thread's state, and what it changes stays with the thread;
+//   F2  the switch itself (fiber_jump()) never touches the state: the
+//       departing side sets the state the arriving side must run with
+//       before it jumps (fp_enter() in a resume, fp_leave() in a suspend or
+//       an end, fp_hand_over() in a switch_to()), so both sides of every
+//       switch decide by the same fiber's flag(s) and a shared fiber's
+//       switches cost one flag test each;
+//   F3  TSan builds switch with the out-of-line context::jump(), which does
+//       save and restore the state per context (unless WEFT_SHARE_FP_ENV):
+//       there the departing side also leaves the state in the record the
+//       switch word names (handover_fp) and the arriving side sets it again
+//       (first thing after the jump, or in first_arrival()), so the jump is
+//       FP-neutral as F2 assumes.
 // It is included by weft/fiber.hpp after the public vocabulary (fiber_state,
 // forced_unwind, coroutine_errc, after_switch_fn) and uses it.
 #pragma once
@@ -99,30 +116,44 @@ struct no_tools {};
 // own stack, or at the start of a heap block in copy-stack mode. Typed
 // wrappers derive from it (values, the body, the allocator).
 struct alignas(16) fiber_record {
+    // The fields a resume + suspend round trip touches come first, in the
+    // record's first 128 bytes: two cache lines where the record starts on
+    // a line (create() puts it so on its own stack), which matters when the
+    // switches miss the cache (S3 of the report). The rest is touched at
+    // creation, destruction, by misuse, tools, own_fp or debuggers.
     void* ctx = nullptr;      // own suspended context (I1)
     thread_state* ts = nullptr;  // the state of the thread it runs on (valid while it runs, I5)
     void* resumer = nullptr;  // where suspend() and the end go: the context of the last resume()
     fiber_record* parent = nullptr;  // the fiber that resumed it (null: code outside any fiber), while it runs
-    fiber_record* active = nullptr;  // tool builds: whose code runs where it parked (null: its own)
     std::atomic<fiber_state> state{fiber_state::created};
     fiber_flavour flavour = fiber_flavour::fiber;
     bool unwinding = false;   // unwind() resumed it to throw forced_unwind
     bool keep_stack = false;  // copy-stack: the resumer gives the shared stack back (a value lies there)
     bool unwind_raised = false;  // a forced unwind is under way on its stack (raise_forced_unwind())
     bool unwind_caught = false;  // its entry caught that forced unwind
+    bool own_fp = false;         // fp_env_mode::own: it keeps its FP control state (F1)
     eh_state eh;              // the fiber's exception state while it is not running
-    eh_state resumer_eh;      // its resumer's, while it runs (I4)
     after_switch_fn hook = nullptr;  // what the side it switches to runs for it (I3)
+    eh_state resumer_eh;      // its resumer's, while it runs (I4)
     void* hook_arg = nullptr;
     fiber_record* handoff = nullptr;  // the fiber it switches to (switch_to)
+    copy_state* copy = nullptr;       // copy-stack mode: the saved bytes; null otherwise
+    stack_view stack;
+    // Cold from here on (the guard word is checked at every switch only in
+    // builds without NDEBUG).
+    const std::uint64_t* guard_word = nullptr;  // a malloc_stack's guard word, else null
+    fiber_record* active = nullptr;  // tool builds: whose code runs where it parked (null: its own)
+    context::fp_control fp;          // own_fp: its FP control state while it is not running (F1)
+    context::fp_control resumer_fp;  // own_fp: its resumer's, while it runs (F1)
+#if WEFT_TSAN && !WEFT_SHARE_FP_ENV
+    context::fp_control handover_fp;  // what the FP state was when it last switched (F3)
+#endif
     std::exception_ptr exception;  // what the body let escape
     std::string_view name;
     std::byte* private_data = nullptr;
     std::size_t private_size = 0;
     std::byte* extension = nullptr;  // the upper layer's area (fiber_options::extension_size)
     std::size_t extension_size = 0;
-    stack_view stack;
-    const std::uint64_t* guard_word = nullptr;  // a malloc_stack's guard word, else null
     std::uint64_t guard_value = 0;
     bool painted = false;               // the free stack was painted at creation
     std::size_t requested_stack = 0;    // fiber_options::stack_size, for the overflow report
@@ -151,7 +182,6 @@ struct alignas(16) fiber_record {
     }
     context::entry_fn start = nullptr;                  // the first function on its stack
     void (*release)(fiber_record*) noexcept = nullptr;  // destroys the typed block, frees the stack
-    copy_state* copy = nullptr;                         // copy-stack mode: the saved bytes; null otherwise
     // The exception object of a forced unwind raised on this fiber's stack
     // (an _Unwind_Exception, <unwind.h>; raise_forced_unwind()). In the
     // record, not on the heap: a cancellation must work when memory is
@@ -172,7 +202,6 @@ struct copy_state {
     bool external = false;       // buffer is a heap block of its own
     std::uint64_t saves = 0;
     std::uint64_t restores = 0;
-    std::uint64_t fp_control = 0;  // the creator's FP control state, for the first frame
 };
 
 // live_coroutines counts fibers alive, per thread (thread_counter id 1).
@@ -277,7 +306,12 @@ inline switch_kind kind_of(void* word) noexcept {
 // TSan runtime ended up on a corrupted shadow call stack in nested tests
 // (docs/safety.md records it).
 [[gnu::always_inline]] inline context::transfer jump(void* to, void* word) noexcept {
-#if WEFT_TSAN
+#if WEFT_TSAN && !WEFT_SHARE_FP_ENV
+    context::fp_control_save(record_of(word)->handover_fp);  // F3
+    const context::transfer t = context::jump(to, word);
+    context::fp_control_load(record_of(t.data)->handover_fp);
+    return t;
+#elif WEFT_TSAN
     return context::jump(to, word);
 #else
     return context::fiber_jump(to, word);
@@ -329,12 +363,54 @@ inline constexpr std::size_t switch_gap = WEFT_TSAN ? 0 : context::fast_jump_gap
     ts->current = code;
 }
 
+// fp_enter() is a resumer's FP half of entering f (F1, F2): an own_fp
+// fiber gets its state, and keeps the resumer's.
+[[gnu::always_inline]] inline void fp_enter(fiber_record* f) noexcept {
+    if (f->own_fp) [[unlikely]] {
+        context::fp_control_save(f->resumer_fp);
+        context::fp_control_load(f->fp);
+    }
+}
+
+// fp_leave() is f's FP half of switching back to its resumer (F1, F2):
+// an own_fp fiber keeps its state (unless it has ended, Keep = false) and
+// gives the resumer its own back.
+template <bool Keep = true>
+[[gnu::always_inline]] inline void fp_leave(fiber_record* f) noexcept {
+    if (f->own_fp) [[unlikely]] {
+        if constexpr (Keep) context::fp_control_save(f->fp);
+        context::fp_control_load(f->resumer_fp);
+    }
+}
+
+// fp_hand_over() is f's FP half of switch_to(next) (F1, F2): next inherits
+// f's resumer, so it inherits the resumer's FP state too: an own_fp f
+// keeps its state and has the resumer's in resumer_fp; a shared f runs
+// with the resumer's (as the thread has it now).
+[[gnu::always_inline]] inline void fp_hand_over(fiber_record* f, fiber_record* next) noexcept {
+    if (!(f->own_fp | next->own_fp)) [[likely]]
+        return;
+    if (f->own_fp) {
+        context::fp_control_save(f->fp);
+        if (next->own_fp) {
+            next->resumer_fp = f->resumer_fp;
+            context::fp_control_load(next->fp);
+        } else {
+            context::fp_control_load(f->resumer_fp);
+        }
+    } else {
+        context::fp_control_save(next->resumer_fp);
+        context::fp_control_load(next->fp);
+    }
+}
+
 // leave_to_resumer() is what a fiber does just before it switches back to
 // its resumer, which waits on this very thread (I5): it keeps its own
 // exception state (unless it has ended) and makes the resumer current again,
 // with the resumer's.
 template <bool Keep = true>
 [[gnu::always_inline]] inline void leave_to_resumer(fiber_record* f, thread_state* ts) noexcept {
+    fp_leave<Keep>(f);
     eh_state* eh = ts->eh;
     if constexpr (Keep) copy_eh(f->eh, *eh);
     copy_eh(*eh, f->resumer_eh);
@@ -431,6 +507,7 @@ template <bool Keep = true>
     void* resumer_fake = nullptr;
     fiber_record* a = running_in(f);
     sanitizer::enter(f->tools(), a->tools(), &resumer_fake, a->stack.base, a->stack.size);
+    fp_enter(f);
     context::transfer t = jump(f->ctx, tag(f, switch_kind::resume));
     sanitizer::returned(resumer_fake);
     fiber_record* back = record_of(t.data);
@@ -518,6 +595,7 @@ inline void switch_to(fiber_record* f, fiber_record* next, after_switch_fn hook 
     void* word = tag_hook(f, switch_kind::switch_to, hook, arg);
     f->handoff = next;
     save_eh(f->eh, f->ts);
+    fp_hand_over(f, next);
     if constexpr (with_tools) f->active = nullptr;
     fiber_record* a = running_in(next);
     sanitizer::hand_over(f->tools(), a->tools(), a->stack.base, a->stack.size);
@@ -531,6 +609,9 @@ inline void switch_to(fiber_record* f, fiber_record* next, after_switch_fn hook 
 // first_arrival() is the start of a fiber's entry function.
 [[gnu::always_inline]] inline fiber_record* first_arrival(context::transfer t) noexcept {
     fiber_record* r = record_of(t.data);
+#if WEFT_TSAN && !WEFT_SHARE_FP_ENV
+    context::fp_control_load(r->handover_fp);  // F3: the trampoline came through context::jump()
+#endif
     const bool resumed = kind_of(t.data) == switch_kind::resume;
     fiber_record* f = resumed ? r : r->handoff;
     sanitizer::arrived(f->tools(), f->tools(), true, resumed);

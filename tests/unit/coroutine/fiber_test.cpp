@@ -589,20 +589,152 @@ TEST_F(fiber_core, a_shared_stack_busy_on_another_thread_is_reported_not_waited_
 
 // ------------------------------------------------------------ FP control state
 
-// One rule for every kind of stack: a fiber starts in its creator's FP
-// rounding mode (as a new thread inherits its creator's), not its first
-// resumer's; with WEFT_SHARE_FP_ENV the mode is simply the thread's.
-TEST_F(fiber_core, a_fiber_starts_in_its_creators_rounding_mode) {
-    const int before = std::fegetround();
+// fp_env_mode (weft/fiber.hpp; F1-F3 in weft/detail/fiber_record.hpp),
+// observed through the rounding mode (MXCSR and the x87 control word on
+// x86-64, FPCR on AArch64), the same on both kinds of stack. Each test puts
+// the thread's mode back (round_guard).
+struct round_guard {
+    int saved = std::fegetround();
+    ~round_guard() { std::fesetround(saved); }
+};
+
+constexpr weft::fiber_options own_fp{.fp_env = weft::fp_env_mode::own};
+
+// The default is shared: a fiber runs in its thread's mode as it is at each
+// resume, and what it sets stays with the thread.
+TEST_F(fiber_core, a_fiber_shares_its_threads_fp_state_by_default) {
+    round_guard g;
+    EXPECT_EQ(weft::fiber_options{}.fp_env, weft::fp_env_mode::shared);
     ASSERT_EQ(std::fesetround(FE_UPWARD), 0);
-    int seen = -1;
-    weft::fiber f = make_fiber([&] { seen = std::fegetround(); });
+    std::vector<int> seen;
+    weft::fiber f = make_fiber([&] {
+        seen.push_back(std::fegetround());
+        std::fesetround(FE_DOWNWARD);
+        weft::this_fiber::suspend();
+        seen.push_back(std::fegetround());
+        std::fesetround(FE_UPWARD);
+    });
     ASSERT_EQ(std::fesetround(FE_TOWARDZERO), 0);
     f.resume();
-    const int after = std::fegetround();
-    std::fesetround(before);
-    EXPECT_EQ(seen, WEFT_SHARE_FP_ENV ? FE_TOWARDZERO : FE_UPWARD);
-    EXPECT_EQ(after, FE_TOWARDZERO);  // the fiber's mode stayed with it
+    EXPECT_EQ(std::fegetround(), FE_DOWNWARD);  // the fiber's change stayed with the thread
+    ASSERT_EQ(std::fesetround(FE_TONEAREST), 0);
+    f.resume();
+    EXPECT_EQ(std::fegetround(), FE_UPWARD);
+    EXPECT_EQ(seen, (std::vector<int>{FE_TOWARDZERO, FE_TONEAREST}));  // the thread's, not the creator's
+}
+
+// own: the fiber starts in its creator's mode (as a new thread inherits its
+// creator's), keeps its own across suspensions whatever the resumer does,
+// and the resumer gets its own back at every suspension and at the end.
+TEST_F(fiber_core, an_own_fp_fiber_keeps_its_mode_and_its_resumer_keeps_its_own) {
+    round_guard g;
+    ASSERT_EQ(std::fesetround(FE_UPWARD), 0);
+    std::vector<int> seen;
+    weft::fiber f = make_fiber(
+        [&] {
+            seen.push_back(std::fegetround());
+            std::fesetround(FE_DOWNWARD);
+            weft::this_fiber::suspend();
+            seen.push_back(std::fegetround());
+            std::fesetround(FE_TONEAREST);
+        },
+        own_fp);
+    ASSERT_EQ(std::fesetround(FE_TOWARDZERO), 0);
+    f.resume();
+    EXPECT_EQ(std::fegetround(), FE_TOWARDZERO);
+    ASSERT_EQ(std::fesetround(FE_UPWARD), 0);
+    f.resume();
+    EXPECT_TRUE(f.done());
+    EXPECT_EQ(std::fegetround(), FE_UPWARD);  // the end gives the resumer its own back too
+    EXPECT_EQ(seen, (std::vector<int>{FE_UPWARD, FE_DOWNWARD}));
+}
+
+// A fiber destroyed while suspended unwinds in its own mode and leaves the
+// destroyer's alone.
+TEST_F(fiber_core, an_own_fp_fiber_unwinds_in_its_mode) {
+    round_guard g;
+    ASSERT_EQ(std::fesetround(FE_DOWNWARD), 0);
+    int in_destructor = -1;
+    {
+        weft::fiber f = make_fiber(
+            [&] {
+                struct probe {
+                    int* out;
+                    ~probe() { *out = std::fegetround(); }
+                } p{&in_destructor};
+                weft::this_fiber::suspend();
+            },
+            own_fp);
+        f.resume();
+        ASSERT_EQ(std::fesetround(FE_TOWARDZERO), 0);
+    }
+    EXPECT_EQ(in_destructor, FE_DOWNWARD);
+    EXPECT_EQ(std::fegetround(), FE_TOWARDZERO);
+}
+
+// switch_to() between every pair of modes: the fiber handed over to runs in
+// its own mode if it has one, else in the resumer's; the one that handed
+// over gets its own back when resumed; the resumer gets its own back when
+// the chain suspends to it.
+TEST_F(fiber_core, switch_to_gives_each_mode_its_fp_state) {
+    using weft::fp_env_mode;
+    for (const fp_env_mode am : {fp_env_mode::shared, fp_env_mode::own}) {
+        for (const fp_env_mode bm : {fp_env_mode::shared, fp_env_mode::own}) {
+            SCOPED_TRACE(std::string("a ") + (am == fp_env_mode::own ? "own" : "shared") + ", b " +
+                         (bm == fp_env_mode::own ? "own" : "shared"));
+            round_guard g;
+            ASSERT_EQ(std::fesetround(FE_UPWARD), 0);  // the creator's: a's and b's if own
+            int b_saw = -1, a_back = -1;
+            weft::fiber a, b;
+            b = make_fiber([&] { b_saw = std::fegetround(); }, {.fp_env = bm});
+            a = make_fiber(
+                [&] {
+                    std::fesetround(FE_DOWNWARD);
+                    weft::this_fiber::switch_to(b.ref());
+                    a_back = std::fegetround();
+                },
+                {.fp_env = am});
+            ASSERT_EQ(std::fesetround(FE_TOWARDZERO), 0);  // the resumer's
+            EXPECT_EQ(a.resume(), b.ref());                 // b ended: back here
+            // b: its own (the creator's), else the resumer's; the resumer's
+            // is what a set if a is shared.
+            const int resumers = am == fp_env_mode::own ? FE_TOWARDZERO : FE_DOWNWARD;
+            EXPECT_EQ(b_saw, bm == fp_env_mode::own ? FE_UPWARD : resumers);
+            EXPECT_EQ(std::fegetround(), resumers);
+            ASSERT_EQ(std::fesetround(FE_TONEAREST), 0);
+            a.resume();
+            EXPECT_EQ(a_back, am == fp_env_mode::own ? FE_DOWNWARD : FE_TONEAREST);
+            EXPECT_EQ(std::fegetround(), FE_TONEAREST);
+        }
+    }
+}
+
+// Fibers of both modes nest: a shared fiber resumed from an own one runs in
+// the own one's mode.
+TEST_F(fiber_core, a_shared_fiber_runs_in_the_mode_of_the_fiber_that_resumed_it) {
+    round_guard g;
+    ASSERT_EQ(std::fesetround(FE_DOWNWARD), 0);
+    int inner_saw = -1, outer_after = -1;
+    weft::fiber inner = make_fiber([&] {
+        inner_saw = std::fegetround();
+        std::fesetround(FE_UPWARD);
+    });
+    weft::fiber outer = make_fiber(
+        [&] {
+            inner.resume();
+            outer_after = std::fegetround();  // what the shared inner set, in outer's own state
+            weft::this_fiber::suspend();
+            outer_after = std::fegetround();
+        },
+        own_fp);
+    ASSERT_EQ(std::fesetround(FE_TOWARDZERO), 0);
+    outer.resume();
+    EXPECT_EQ(inner_saw, FE_DOWNWARD);
+    EXPECT_EQ(outer_after, FE_UPWARD);
+    EXPECT_EQ(std::fegetround(), FE_TOWARDZERO);
+    outer.resume();
+    EXPECT_EQ(outer_after, FE_UPWARD);
+    EXPECT_EQ(std::fegetround(), FE_TOWARDZERO);
 }
 
 // ------------------------------------------------------------ coroutine<bool>
