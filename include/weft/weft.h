@@ -117,11 +117,15 @@ typedef struct weft_coroutine_desc {
     size_t storage_size;             /* bytes of push/pop storage (default 1024; 0: none) */
     void* user_data;                 /* weft_coroutine_user_data() returns it */
     const char* name;                /* NULL or a name for error messages; copied */
+    int own_fp_env;                  /* 0: the coroutine runs with its thread's floating-point control
+                                        state (rounding mode, flush-to-zero) and what it sets stays with
+                                        the thread; nonzero: it keeps its own, from its creator's, and
+                                        its resumer gets its own back (docs/context-abi.md) */
 } weft_coroutine_desc;
 
 /* weft_coroutine_desc_init() is a descriptor for body `func` on a stack of
  * at least `stack_size` bytes (0: the default), with 1024 bytes of storage,
- * no user data and no name. */
+ * no user data, no name, and the thread's FP control state shared. */
 WEFT_C_API weft_coroutine_desc weft_coroutine_desc_init(void (*func)(weft_coroutine co), size_t stack_size) WEFT_NOEXCEPT;
 
 /* weft_coroutine_create() creates a suspended coroutine; the body runs at

@@ -81,6 +81,7 @@ weft_coroutine_desc weft_coroutine_desc_init(void (*func)(weft_coroutine co), si
     d.storage_size = 1024;
     d.user_data = nullptr;
     d.name = nullptr;
+    d.own_fp_env = 0;
     return d;
 }
 
@@ -98,6 +99,7 @@ weft_result weft_coroutine_create(const weft_coroutine_desc* desc, weft_coroutin
         o.stack_size = desc->stack_size;
         o.name = c->name;
         o.private_data_size = sizeof(fiber_tag);
+        o.fp_env = desc->own_fp_env ? fp_env_mode::own : fp_env_mode::shared;
         c->fib = fiber([raw] { raw->run(); }, o);
         const std::uint64_t h = insert(raw);
         c.release();

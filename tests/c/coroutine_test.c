@@ -1,6 +1,7 @@
 /* coroutine_test.c: the C API's coroutines, storage and result names, every
  * call and its misuses, built as C11. */
 #define _POSIX_C_SOURCE 200809L
+#include <fenv.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -42,6 +43,42 @@ static void desc_init_fills_defaults(void) {
     CHECK(d.storage_size == 1024);
     CHECK(d.user_data == NULL);
     CHECK(d.name == NULL);
+    CHECK(d.own_fp_env == 0);
+}
+
+/* ---- the FP control state (own_fp_env), seen through the rounding mode ---- */
+
+static void rounding_body(weft_coroutine co) {
+    int* seen = NULL;
+    CHECK_OK(weft_coroutine_user_data(co, (void**)&seen));
+    seen[0] = fegetround();
+    CHECK(fesetround(FE_DOWNWARD) == 0);
+    CHECK_OK(weft_coroutine_yield(co));
+    seen[1] = fegetround();
+}
+
+static void own_fp_env_keeps_the_coroutines_rounding_mode_and_shared_does_not(void) {
+    const int before = fegetround();
+    for (int own = 0; own <= 1; ++own) {
+        int seen[2] = {-1, -1};
+        CHECK(fesetround(FE_UPWARD) == 0); /* the creator's */
+        weft_coroutine_desc d = weft_coroutine_desc_init(rounding_body, 0);
+        d.user_data = seen;
+        d.own_fp_env = own;
+        weft_coroutine co = {0};
+        CHECK_OK(weft_coroutine_create(&d, &co));
+        CHECK(fesetround(FE_TOWARDZERO) == 0); /* the resumer's */
+        CHECK_OK(weft_coroutine_resume(co));
+        /* own: the resumer keeps its mode; shared: the coroutine's change stays */
+        CHECK(fegetround() == (own ? FE_TOWARDZERO : FE_DOWNWARD));
+        CHECK(fesetround(FE_TONEAREST) == 0);
+        CHECK_OK(weft_coroutine_resume(co));
+        CHECK(seen[0] == (own ? FE_UPWARD : FE_TOWARDZERO));
+        CHECK(seen[1] == (own ? FE_DOWNWARD : FE_TONEAREST));
+        CHECK(fegetround() == FE_TONEAREST);
+        CHECK_OK(weft_coroutine_destroy(co));
+    }
+    fesetround(before);
 }
 
 static void create_rejects_null_arguments(void) {
@@ -384,6 +421,7 @@ int main(void) {
     RUN(now_is_monotonic_and_checks_its_argument);
     RUN(desc_init_fills_defaults);
     RUN(create_rejects_null_arguments);
+    RUN(own_fp_env_keeps_the_coroutines_rounding_mode_and_shared_does_not);
     RUN(resume_runs_the_body_between_yields_until_it_is_dead);
     RUN(status_tells_running_from_normal_and_misuse_inside_is_refused);
     RUN(yield_and_running_outside_a_coroutine_are_refused);
