@@ -76,9 +76,13 @@ protected:
     std::vector<weft::coroutine<>> cos_;
 };
 
+// fp_env() is the FP mode of a candidate's coroutines: the default
+// (shared), or own when the candidate's name ends in -ownfp.
+constexpr weft::fp_env_mode fp_env(bool own) { return own ? weft::fp_env_mode::own : weft::fp_env_mode::shared; }
+
 // weft::coroutine on a fresh weft::mmap_stack each (the default allocator).
-template <std::size_t Live>
-class mmap : public coroutines {
+template <std::size_t Live, bool OwnFp = false>
+class mmap_impl : public coroutines {
 public:
     using coroutines::coroutines;
     void create(std::size_t) { make(body<Live>{}); }
@@ -87,9 +91,14 @@ public:
 private:
     template <class B>
     void make(B b) {
-        cos_.emplace_back(std::allocator_arg, weft::mmap_stack{}, b, weft::coroutine_options{.stack_size = stack_size_});
+        cos_.emplace_back(std::allocator_arg, weft::mmap_stack{}, b,
+                          weft::coroutine_options{.stack_size = stack_size_, .fp_env = fp_env(OwnFp)});
     }
 };
+template <std::size_t Live>
+using mmap = mmap_impl<Live>;
+template <std::size_t Live>
+using mmap_ownfp = mmap_impl<Live, true>;
 
 // weft::coroutine as a program that names no allocator writes it
 // (coroutine(body, options)): stack_pool::global(), the process-wide pool
@@ -107,7 +116,7 @@ public:
 // weft::coroutine on weft::pooled_stack: the first round maps new stacks,
 // later rounds reuse them from the calling thread's cache. Colour: the
 // control block's cache colouring (coroutine_options::cache_colouring).
-template <std::size_t Live, bool Colour>
+template <std::size_t Live, bool Colour, bool OwnFp = false>
 class pooled_impl : public coroutines {
 public:
     explicit pooled_impl(const config& c)
@@ -123,7 +132,8 @@ private:
     template <class B>
     void make(B b) {
         cos_.emplace_back(std::allocator_arg, weft::pooled_stack(*pool_), b,
-                          weft::coroutine_options{.stack_size = stack_size_, .cache_colouring = Colour});
+                          weft::coroutine_options{
+                              .stack_size = stack_size_, .cache_colouring = Colour, .fp_env = fp_env(OwnFp)});
     }
 
     std::unique_ptr<weft::stack_pool> pool_;
@@ -132,6 +142,8 @@ template <std::size_t Live>
 using pooled = pooled_impl<Live, true>;
 template <std::size_t Live>
 using pooled_nocolour = pooled_impl<Live, false>;
+template <std::size_t Live>
+using pooled_ownfp = pooled_impl<Live, true, true>;
 
 // fiber_pool is a stack_pool sized for a scenario, shared by the fiber
 // candidates: the first round maps new stacks, later rounds reuse them.
@@ -253,12 +265,12 @@ private:
 // stack over.
 inline constexpr std::size_t copy_stacks = 4;
 
-template <std::size_t Live>
-class copy : public coroutines {
+template <std::size_t Live, bool OwnFp = false>
+class copy_impl : public coroutines {
 public:
-    explicit copy(const config& c)
+    explicit copy_impl(const config& c)
         : coroutines(c), pool_({.stack_size = c.stack_size, .stacks = copy_stacks}) {}
-    ~copy() { cos_.clear(); }  // before the pool goes
+    ~copy_impl() { cos_.clear(); }  // before the pool goes
     void create(std::size_t) { make(body<Live>{}); }
     void spawn(std::size_t) { make(once<Live>{}); }
     // max_saved() is the most bytes any coroutine saved at a switch.
@@ -272,10 +284,15 @@ public:
 private:
     template <class B>
     void make(B b) {
-        cos_.emplace_back(std::allocator_arg, weft::shared_stack(pool_), b, weft::coroutine_options{.stack_size = stack_size_});
+        cos_.emplace_back(std::allocator_arg, weft::shared_stack(pool_), b,
+                          weft::coroutine_options{.stack_size = stack_size_, .fp_env = fp_env(OwnFp)});
     }
     weft::shared_stack_pool pool_;
 };
+template <std::size_t Live>
+using copy = copy_impl<Live>;
+template <std::size_t Live>
+using copy_ownfp = copy_impl<Live, true>;
 #endif
 
 // The raw L0 switch: weft::context::make/jump on a weft::mmap_stack, the

@@ -15,7 +15,8 @@ repetition 2: A B C ..., ...), pinned to one CPU, and writes:
   --log FILE        the children's stderr (default OUT/log.txt)
 
 The binaries: weft_bench_report (C++: weft and the C++ peers; a second build
-with WEFT_SHARE_FP_ENV=ON gives the "FP env shared" rows) and weft_bench_go.
+with WEFT_SHARE_FP_ENV=ON gives the L0 "FP env shared" rows; coroutines choose
+their FP mode at run time, the -ownfp candidates) and weft_bench_go.
 Progress goes to stderr. Exits 1 if any child failed (crashed, non-zero exit,
 timed out, printed no sample); the report is still written.
 """
@@ -92,9 +93,14 @@ def rows_for(scenario):
         add(f"weft-copy-{live}", f"weft coroutine, copy-stack, {name} live", "cpp", "weft-copy", live)
     add("weft-context", "weft context::jump (L0)", "cpp", "weft-context")
     add("weft-fast", "weft context::fast_jump (L0, inline)", "cpp", "weft-fast")
-    add("weft-mmap-fp", "weft coroutine, mmap_stack (FP env shared)", "cpp-sharefp", "weft-mmap")
-    add("weft-pooled-fp", "weft coroutine, pooled_stack (FP env shared)", "cpp-sharefp", "weft-pooled")
-    add("weft-copy-0-fp", "weft coroutine, copy-stack, ~0 B live (FP env shared)", "cpp-sharefp", "weft-copy", 0)
+    # The coroutine rows above share the thread's FP control state (the
+    # default, fp_env_mode::shared); these keep their own (fp_env_mode::own),
+    # the ABI's guarantee, as Boost.Context does. The build's
+    # WEFT_SHARE_FP_ENV no longer matters to coroutines: it is L0's switch
+    # only (the -fp rows of the bench-sharefp build below).
+    add("weft-mmap-own", "weft coroutine, mmap_stack (own FP state)", "cpp", "weft-mmap-ownfp")
+    add("weft-pooled-own", "weft coroutine, pooled_stack (own FP state)", "cpp", "weft-pooled-ownfp")
+    add("weft-copy-0-own", "weft coroutine, copy-stack, ~0 B live (own FP state)", "cpp", "weft-copy-ownfp", 0)
     add("weft-context-fp", "weft context::jump (L0) (FP env shared)", "cpp-sharefp", "weft-context")
     add("weft-fast-fp", "weft context::fast_jump (L0, inline) (FP env shared)", "cpp-sharefp", "weft-fast")
     add("fcontext", "Boost.Context jump_fcontext", "cpp", "fcontext", group="peer")
@@ -133,7 +139,7 @@ CALLGRIND_ROWS = [
     ("weft-fiber-switch", "weft fiber this_fiber::switch_to x2 (ring of 2)", "cpp", "weft-fiber-switch"),
     ("weft-context", "weft context::jump x2", "cpp", "weft-context"),
     ("weft-fast", "weft context::fast_jump x2", "cpp", "weft-fast"),
-    ("weft-mmap-fp", "weft coroutine resume+yield (FP env shared)", "cpp-sharefp", "weft-mmap"),
+    ("weft-mmap-own", "weft coroutine resume+yield (own FP state)", "cpp", "weft-mmap-ownfp"),
     ("weft-context-fp", "weft context::jump x2 (FP env shared)", "cpp-sharefp", "weft-context"),
     ("weft-fast-fp", "weft context::fast_jump x2 (FP env shared)", "cpp-sharefp", "weft-fast"),
     ("fcontext", "Boost.Context jump_fcontext x2", "cpp", "fcontext"),
@@ -679,9 +685,9 @@ def issue10_targets(r):
                 "The callgrind counts do not depend on the mode. Only a full run decides a target.", ""]
     out += ["Each timed figure is a ratio of medians from this run; the figures it divides follow in "
             "parentheses. weft coroutine = `weft::coroutine` on `pooled_stack` with a pool of the scenario's "
-            "stack size (the weft-pooled rows); own FP state = the default build, FP state shared = the "
-            "`bench-sharefp` build (`WEFT_SHARE_FP_ENV=ON`); copy-stack = the \"~0 B live\" copy-stack row of "
-            "the default build; destroy = the destroy-warm column (a suspended coroutine unwound); "
+            "stack size (the weft-pooled rows); FP state shared = the default (`fp_env_mode::shared`), own FP "
+            "state = `fp_env_mode::own` (the weft-pooled-own rows); copy-stack = the \"~0 B live\" copy-stack row "
+            "(FP state shared); destroy = the destroy-warm column (a suspended coroutine unwound); "
             "spawn to finish = the spawn-to-finish table.", "",
             "| target | limit | measured | met |", "|---|---|---|---|"]
     tally = [0, 0]
@@ -707,10 +713,10 @@ def issue10_targets(r):
         line(figure, f"<= {limit}x {den_name}", a / b, limit, f" ({fmt(a)} / {fmt(b)} {unit})")
 
     for name in ("S1", "S2", "S3"):
-        ratio_line(f"{name} switch, weft coroutine (own FP state)", 1.0, name, "weft-pooled", "fcontext",
+        ratio_line(f"{name} switch, weft coroutine (own FP state)", 1.0, name, "weft-pooled-own", "fcontext",
                    "switch", "jump_fcontext")
     for name in ("S1", "S2"):
-        ratio_line(f"{name} switch, weft coroutine (FP state shared)", 0.6, name, "weft-pooled-fp", "fcontext",
+        ratio_line(f"{name} switch, weft coroutine (FP state shared)", 0.6, name, "weft-pooled", "fcontext",
                    "switch", "jump_fcontext")
     ratio_line("S3 switch, weft copy-stack coroutine (~0 B live)", 0.5, "S3", "weft-copy-0", "fcontext",
                "switch", "jump_fcontext")
@@ -755,7 +761,7 @@ def targets_table(r):
     out = ["## Targets of earlier issues (stacks, benchmark, fiber core)", "",
            "Each target is a ratio of medians from this run (the issues' wording), or a callgrind count. The lifecycle sum is "
            "create + first entry + destroy, warm, per coroutine; weft's rows are its default allocator "
-           "(pooled_stack) in the default build (FP control state saved per context) unless named.", "",
+           "(pooled_stack), sharing the thread's FP control state (the default), unless named.", "",
            "| figure | target | measured | met |", "|---|---|---|---|"]
 
     def med(section, row, metric):
@@ -778,8 +784,8 @@ def targets_table(r):
         base = med(name, "fcontext", "switch")
         line(f"{name} switch, weft coroutine", f"<= {limit} x jump_fcontext",
              rat(med(name, "weft-pooled", "switch"), base), limit)
-        line(f"{name} switch, weft coroutine (FP env shared)", f"<= {limit} x jump_fcontext",
-             rat(med(name, "weft-pooled-fp", "switch"), base), limit)
+        line(f"{name} switch, weft coroutine (own FP state)", f"<= {limit} x jump_fcontext",
+             rat(med(name, "weft-pooled-own", "switch"), base), limit)
         line(f"{name} switch, weft context::fast_jump (L0)", f"<= {limit} x jump_fcontext",
              rat(med(name, "weft-fast", "switch"), base), limit)
     for name in ("S2", "S3"):

@@ -304,6 +304,8 @@ struct entry {
 const entry candidates[] = {
     {"weft-mmap", &with_series<weft_side::mmap>, "weft::coroutine, fresh weft::mmap_stack each"},
     {"weft-pooled", &with_series<weft_side::pooled>, "weft::coroutine, weft::pooled_stack (stack_pool)"},
+    {"weft-mmap-ownfp", &with_series<weft_side::mmap_ownfp>, "weft-mmap with fp_env_mode::own"},
+    {"weft-pooled-ownfp", &with_series<weft_side::pooled_ownfp>, "weft-pooled with fp_env_mode::own"},
     {"weft-default", &with_live<weft_side::pooled_default>,
      "weft::coroutine(body, options): stack_pool::global(), default options"},
     {"weft-pooled-nocolour", &with_live<weft_side::pooled_nocolour>,
@@ -314,6 +316,7 @@ const entry candidates[] = {
      "weft::fibers in a ring (at least 2), weft::pooled_stack: this_fiber::switch_to()"},
 #if WEFT_BENCH_HAVE_COPY_STACK
     {"weft-copy", &with_series<weft_side::copy>, "weft::coroutine, weft::shared_stack (copy-stack)"},
+    {"weft-copy-ownfp", &with_series<weft_side::copy_ownfp>, "weft-copy with fp_env_mode::own"},
 #endif
     {"weft-context", &with_live<weft_side::context>, "weft::context::make/jump on weft::mmap_stack"},
     {"weft-fast", &with_live<weft_side::fast_context>, "weft::context::make/fast_jump (inline) on weft::mmap_stack"},
