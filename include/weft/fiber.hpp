@@ -126,7 +126,6 @@ using forced_unwind = abi::__forced_unwind;
 // switch or touch the departed fiber's stack.
 using after_switch_fn = void (*)(void* arg) noexcept;
 
-// fiber_options configure a fiber or coroutine at creation.
 // fp_env_mode is how a fiber treats the floating-point control state.
 //   shared  the fiber runs with whatever its thread has (a thread that set
 //           flush-to-zero or a rounding mode has it in its fibers too), and
@@ -143,6 +142,7 @@ using after_switch_fn = void (*)(void* arg) noexcept;
 // chain was resumed, or what shared fibers of it set since).
 enum class fp_env_mode : std::uint8_t { shared, own };
 
+// fiber_options configure a fiber or coroutine at creation.
 struct fiber_options {
     // stack_size is the least stack the fiber gets, in bytes; 0 (the
     // default) means default_stack_size on a stack of its own and the pool's
