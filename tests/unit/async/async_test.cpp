@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <coroutine>
+#include <mutex>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -20,6 +21,7 @@
 
 #include "runtime_fixture.hpp"
 #include "weft/async.hpp"
+#include "weft/sync.hpp"
 
 namespace {
 
@@ -195,6 +197,73 @@ TEST_P(async_test, select_and_any_other_wait_go_through_co_call) {
     });
     driver d(rt);
     EXPECT_EQ(h.join(), -5);
+}
+
+// Each of these waits runs in a C++20 task through co::call (on a borrowed
+// fiber, A3) and ends only when a stackful task releases it: `stage` is set
+// before each release, so a wait that did not wait reads an earlier stage.
+TEST_P(async_test, condition_variable_latch_wait_group_barrier_and_shared_mutex_through_co_call) {
+    weft::runtime rt(options());
+    weft::mutex m;
+    weft::condition_variable cv;
+    bool ready = false;  // under m
+    weft::latch l(1);
+    weft::wait_group wg;
+    wg.add(1);
+    weft::barrier b(2);
+    weft::shared_mutex sm;
+    std::atomic<int> stage{0};
+    std::atomic<bool> writer_holds{false};
+    auto releaser = rt.spawn([&] {
+        sm.lock();
+        writer_holds.store(true);
+        auto next = [&](int s) {
+            weft::this_task::sleep_for(2ms);
+            stage.store(s);
+        };
+        next(1);
+        {
+            std::lock_guard g(m);
+            ready = true;
+        }
+        cv.notify_one();
+        next(2);
+        l.count_down();
+        next(3);
+        wg.done();
+        next(4);
+        b.arrive_and_wait();
+        next(5);
+        sm.unlock();
+    });
+    auto h = rt.spawn([](weft::mutex& m, weft::condition_variable& cv, bool& ready, weft::latch& l,
+                         weft::wait_group& wg, weft::barrier& b, weft::shared_mutex& sm, std::atomic<int>& stage,
+                         std::atomic<bool>& writer_holds) -> async<std::vector<int>> {
+        std::vector<int> seen;
+        while (!writer_holds.load()) co_await weft::co::yield();
+        co_await weft::co::call([&] {
+            std::unique_lock lk(m);
+            cv.wait(lk, [&] { return ready; });
+        });
+        seen.push_back(stage.load());
+        co_await weft::co::call([&] { l.wait(); });
+        seen.push_back(stage.load());
+        co_await weft::co::call([&] { wg.wait(); });
+        seen.push_back(stage.load());
+        co_await weft::co::call([&] { b.arrive_and_wait(); });
+        seen.push_back(stage.load());
+        co_await weft::co::call([&] {
+            sm.lock_shared();
+            sm.unlock_shared();
+        });
+        seen.push_back(stage.load());
+        co_return seen;
+    }(m, cv, ready, l, wg, b, sm, stage, writer_holds));
+    driver d(rt);
+    releaser.join();
+    const std::vector<int> seen = h.join();
+    ASSERT_EQ(seen.size(), 5u);
+    for (int k = 0; k < 5; ++k) EXPECT_GE(seen[k], k + 1) << "wait " << k << " ended before its release";
 }
 
 // ------------------------------------------------------------ join both ways
