@@ -118,8 +118,7 @@ Block* create(Alloc alloc, F&& fn, const fiber_options& opts) {
     b->extension_size = opts.extension_size;
     b->stack = view;
     b->requested_stack = wanted;
-    b->own_fp = opts.fp_env == fp_env_mode::own;
-    if (b->own_fp) context::fp_control_save(b->fp);  // F1: its creator's
+    fp_created(b, opts.fp_env);
     if constexpr (requires { Alloc::guard_word(view); }) {
         b->guard_word = Alloc::guard_word(view);
         b->guard_value = Alloc::guard_value;
@@ -173,8 +172,7 @@ Block* create_copy(shared_stack where, F&& fn, const fiber_options& opts) {
     b->private_data = mem + pd_offset;
     b->private_size = opts.private_data_size;
     if (opts.private_data_size) std::memset(b->private_data, 0, opts.private_data_size);
-    b->own_fp = opts.fp_env == fp_env_mode::own;
-    if (b->own_fp) context::fp_control_save(b->fp);  // F1: its creator's
+    fp_created(b, opts.fp_env);
     copy_created(b, &b->cs, where.pool(), mem + buffer_offset, usable - buffer_offset);
     return b;
 }

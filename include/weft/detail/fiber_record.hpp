@@ -363,6 +363,13 @@ inline constexpr std::size_t switch_gap = WEFT_TSAN ? 0 : context::fast_jump_gap
     ts->current = code;
 }
 
+// fp_created() gives a new fiber its FP mode (F1): an own_fp fiber starts
+// with its creator's state. create() and create_copy() call it.
+inline void fp_created(fiber_record* f, fp_env_mode mode) noexcept {
+    f->own_fp = mode == fp_env_mode::own;
+    if (f->own_fp) context::fp_control_save(f->fp);
+}
+
 // fp_enter() is a resumer's FP half of entering f (F1, F2): an own_fp
 // fiber gets its state, and keeps the resumer's.
 [[gnu::always_inline]] inline void fp_enter(fiber_record* f) noexcept {
