@@ -419,12 +419,6 @@ public:
 
 namespace {
 
-stack_pool_options pool_options(const runtime_options& o) {
-    stack_pool_options p;
-    p.stack_size = o.stack_size;
-    return p;
-}
-
 // guarded_stack_budget() is how many guarded stacks one runtime keeps at
 // once: a quarter of vm.max_map_count (each costs two mappings), so that
 // half the process's mappings stay free for everything else.
@@ -439,6 +433,20 @@ std::size_t guarded_stack_budget() noexcept {
         return std::max<std::size_t>(maps / 4, 256);
     }();
     return budget;
+}
+
+// The runtime's pool holds at most the budget of guarded stacks mapped,
+// idle ones included: a stack a task freed on one worker waits in that
+// worker's cache while another worker maps new ones, so counting only the
+// stacks in use (guarded_live) let the mappings outgrow the budget and use
+// up vm.max_map_count, and then the slab fallback could not map either
+// (R7, a million sleeping tasks on two workers). At the limit the pool
+// throws stack_pool_error (ENOMEM) and make_fiber() takes a slab stack.
+stack_pool_options pool_options(const runtime_options& o) {
+    stack_pool_options p;
+    p.stack_size = o.stack_size;
+    p.max_stacks = guarded_stack_budget();
+    return p;
 }
 
 runtime_core* core_of(task_record* t) noexcept { return static_cast<runtime_core*>(t->sched); }
