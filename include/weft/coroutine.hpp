@@ -244,7 +244,7 @@ public:
         requires std::is_void_v<Resume>
     {
         check();
-        return detail::resume_typed(cb_, [this] { return yielded(); });
+        return detail::resume_typed(cb_, [this](bool plain) { return yielded(plain); });
     }
     // resume(value) passes value to the body: as its second argument on the
     // first resume, as the result of yield() afterwards.
@@ -254,7 +254,7 @@ public:
         check();
         detail::check_value(value, cb_, "passed to");
         cb_->in = std::addressof(value);
-        return detail::resume_typed(cb_, [this] { return yielded(); });
+        return detail::resume_typed(cb_, [this](bool plain) { return yielded(plain); });
     }
 
     // done() says whether the body has finished (returned, thrown, unwound).
@@ -316,8 +316,10 @@ private:
         if (!cb_) [[unlikely]]
             detail::misuse(nullptr, coroutine_errc::empty_handle);
     }
-    resume_result yielded() {
-        const bool suspended = cb_->state.load(std::memory_order_relaxed) == coroutine_state::suspended;
+    // yielded(plain): plain says the coroutine is known to be suspended
+    // (resume_typed()), which saves reading its state.
+    resume_result yielded(bool plain) {
+        const bool suspended = plain || cb_->state.load(std::memory_order_relaxed) == coroutine_state::suspended;
         if constexpr (std::is_void_v<Yield>) {
             return suspended;
         } else {

@@ -217,6 +217,7 @@ void* copy_allocate(std::size_t bytes, std::size_t align, std::size_t* usable) {
 void copy_created(fiber_record* cb, copy_state* cs, shared_stack_pool& pool, std::byte* buffer,
                   std::size_t capacity) noexcept {
     cb->copy = cs;
+    cb->copy_mode = true;
     cs->slot = &pool.assign();
     cs->buffer = buffer;
     cs->capacity = clamp32(capacity);

@@ -11,6 +11,7 @@
 
 #include "support/leak_check.hpp"
 #include "weft/coroutine.hpp"
+#include "weft/fiber.hpp"
 
 namespace {
 
@@ -92,6 +93,27 @@ TEST_F(coroutine_death, yielding_inside_a_handler_of_the_unwind_aborts) {
         (void)co.resume();
     };
     EXPECT_DEATH(statement(), "coroutine 'restless' tried to yield while being destroyed");
+}
+
+// A switch_to() from inside the handler is refused the same way (the test
+// is switch_to()'s own since the fast path, F4 in fiber_record.hpp).
+TEST_F(coroutine_death, switching_to_another_fiber_inside_a_handler_of_the_unwind_aborts) {
+    auto statement = [] {
+        weft::fiber other([] {}, {.name = "other"});
+        weft::fiber f(
+            [&] {
+                try {
+                    weft::this_fiber::suspend();
+                } catch (...) {
+                    weft::this_fiber::switch_to(other.ref());
+                    throw;
+                }
+            },
+            {.name = "restless"});
+        (void)f.resume();
+        f.unwind();
+    };
+    EXPECT_DEATH(statement(), "fiber 'restless' tried to yield while being destroyed");
 }
 
 // A cancellation unwind raised outside any coroutine has no entry to stop

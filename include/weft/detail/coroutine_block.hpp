@@ -83,16 +83,22 @@ struct shared_hold {
 // resume_typed() resumes cb, rethrows what its body let escape, and returns
 // take() (which reads what it yielded). Throws: coroutine_error on misuse
 // (shared_stack_busy included); whatever the body threw.
+// take(plain) is called with plain = true when cb came back by a plain
+// suspend (enter_set()): then it is suspended, and there is nothing to
+// rethrow and no shared stack to give back.
 template <class Take>
-WEFT_HOT_INLINE inline auto resume_typed(coroutine_record* cb, Take take) -> decltype(take()) {
-    resume(cb);
+WEFT_HOT_INLINE inline auto resume_typed(coroutine_record* cb, Take take) -> decltype(take(true)) {
+    bool plain;
+    resume(cb, plain);
+    if (plain) [[likely]]
+        return take(true);
     if (cb->exception) [[unlikely]]
         rethrow(cb);
     if (cb->keep_stack) [[unlikely]] {
         shared_hold hold{cb};
-        return take();
+        return take(false);
     }
-    return take();
+    return take(false);
 }
 
 // copy_stats() reads f's copy statistics (zeros outside copy-stack mode).

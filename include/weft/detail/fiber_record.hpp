@@ -50,11 +50,21 @@
 //       switch word names (handover_fp) and the arriving side sets it again
 //       (first thing after the jump, or in first_arrival()), so the jump is
 //       FP-neutral as F2 assumes.
+// The fast paths:
+//   F4  a resume claims with one compare-and-swap from suspended (a created
+//       fiber's first resume tries again from created), then tests the four
+//       rare flags (copy_mode, own_fp, unwinding, keep_stack) with one load
+//       (slow_flags()); the resumer settles a plain suspend (no hook, not
+//       copy-stack) inline, and only that tells the typed layer there is no
+//       exception to rethrow and no shared stack to give back; a suspend
+//       tests unwinding (misuse) and own_fp with one load. Every other case
+//       takes the general path, which does what it did before F4.
 // It is included by weft/fiber.hpp after the public vocabulary (fiber_state,
 // forced_unwind, coroutine_errc, after_switch_fn) and uses it.
 #pragma once
 
 #include <atomic>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -127,11 +137,14 @@ struct alignas(16) fiber_record {
     fiber_record* parent = nullptr;  // the fiber that resumed it (null: code outside any fiber), while it runs
     std::atomic<fiber_state> state{fiber_state::created};
     fiber_flavour flavour = fiber_flavour::fiber;
-    bool unwinding = false;   // unwind() resumed it to throw forced_unwind
-    bool keep_stack = false;  // copy-stack: the resumer gives the shared stack back (a value lies there)
     bool unwind_raised = false;  // a forced unwind is under way on its stack (raise_forced_unwind())
     bool unwind_caught = false;  // its entry caught that forced unwind
-    bool own_fp = false;         // fp_env_mode::own: it keeps its FP control state (F1)
+    // The four flags that take a switch off its fast path, in one aligned
+    // 4-byte word, so that one test covers them (slow_flags(), F4):
+    bool copy_mode = false;   // copy-stack mode (`copy` is set); never changes
+    bool own_fp = false;      // fp_env_mode::own: it keeps its FP control state (F1)
+    bool unwinding = false;   // unwind() resumed it to throw forced_unwind
+    bool keep_stack = false;  // copy-stack: the resumer gives the shared stack back (a value lies there)
     eh_state eh;              // the fiber's exception state while it is not running
     after_switch_fn hook = nullptr;  // what the side it switches to runs for it (I3)
     eh_state resumer_eh;      // its resumer's, while it runs (I4)
@@ -188,6 +201,25 @@ struct alignas(16) fiber_record {
     // exhausted (nothing may be lost then), and not on the stack it unwinds.
     alignas(16) unsigned char unwind_object[32];
 };
+
+// slow_flags() is the word of f's four rare flags (copy_mode, own_fp,
+// unwinding, keep_stack): zero for a fiber whose switches take the fast
+// paths (F4). slow_bit() is the bit of one of them in that word.
+static_assert(std::is_standard_layout_v<fiber_record>, "slow_flags() uses offsetof(fiber_record, ...)");
+static_assert(offsetof(fiber_record, copy_mode) % 4 == 0 && offsetof(fiber_record, own_fp) == offsetof(fiber_record, copy_mode) + 1 &&
+                  offsetof(fiber_record, unwinding) == offsetof(fiber_record, copy_mode) + 2 &&
+                  offsetof(fiber_record, keep_stack) == offsetof(fiber_record, copy_mode) + 3,
+              "the four slow flags must be one aligned 4-byte word");
+[[gnu::always_inline]] inline std::uint32_t slow_flags(const fiber_record* f) noexcept {
+    std::uint32_t word;
+    std::memcpy(&word, reinterpret_cast<const unsigned char*>(f) + offsetof(fiber_record, copy_mode), sizeof word);
+    return word;
+}
+// index: 0 copy_mode, 1 own_fp, 2 unwinding, 3 keep_stack.
+constexpr std::uint32_t slow_bit(unsigned index) noexcept {
+    const unsigned byte = std::endian::native == std::endian::little ? index : 3 - index;
+    return std::uint32_t{0xff} << (8 * byte);
+}
 
 // copy_state is what a copy-stack fiber keeps besides its record: its
 // shared stack and the buffer its stack bytes are saved to. The buffer
@@ -415,9 +447,10 @@ template <bool Keep = true>
 // its resumer, which waits on this very thread (I5): it keeps its own
 // exception state (unless it has ended) and makes the resumer current again,
 // with the resumer's.
-template <bool Keep = true>
+// Fp = false: the caller has done fp_leave() already (park()).
+template <bool Keep = true, bool Fp = true>
 [[gnu::always_inline]] inline void leave_to_resumer(fiber_record* f, thread_state* ts) noexcept {
-    fp_leave<Keep>(f);
+    if constexpr (Fp) fp_leave<Keep>(f);
     eh_state* eh = ts->eh;
     if constexpr (Keep) copy_eh(f->eh, *eh);
     copy_eh(*eh, f->resumer_eh);
@@ -467,7 +500,7 @@ template <bool Keep = true>
     thread_state* ts = this_thread_state();
     install(ts, self, f->eh);
     self->ts = ts;
-    publish_read(r, r->copy != nullptr, hook, arg);
+    publish_read(r, r->copy_mode, hook, arg);
 }
 
 // settle_resumer() is the arriving side's half in a resumer that gets
@@ -476,7 +509,7 @@ template <bool Keep = true>
 [[gnu::always_inline]] inline void settle_resumer(context::transfer t) noexcept {
     fiber_record* r = record_of(t.data);
     if (kind_of(t.data) == switch_kind::finish) [[unlikely]] {
-        if (r->copy) leave_shared(r, true);
+        if (r->copy_mode) leave_shared(r, true);
         r->state.store(fiber_state::done, std::memory_order_release);
         return;
     }
@@ -487,7 +520,7 @@ template <bool Keep = true>
     const after_switch_fn hook = has_hook ? r->hook : nullptr;
     void* const arg = has_hook ? r->hook_arg : nullptr;
     r->ctx = t.from;
-    publish_read(r, r->copy && !r->keep_stack, hook, arg);
+    publish_read(r, r->copy_mode && !r->keep_stack, hook, arg);
 }
 
 // running_in() is the fiber whose code runs where f is suspended: f, or
@@ -498,47 +531,75 @@ template <bool Keep = true>
     return f;
 }
 
-// claim() moves f from created or suspended to running (I2). Returns the
-// state it left, or, when that failed, the state it saw.
-[[gnu::always_inline]] inline bool claim(fiber_record* f, fiber_state& seen) noexcept {
-    seen = f->state.load(std::memory_order_relaxed);
-    return (seen == fiber_state::suspended || seen == fiber_state::created) &&
-           f->state.compare_exchange_strong(seen, fiber_state::running, std::memory_order_acquire,
-                                            std::memory_order_relaxed);
-}
-
-// enter() switches from the caller into f, which it has claimed (and whose
-// shared stack holds its bytes). Returns the fiber that came back: f, or the
-// last fiber of a chain of switch_to()s that began in f.
-[[gnu::always_inline]] inline fiber_record* enter(fiber_record* f) noexcept {
+// enter_set() switches from the caller into f, which it has claimed (and
+// whose shared stack holds its bytes, and whose FP state is set: fp_enter()).
+// Returns the fiber that came back: f, or the last fiber of a chain of
+// switch_to()s that began in f. `plain` says whether that fiber came back
+// the common way, which settle_resumer() takes inline (F4): a suspend with no
+// hook, not copy-stack; then it left nothing else for the resumer to look
+// at (no exception: that comes with a finish; no stack to give back).
+[[gnu::always_inline]] inline fiber_record* enter_set(fiber_record* f, bool& plain) noexcept {
     void* resumer_fake = nullptr;
     fiber_record* a = running_in(f);
     sanitizer::enter(f->tools(), a->tools(), &resumer_fake, a->stack.base, a->stack.size);
-    fp_enter(f);
     context::transfer t = jump(f->ctx, tag(f, switch_kind::resume));
     sanitizer::returned(resumer_fake);
     fiber_record* back = record_of(t.data);
-    settle_resumer(t);
+    plain = (reinterpret_cast<std::uintptr_t>(t.data) & 7) == static_cast<std::uintptr_t>(switch_kind::suspend) &&
+            !back->copy_mode;
+    if (plain) [[likely]] {
+        // settle_resumer() of a plain suspend: record, publish (I1).
+        back->ctx = t.from;
+        back->state.store(fiber_state::suspended, std::memory_order_release);
+    } else {
+        settle_resumer(t);
+    }
     return back;
 }
 
-// resume() claims f and enters it. Returns the fiber that came back. When
-// f is a copy-stack fiber whose shared stack is busy, f is left as it was
-// and resume() throws coroutine_error (shared_stack_busy), or with
-// ThrowIfBusy = false returns null. Throws: coroutine_error on misuse;
-// std::bad_alloc (copy-stack save).
+// enter() is enter_set() that sets f's FP state first.
+inline fiber_record* enter(fiber_record* f) noexcept {
+    fp_enter(f);
+    bool plain;
+    return enter_set(f, plain);
+}
+
+// resume() claims f and enters it. Returns the fiber that came back, and
+// in `plain` how (enter_set()). When f is a copy-stack fiber whose shared
+// stack is busy, f is left as it was and resume() throws coroutine_error
+// (shared_stack_busy), or with ThrowIfBusy = false returns null. Throws:
+// coroutine_error on misuse; std::bad_alloc (copy-stack save).
+// The fast path (F4): one compare-and-swap from suspended (I2), the first
+// resume of a created fiber tries again from created; then one test of the
+// slow flags, which only copy-stack and own_fp fibers have set here
+// (unwinding is never set on a fiber that can be resumed, keep_stack only
+// on a copy-stack one). The flags are read after the claim: until then the
+// fiber may run on another thread and write them.
+template <bool ThrowIfBusy = true>
+[[gnu::always_inline]] inline fiber_record* resume(fiber_record* f, bool& plain) {
+    fiber_state seen = fiber_state::suspended;
+    if (!f->state.compare_exchange_strong(seen, fiber_state::running, std::memory_order_acquire,
+                                          std::memory_order_relaxed)) [[unlikely]] {
+        if (seen != fiber_state::created || !f->state.compare_exchange_strong(seen, fiber_state::running,
+                                                                              std::memory_order_acquire,
+                                                                              std::memory_order_relaxed))
+            resume_misuse(f, seen);
+    }
+    if (slow_flags(f)) [[unlikely]] {
+        if (f->copy_mode) {
+            if constexpr (ThrowIfBusy)
+                enter_copy(f, seen);
+            else if (!try_enter_copy(f, seen))
+                return nullptr;
+        }
+        fp_enter(f);
+    }
+    return enter_set(f, plain);
+}
 template <bool ThrowIfBusy = true>
 [[gnu::always_inline]] inline fiber_record* resume(fiber_record* f) {
-    fiber_state seen;
-    if (!claim(f, seen)) [[unlikely]]
-        resume_misuse(f, seen);
-    if (f->copy) [[unlikely]] {
-        if constexpr (ThrowIfBusy)
-            enter_copy(f, seen);
-        else if (!try_enter_copy(f, seen))
-            return nullptr;
-    }
-    return enter(f);
+    bool plain;
+    return resume<ThrowIfBusy>(f, plain);
 }
 
 // park() switches fiber f, running on this thread, back to its resumer.
@@ -549,8 +610,15 @@ template <bool ThrowIfBusy = true>
 [[gnu::always_inline]] inline void park(fiber_record* f, fiber_record* cur, thread_state* ts, after_switch_fn hook,
                                         void* arg) {
     check_guard(f);
+    // One test for the two rare cases (F4): a suspend while being unwound
+    // (a misuse: suspend() leaves it to this test, suspend_chain() tests
+    // each fiber of the chain itself) and own_fp.
+    if (slow_flags(f) & (slow_bit(1) | slow_bit(2))) [[unlikely]] {
+        if (f->unwinding) suspend_misuse(f);
+        fp_leave(f);
+    }
     void* word = tag_hook(f, switch_kind::suspend, hook, arg);
-    leave_to_resumer(f, ts);
+    leave_to_resumer<true, false>(f, ts);
     if constexpr (with_tools) f->active = cur == f ? nullptr : cur;
     sanitizer::leave(f->tools(), cur->tools(), false);
     context::transfer t = jump(f->resumer, word);
@@ -568,9 +636,10 @@ template <bool ThrowIfBusy = true>
 // f out: f is running and this code is on its stack (then this thread runs
 // it, and f->ts is this thread's state, written when f last arrived), and f
 // is not being unwound.
+// (The unwinding test is park()'s, folded into its FP test, F4.)
 [[gnu::always_inline]] inline void check_leaving(const fiber_record* f) {
-    if (f->state.load(std::memory_order_relaxed) != fiber_state::running ||
-        !f->stack.contains(stack_pointer()) || f->unwinding) [[unlikely]]
+    if (f->state.load(std::memory_order_relaxed) != fiber_state::running || !f->stack.contains(stack_pointer()))
+        [[unlikely]]
         suspend_misuse(f);
 }
 
@@ -589,10 +658,18 @@ WEFT_API void suspend_chain(fiber_record* f, after_switch_fn hook, void* arg);
 // forced_unwind when f is later resumed to be unwound.
 inline void switch_to(fiber_record* f, fiber_record* next, after_switch_fn hook = nullptr, void* arg = nullptr) {
     check_leaving(f);
-    fiber_state seen;
-    if (next == f || !claim(next, seen)) [[unlikely]]
-        switch_misuse(f, next, next->state.load(std::memory_order_relaxed));
-    if (next->copy) [[unlikely]]
+    if (f->unwinding) [[unlikely]]
+        suspend_misuse(f);
+    // The claim of next as in resume() (F4); next == f fails it (f runs).
+    fiber_state seen = fiber_state::suspended;
+    if (!next->state.compare_exchange_strong(seen, fiber_state::running, std::memory_order_acquire,
+                                             std::memory_order_relaxed)) [[unlikely]] {
+        if (next == f || seen != fiber_state::created ||
+            !next->state.compare_exchange_strong(seen, fiber_state::running, std::memory_order_acquire,
+                                                 std::memory_order_relaxed))
+            switch_misuse(f, next, next->state.load(std::memory_order_relaxed));
+    }
+    if (next->copy_mode) [[unlikely]]
         enter_copy(next, seen);
     check_guard(f);
     next->resumer = f->resumer;
