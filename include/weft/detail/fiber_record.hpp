@@ -656,7 +656,8 @@ WEFT_API void suspend_chain(fiber_record* f, after_switch_fn hook, void* arg);
 // next inherits f's resumer, f stays suspended until somebody resumes it.
 // Throws: coroutine_error on misuse or when next's shared stack is busy;
 // forced_unwind when f is later resumed to be unwound.
-inline void switch_to(fiber_record* f, fiber_record* next, after_switch_fn hook = nullptr, void* arg = nullptr) {
+[[gnu::always_inline]] inline void switch_to(fiber_record* f, fiber_record* next, after_switch_fn hook = nullptr,
+                                             void* arg = nullptr) {
     check_leaving(f);
     if (f->unwinding) [[unlikely]]
         suspend_misuse(f);
