@@ -442,10 +442,12 @@ std::size_t guarded_stack_budget() noexcept {
 // up vm.max_map_count, and then the slab fallback could not map either
 // (R7, a million sleeping tasks on two workers). At the limit the pool
 // throws stack_pool_error (ENOMEM) and make_fiber() takes a slab stack.
+// Without stack_fallback there is nothing to fall back to: the pool maps
+// guarded stacks until the system refuses, as the option documents.
 stack_pool_options pool_options(const runtime_options& o) {
     stack_pool_options p;
     p.stack_size = o.stack_size;
-    p.max_stacks = guarded_stack_budget();
+    if (o.stack_fallback) p.max_stacks = guarded_stack_budget();
     return p;
 }
 
