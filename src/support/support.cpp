@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <type_traits>
 
 namespace weft::detail {
 
@@ -21,17 +22,28 @@ namespace weft::detail {
 namespace {
 
 // Each thread's slots. Trivially constructible and destructible, so the
-// thread_local needs no guard on access and never "dies" before the thread:
-// a pthread key destructor, which glibc runs after the C++ thread_local
-// destructors (a pool's thread cache returning its stacks, for one), folds
-// the slots into the registry's totals.
+// thread_local needs no guard on access (zero-initialised, no dynamic
+// initialisation: plain integers, reached through std::atomic_ref, where
+// std::atomic's C++20 value-initialising constructor made gcc guard and
+// zero it at every access) and never "dies" before the thread: a pthread key
+// destructor, which glibc runs after the C++ thread_local destructors (a
+// pool's thread cache returning its stacks, for one), folds the slots into
+// the registry's totals.
+enum slots_mode : unsigned char {
+    slots_new = 0,      // not registered yet (the zero of a fresh thread)
+    slots_active = 1,   // registered: add() updates value[] (the one fast case)
+    slots_retired = 2,  // folded into the totals: later updates go there directly
+};
 struct thread_slots {
-    std::atomic<std::int64_t> value[thread_counter::max_counters];
+    std::int64_t value[thread_counter::max_counters];  // only through slot()
     thread_slots* next;
     thread_slots* prev;
-    bool registered;
-    bool retired;  // folded into the totals: later updates go there directly
+    unsigned char mode;  // slots_mode
 };
+static_assert(std::is_trivially_default_constructible_v<thread_slots> &&
+              std::is_trivially_destructible_v<thread_slots>);
+
+std::atomic_ref<std::int64_t> slot(thread_slots& s, unsigned id) noexcept { return std::atomic_ref(s.value[id]); }
 
 struct registry {
     std::mutex mutex;
@@ -56,16 +68,16 @@ void registry::on_thread_exit(void* p) noexcept {
     registry& r = reg();
     std::lock_guard lock(r.mutex);
     for (unsigned i = 0; i < thread_counter::max_counters; ++i)
-        r.retired[i].fetch_add(s->value[i].load(std::memory_order_relaxed), std::memory_order_relaxed);
+        r.retired[i].fetch_add(slot(*s, i).load(std::memory_order_relaxed), std::memory_order_relaxed);
     if (s->prev) s->prev->next = s->next; else r.head = s->next;
     if (s->next) s->next->prev = s->prev;
-    s->retired = true;
+    s->mode = slots_retired;
 }
 
 [[gnu::noinline]] void register_thread(thread_slots& s) noexcept {
     registry& r = reg();
     std::lock_guard lock(r.mutex);
-    s.registered = true;
+    s.mode = slots_active;
     s.prev = nullptr;
     s.next = r.head;
     if (r.head) r.head->prev = &s;
@@ -75,15 +87,23 @@ void registry::on_thread_exit(void* p) noexcept {
 
 }  // namespace
 
-void thread_counter::add(std::int64_t delta) noexcept {
-    thread_slots& s = t_slots;
-    if (!s.registered) [[unlikely]]
-        register_thread(s);
-    if (s.retired) [[unlikely]] {
-        reg().retired[id_].fetch_add(delta, std::memory_order_relaxed);
+namespace {
+[[gnu::noinline]] void add_slow(thread_slots& s, unsigned id, std::int64_t delta) noexcept {
+    if (s.mode == slots_new) register_thread(s);
+    if (s.mode == slots_retired) {
+        reg().retired[id].fetch_add(delta, std::memory_order_relaxed);
         return;
     }
-    auto& v = s.value[id_];
+    auto v = slot(s, id);
+    v.store(v.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
+}
+}  // namespace
+
+void thread_counter::add(std::int64_t delta) noexcept {
+    thread_slots& s = t_slots;
+    if (s.mode != slots_active) [[unlikely]]
+        return add_slow(s, id_, delta);
+    auto v = slot(s, id_);
     v.store(v.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
 }
 
@@ -91,7 +111,7 @@ std::int64_t thread_counter::read() const noexcept {
     registry& r = reg();
     std::lock_guard lock(r.mutex);
     std::int64_t sum = r.retired[id_].load(std::memory_order_relaxed);
-    for (thread_slots* s = r.head; s; s = s->next) sum += s->value[id_].load(std::memory_order_relaxed);
+    for (thread_slots* s = r.head; s; s = s->next) sum += slot(*s, id_).load(std::memory_order_relaxed);
     return sum;
 }
 
