@@ -51,8 +51,8 @@
 //       (first thing after the jump, or in first_arrival()), so the jump is
 //       FP-neutral as F2 assumes.
 // The fast paths:
-//   F4  a resume claims with one compare-and-swap from suspended (a created
-//       fiber's first resume tries again from created), then tests the four
+//   F4  a resume claims with one compare-and-swap (from the suspended or
+//       created state it loaded just before), then tests the four
 //       rare flags (copy_mode, own_fp, unwinding, keep_stack) with one load
 //       (slow_flags()); the resumer settles a plain suspend (no hook, not
 //       copy-stack) inline, and only that tells the typed layer there is no
@@ -569,22 +569,20 @@ inline fiber_record* enter(fiber_record* f) noexcept {
 // stack is busy, f is left as it was and resume() throws coroutine_error
 // (shared_stack_busy), or with ThrowIfBusy = false returns null. Throws:
 // coroutine_error on misuse; std::bad_alloc (copy-stack save).
-// The fast path (F4): one compare-and-swap from suspended (I2), the first
-// resume of a created fiber tries again from created; then one test of the
-// slow flags, which only copy-stack and own_fp fibers have set here
+// The fast path (F4): a relaxed load of the state, one compare-and-swap
+// from what it saw (I2; a compare-and-swap from suspended tried first saves
+// the load but makes every first resume fail one locked instruction: about
+// 6 ns more per spawn, measured); then one test of the slow flags, which only copy-stack and own_fp fibers have set here
 // (unwinding is never set on a fiber that can be resumed, keep_stack only
 // on a copy-stack one). The flags are read after the claim: until then the
 // fiber may run on another thread and write them.
 template <bool ThrowIfBusy = true>
 [[gnu::always_inline]] inline fiber_record* resume(fiber_record* f, bool& plain) {
-    fiber_state seen = fiber_state::suspended;
-    if (!f->state.compare_exchange_strong(seen, fiber_state::running, std::memory_order_acquire,
-                                          std::memory_order_relaxed)) [[unlikely]] {
-        if (seen != fiber_state::created || !f->state.compare_exchange_strong(seen, fiber_state::running,
-                                                                              std::memory_order_acquire,
-                                                                              std::memory_order_relaxed))
-            resume_misuse(f, seen);
-    }
+    fiber_state seen = f->state.load(std::memory_order_relaxed);
+    if ((seen != fiber_state::suspended && seen != fiber_state::created) ||
+        !f->state.compare_exchange_strong(seen, fiber_state::running, std::memory_order_acquire,
+                                          std::memory_order_relaxed)) [[unlikely]]
+        resume_misuse(f, seen);
     if (slow_flags(f)) [[unlikely]] {
         if (f->copy_mode) {
             if constexpr (ThrowIfBusy)
@@ -662,14 +660,11 @@ WEFT_API void suspend_chain(fiber_record* f, after_switch_fn hook, void* arg);
     if (f->unwinding) [[unlikely]]
         suspend_misuse(f);
     // The claim of next as in resume() (F4); next == f fails it (f runs).
-    fiber_state seen = fiber_state::suspended;
-    if (!next->state.compare_exchange_strong(seen, fiber_state::running, std::memory_order_acquire,
-                                             std::memory_order_relaxed)) [[unlikely]] {
-        if (next == f || seen != fiber_state::created ||
-            !next->state.compare_exchange_strong(seen, fiber_state::running, std::memory_order_acquire,
-                                                 std::memory_order_relaxed))
-            switch_misuse(f, next, next->state.load(std::memory_order_relaxed));
-    }
+    fiber_state seen = next->state.load(std::memory_order_relaxed);
+    if ((seen != fiber_state::suspended && seen != fiber_state::created) ||
+        !next->state.compare_exchange_strong(seen, fiber_state::running, std::memory_order_acquire,
+                                             std::memory_order_relaxed)) [[unlikely]]
+        switch_misuse(f, next, next->state.load(std::memory_order_relaxed));
     if (next->copy_mode) [[unlikely]]
         enter_copy(next, seen);
     check_guard(f);
