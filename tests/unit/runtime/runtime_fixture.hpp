@@ -106,9 +106,12 @@ inline std::string current_test_name() {
 class watchdog {
 public:
     // The limit is five times longer under qemu-user, where everything runs
-    // 30 to 100 times slower than natively.
+    // 30 to 100 times slower than natively, and under valgrind, which runs
+    // one thread at a time: a cross-worker wake-up there costs about 0.5 ms,
+    // and runtime_stress.ping_pong_wakeups.../w4 (50,000 of them) took 35 s
+    // alone and more than 60 s in CI beside another valgrind process.
     explicit watchdog(std::chrono::seconds limit = std::chrono::seconds(60)) : name_(current_test_name()) {
-        if (under_user_mode_emulator()) limit *= 5;
+        if (under_user_mode_emulator() || WEFT_VALGRIND) limit *= 5;
         thread_ = std::thread([this, limit] {
             std::unique_lock lk(mu_);
             if (cv_.wait_for(lk, limit, [this] { return done_; })) return;
