@@ -531,6 +531,17 @@ template <bool Keep = true, bool Fp = true>
     return f;
 }
 
+// claim() moves f from created or suspended to running (I2): a relaxed
+// load, then one compare-and-swap from what it saw (F4). Returns whether it
+// did; `seen` is the state it left or, when it failed, the state it saw.
+[[gnu::always_inline]] inline bool claim(fiber_record* f, fiber_state& seen) noexcept {
+    seen = f->state.load(std::memory_order_relaxed);
+    if (seen != fiber_state::suspended && seen != fiber_state::created) [[unlikely]]
+        return false;
+    return f->state.compare_exchange_strong(seen, fiber_state::running, std::memory_order_acquire,
+                                            std::memory_order_relaxed);
+}
+
 // enter_set() switches from the caller into f, which it has claimed (and
 // whose shared stack holds its bytes, and whose FP state is set: fp_enter()).
 // Returns the fiber that came back: f, or the last fiber of a chain of
@@ -569,19 +580,17 @@ inline fiber_record* enter(fiber_record* f) noexcept {
 // stack is busy, f is left as it was and resume() throws coroutine_error
 // (shared_stack_busy), or with ThrowIfBusy = false returns null. Throws:
 // coroutine_error on misuse; std::bad_alloc (copy-stack save).
-// The fast path (F4): a relaxed load of the state, one compare-and-swap
-// from what it saw (I2; a compare-and-swap from suspended tried first saves
-// the load but makes every first resume fail one locked instruction: about
-// 6 ns more per spawn, measured); then one test of the slow flags, which only copy-stack and own_fp fibers have set here
-// (unwinding is never set on a fiber that can be resumed, keep_stack only
-// on a copy-stack one). The flags are read after the claim: until then the
-// fiber may run on another thread and write them.
+// The fast path (F4): claim() (a compare-and-swap from suspended tried
+// without the load first saves 4 instructions but makes every first resume
+// fail one locked instruction: about 6 ns more per spawn, measured); then
+// one test of the slow flags, which only copy-stack and own_fp fibers have
+// set here (unwinding is never set on a fiber that can be resumed,
+// keep_stack only on a copy-stack one). The flags are read after the claim:
+// until then the fiber may run on another thread and write them.
 template <bool ThrowIfBusy = true>
 [[gnu::always_inline]] inline fiber_record* resume(fiber_record* f, bool& plain) {
-    fiber_state seen = f->state.load(std::memory_order_relaxed);
-    if ((seen != fiber_state::suspended && seen != fiber_state::created) ||
-        !f->state.compare_exchange_strong(seen, fiber_state::running, std::memory_order_acquire,
-                                          std::memory_order_relaxed)) [[unlikely]]
+    fiber_state seen;
+    if (!claim(f, seen)) [[unlikely]]
         resume_misuse(f, seen);
     if (slow_flags(f)) [[unlikely]] {
         if (f->copy_mode) {
@@ -659,11 +668,9 @@ WEFT_API void suspend_chain(fiber_record* f, after_switch_fn hook, void* arg);
     check_leaving(f);
     if (f->unwinding) [[unlikely]]
         suspend_misuse(f);
-    // The claim of next as in resume() (F4); next == f fails it (f runs).
-    fiber_state seen = next->state.load(std::memory_order_relaxed);
-    if ((seen != fiber_state::suspended && seen != fiber_state::created) ||
-        !next->state.compare_exchange_strong(seen, fiber_state::running, std::memory_order_acquire,
-                                             std::memory_order_relaxed)) [[unlikely]]
+    // next == f fails the claim (f runs).
+    fiber_state seen;
+    if (!claim(next, seen)) [[unlikely]]
         switch_misuse(f, next, next->state.load(std::memory_order_relaxed));
     if (next->copy_mode) [[unlikely]]
         enter_copy(next, seen);
