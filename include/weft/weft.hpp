@@ -5,6 +5,7 @@
 #include "weft/context.hpp"
 #include "weft/fiber.hpp"
 #include "weft/coroutine.hpp"
+#include "weft/compact_coroutine.hpp"
 #include "weft/generator.hpp"
 #include "weft/pooled_stack.hpp"
 #include "weft/shared_stack.hpp"

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "internal.hpp"
+#include "weft/compact_coroutine.hpp"
 #include "weft/coroutine.hpp"
 
 namespace weft::detail {
@@ -22,24 +23,26 @@ std::byte* top_of(const shared_stack_slot& s) noexcept { return static_cast<std:
 
 std::uint32_t clamp32(std::size_t n) noexcept { return n > UINT32_MAX ? UINT32_MAX : static_cast<std::uint32_t>(n); }
 
-// grow() gives cs a buffer of at least n bytes: a heap block of its own,
-// exactly as large as malloc makes it. The old contents are not kept (the
-// caller is about to overwrite them). Throws: bad_alloc, with cs unchanged.
-void grow(copy_state& cs, std::size_t n) {
+// grow() gives a save area a buffer of at least n bytes: a heap block of
+// its own, exactly as large as malloc makes it. The old contents are not
+// kept (the caller is about to overwrite them). Throws: bad_alloc, with the
+// area unchanged.
+void grow(save_area a, std::size_t n) {
     void* fresh = std::malloc(n);
     if (!fresh) throw std::bad_alloc();
-    if (cs.external) std::free(cs.buffer);
-    cs.buffer = static_cast<std::byte*>(fresh);
-    cs.capacity = clamp32(::malloc_usable_size(fresh));
-    cs.external = true;
+    if (a.external) std::free(a.buffer);
+    a.buffer = static_cast<std::byte*>(fresh);
+    a.capacity = clamp32(::malloc_usable_size(fresh));
+    a.external = true;
 }
 
-// Every copy-stack fiber that is not running was suspended by jump() (in
-// park(), switch_to(), or finish()'s last switch), so its stack holds, from
-// the context up: the switch frame, the unused gap below the suspended
-// function's stack pointer (context::frame::gap, the x86-64 red zone: free
-// here, because the functions that switch make calls and so are not
-// leaves), then live frames. save() and restore() skip the gap.
+// Every copy-stack coroutine that is not running was suspended by jump() or
+// compact_jump() (in park(), switch_to(), finish()'s or compact_yield()'s
+// switch), so its stack holds, from the context up: the switch frame, the
+// unused gap below the suspended function's stack pointer
+// (context::frame::gap, the x86-64 red zone: free here, because the
+// functions that switch make calls and so are not leaves), then live frames.
+// save_bytes() and restore_bytes() skip the gap.
 constexpr std::size_t frame_bytes = context::frame::size;
 constexpr std::size_t gap_bytes = switch_gap;  // 0 in TSan builds (see jump())
 static_assert(WEFT_TSAN || gap_bytes == context::frame::gap);
@@ -62,57 +65,107 @@ constexpr std::size_t frame_kept = [] {
     return n;
 }();
 
-// save() copies the live bytes of `owner`, suspended on s, into its buffer:
-// the frame's data slots, then everything above the frame and the gap.
-void save(fiber_record* owner, shared_stack_slot& s) {
-    copy_state& cs = *owner->copy;
-    auto* sp = static_cast<std::byte*>(owner->ctx);
+// save_bytes() copies the live bytes of a coroutine suspended at ctx on s
+// into its save area: the frame's data slots, then everything above the
+// frame and the gap. Returns false when ctx is not where a suspended
+// coroutine's context can be. Throws: bad_alloc (nothing changed).
+bool save_bytes(const void* ctx, save_area a, shared_stack_slot& s) {
+    auto* sp = static_cast<std::byte*>(const_cast<void*>(ctx));
     const auto span = static_cast<std::size_t>(top_of(s) - sp);
     if (span < frame_bytes + gap_bytes) [[unlikely]]
-        fatal(owner, "is suspended below a switch frame (cannot happen: see switch_to())");
+        return false;
     const std::size_t above = span - frame_bytes - gap_bytes;
     const std::size_t n = frame_kept + above;
-    if (n > cs.capacity) grow(cs, n);
+    if (n > a.capacity) grow(a, n);
     // Frames keep their red zones poisoned while suspended; the copy reads
     // them on purpose.
     sanitizer::reading_suspended_frames(sp, span);
-    std::byte* out = cs.buffer;
+    std::byte* out = a.buffer;
     for (const frame_part& p : frame_parts) {
         std::memcpy(out, sp + p.offset, p.size);
         out += p.size;
     }
     std::memcpy(out, sp + frame_bytes + gap_bytes, above);
-    cs.saved = static_cast<std::uint32_t>(n);
-    if (cs.saved > cs.max_saved) cs.max_saved = cs.saved;
-    if (cs.saves++ == 0) s.pool->note_first_save(n);
+    a.saved = static_cast<std::uint32_t>(n);
+    if (a.saved > a.max_saved) a.max_saved = a.saved;
+    return true;
 }
 
-// restore() copies cb's saved bytes back to where they were, or lays out
-// the first frame of a coroutine that never ran.
-void restore(fiber_record* cb, shared_stack_slot& s) noexcept {
-    copy_state& cs = *cb->copy;
+// save() saves the bytes of `owner`, a fiber suspended on s.
+void save(fiber_record* owner, shared_stack_slot& s) {
+    copy_state& cs = *owner->copy;
+    if (!save_bytes(owner->ctx, {cs.buffer, cs.saved, cs.capacity, cs.max_saved, cs.external}, s)) [[unlikely]]
+        fatal(owner, "is suspended below a switch frame (cannot happen: see switch_to())");
+    if (cs.saves++ == 0) s.pool->note_first_save(cs.saved);
+}
+
+// save_owner() saves the bytes of the coroutine whose frames are on s, of
+// either kind (a compact one's owner word is tagged: compact_owner()).
+void save_owner(shared_stack_slot& s) {
+    if (!s.owner) return;
+    if (compact_record* c = compact_owner_of(s.owner)) {
+        const bool first = c->max_saved == 0;
+        if (!save_bytes(c->ctx, {c->buffer, c->saved, c->capacity, c->max_saved, c->external}, s)) [[unlikely]]
+            compact_fatal(c, "is suspended below a switch frame (cannot happen)");
+        if (first) s.pool->note_first_save(c->saved);
+    } else {
+        save(static_cast<fiber_record*>(s.owner), s);
+    }
+}
+
+}  // namespace
+
+// restore_bytes() copies saved bytes back to where they were: the context
+// they were saved at is the stack's top less what was saved and the gap.
+// Returns that context.
+void* restore_bytes(const std::byte* buffer, std::uint32_t saved, shared_stack_slot& s) noexcept {
     // Whatever other coroutines left on the stack is dead now: clear ASan's
     // poisoning of their frames, and tell memcheck the memory is writable
     // (it still counts it as below some earlier stack pointer).
     sanitizer::release_stack(s.stack.base, s.stack.size);
-    if (!cb->ctx) {
-        // (Its FP control state is the fiber layer's business, F1-F3 in
-        // weft/detail/fiber_record.hpp, not the first frame's.)
-        cb->ctx = context::make(top_of(s), s.stack.size, cb->start);
-        return;
-    }
-    const std::size_t above = cs.saved - frame_kept;
+    const std::size_t above = saved - frame_kept;
     std::byte* sp = top_of(s) - above - gap_bytes - frame_bytes;
-    const std::byte* in = cs.buffer;
+    const std::byte* in = buffer;
     for (const frame_part& p : frame_parts) {
         std::memcpy(sp + p.offset, in, p.size);
         in += p.size;
     }
     std::memcpy(sp + frame_bytes + gap_bytes, in, above);
+    return sp;
+}
+
+// first_frame() clears the stack for a coroutine that never ran and lays out
+// its first frame; returns its context.
+void* first_frame(shared_stack_slot& s, context::entry_fn entry) noexcept {
+    sanitizer::release_stack(s.stack.base, s.stack.size);
+    return context::make(top_of(s), s.stack.size, entry);
+}
+
+void save_any_owner(shared_stack_slot& s) { save_owner(s); }
+
+namespace {
+
+// restore() puts cb's saved bytes back, or lays out the first frame of a
+// fiber that never ran.
+void restore(fiber_record* cb, shared_stack_slot& s) noexcept {
+    copy_state& cs = *cb->copy;
+    if (!cb->ctx) {
+        // (Its FP control state is the fiber layer's business, F1-F3 in
+        // weft/detail/fiber_record.hpp, not the first frame's.)
+        cb->ctx = first_frame(s, cb->start);
+        return;
+    }
+    (void)restore_bytes(cs.buffer, cs.saved, s);
     ++cs.restores;
 }
 
 std::string who(const fiber_record* f) { return f ? describe(f) : std::string("code outside any coroutine"); }
+
+// who_owns() names the coroutine whose frames are on a stack (its owner word).
+std::string who_owns(const void* owner) {
+    if (const compact_record* c = compact_owner_of(owner)) return describe_compact(c);
+    return who(static_cast<const fiber_record*>(owner));
+}
 
 // take() makes the calling thread the holder of s, or returns false when a
 // fiber of this or another thread holds it. It never waits: a scheduler
@@ -128,9 +181,8 @@ void give_back(shared_stack_slot& s) noexcept { s.holder.store(nullptr, std::mem
 
 // evict_and_restore() puts f's bytes on s, which the caller holds.
 void evict_and_restore(fiber_record* f, shared_stack_slot& s) {
-    auto* owner = static_cast<fiber_record*>(s.owner);
-    if (owner == f) return;
-    if (owner) save(owner, s);
+    if (s.owner == f) return;
+    save_owner(s);
     restore(f, s);
     s.owner = f;
 }
@@ -171,7 +223,7 @@ void shared_busy(const fiber_record* f) {
     std::string msg = "weft: resume of " + describe(f) + " needs shared stack " + std::to_string(s.index) + " of its pool, ";
     if (holder == thread_token()) {
         // The holder is this thread, so the owner is a fiber running on it.
-        msg += "where " + who(static_cast<const fiber_record*>(s.owner)) +
+        msg += "where " + who_owns(s.owner) +
                " is running on this thread (it would overwrite that fiber's frames); fibers that run nested need "
                "distinct stacks: use a shared_stack_pool with more stacks";
     } else {
@@ -249,7 +301,10 @@ void check_pointer_for(const void* p, const fiber_record* target, const char* di
     // In use on another thread: its owner and frames are changing, so
     // nothing can be said.
     if (!took && expected != me) return;
-    const auto* owner = static_cast<const fiber_record*>(s->owner);
+    // The owner's suspended context (either kind of copy-stack coroutine).
+    const void* owner = s->owner;
+    const compact_record* compact = compact_owner_of(owner);
+    const void* owner_ctx = !owner ? nullptr : compact ? compact->ctx : static_cast<const fiber_record*>(owner)->ctx;
     const auto* a = static_cast<const std::byte*>(p);
     const bool on_target = target && target->copy && target->copy->slot == s;
     bool live = true;
@@ -259,7 +314,7 @@ void check_pointer_for(const void* p, const fiber_record* target, const char* di
             live = target->ctx && a >= static_cast<const std::byte*>(target->ctx);
         } else {
             // The stack stays as it is while target runs.
-            live = owner && a >= static_cast<const std::byte*>(owner->ctx);
+            live = owner_ctx && a >= static_cast<const std::byte*>(owner_ctx);
         }
         give_back(*s);
     } else if (on_target && target == owner) {
@@ -274,8 +329,8 @@ void check_pointer_for(const void* p, const fiber_record* target, const char* di
     char addr[32];
     std::snprintf(addr, sizeof addr, "%p", p);
     std::string where;
-    if (owner && owner != target && owner->ctx && a >= static_cast<const std::byte*>(owner->ctx))
-        where = "the saved stack of " + describe(owner);
+    if (owner && owner != target && owner_ctx && a >= static_cast<const std::byte*>(owner_ctx))
+        where = "the saved stack of " + who_owns(owner);
     else
         where = "unused memory of shared stack " + std::to_string(s->index) + " of a pool";
     throw coroutine_error(coroutine_errc::shared_stack_pointer, "weft: pointer " + std::string(addr) + " into " + where +

@@ -2,9 +2,17 @@
 // not with users (nothing here is installed or exported).
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "weft/context.hpp"
+
 namespace weft::detail {
 
 struct fiber_record;
+struct compact_record;
+struct shared_stack_slot;
 
 // paint_byte is what a painted stack is filled with (safety.cpp paints it;
 // the registry's layout table tells debuggers, registry.cpp).
@@ -36,5 +44,39 @@ void prepare_thread() noexcept;
 // throw or report: it waits while another thread runs on the stack, and
 // aborts with a message when this thread does or a save fails.
 void enter_shared_to_destroy(fiber_record* f) noexcept;
+
+// ---- copy stacks, shared by both kinds of copy-stack coroutine (copy_stack.cpp)
+
+// save_area names the fields of a coroutine's saved bytes.
+struct save_area {
+    std::byte*& buffer;
+    std::uint32_t& saved;
+    std::uint32_t& capacity;
+    std::uint32_t& max_saved;
+    bool& external;
+};
+
+// compact_owner_of() is the compact record a shared stack's owner word names
+// (tagged in bit 0: compact_owner()), or null when it names a fiber or nothing.
+inline compact_record* compact_owner_of(const void* owner) noexcept {
+    const auto w = reinterpret_cast<std::uintptr_t>(owner);
+    return (w & 1) ? reinterpret_cast<compact_record*>(w & ~std::uintptr_t{1}) : nullptr;
+}
+
+// save_any_owner() saves the bytes of the coroutine whose frames are on s
+// (either kind), if any. Requires: the caller holds s. Throws: bad_alloc
+// (nothing changed).
+void save_any_owner(shared_stack_slot& s);
+// restore_bytes() copies `saved` bytes from `buffer` back to the top of s
+// and returns the context they were saved at. Requires: the caller holds s.
+void* restore_bytes(const std::byte* buffer, std::uint32_t saved, shared_stack_slot& s) noexcept;
+// first_frame() lays out the first frame of a coroutine that never ran on
+// s; returns its context. Requires: the caller holds s.
+void* first_frame(shared_stack_slot& s, context::entry_fn entry) noexcept;
+
+// describe_compact() is "compact coroutine 0x...".
+[[nodiscard]] std::string describe_compact(const compact_record* r);
+// compact_fatal() writes "weft: compact coroutine 0x... <what>" and aborts.
+[[noreturn]] void compact_fatal(const compact_record* r, const char* what) noexcept;
 
 }  // namespace weft::detail
