@@ -37,6 +37,12 @@
 #else
 #define WEFT_BENCH_HAVE_COPY_STACK 0
 #endif
+#if __has_include("weft/compact_coroutine.hpp")
+#include "weft/compact_coroutine.hpp"
+#define WEFT_BENCH_HAVE_COMPACT 1
+#else
+#define WEFT_BENCH_HAVE_COMPACT 0
+#endif
 
 namespace bench::weft_side {
 
@@ -293,6 +299,43 @@ template <std::size_t Live>
 using copy = copy_impl<Live>;
 template <std::size_t Live>
 using copy_ownfp = copy_impl<Live, true>;
+#endif
+
+#if WEFT_BENCH_HAVE_COMPACT
+// weft::compact_coroutine: copy-stack mode with the compact control block
+// (weft/compact_coroutine.hpp), on the same 4 shared stacks as copy.
+template <std::size_t Live>
+class compact {
+public:
+    explicit compact(const config& c) : pool_({.stack_size = c.stack_size, .stacks = copy_stacks}) {
+        cos_.reserve(c.count);
+    }
+    ~compact() { cos_.clear(); }  // before the pool goes
+    void create(std::size_t) {
+        cos_.emplace_back(weft::shared_stack(pool_), [](auto& y) { work_loop<Live>([&y] { y.yield(); }); });
+    }
+    void spawn(std::size_t) {
+        cos_.emplace_back(weft::shared_stack(pool_), [](auto&) { run_once<Live>(); });
+    }
+    void enter(std::size_t i) { (void)cos_[i].resume(); }
+    void resume(std::size_t i) { (void)cos_[i].resume(); }
+    void destroy(std::size_t i) { cos_[i].reset(); }
+    void finish(std::size_t i) {
+        (void)cos_[i].resume();
+        cos_[i].reset();
+    }
+    void end_round() { cos_.clear(); }
+    std::size_t max_saved() const {
+        std::size_t m = 0;
+        for (auto& co : cos_)
+            if (co) m = std::max<std::size_t>(m, co.copy_stats().max_saved);
+        return m;
+    }
+
+private:
+    weft::shared_stack_pool pool_;
+    std::vector<weft::compact_coroutine<>> cos_;
+};
 #endif
 
 // The raw L0 switch: weft::context::make/jump on a weft::mmap_stack, the

@@ -318,6 +318,9 @@ const entry candidates[] = {
     {"weft-copy", &with_series<weft_side::copy>, "weft::coroutine, weft::shared_stack (copy-stack)"},
     {"weft-copy-ownfp", &with_series<weft_side::copy_ownfp>, "weft-copy with fp_env_mode::own"},
 #endif
+#if WEFT_BENCH_HAVE_COMPACT
+    {"weft-compact", &with_series<weft_side::compact>, "weft::compact_coroutine, weft::shared_stack (copy-stack)"},
+#endif
     {"weft-context", &with_live<weft_side::context>, "weft::context::make/jump on weft::mmap_stack"},
     {"weft-fast", &with_live<weft_side::fast_context>, "weft::context::make/fast_jump (inline) on weft::mmap_stack"},
     {"fcontext", &with_live<peers::fcontext>, "Boost.Context make_fcontext/jump_fcontext, protected_fixedsize_stack"},

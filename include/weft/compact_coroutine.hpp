@@ -295,7 +295,7 @@ using compact_arg_t = std::conditional_t<std::is_void_v<T>, compact_nothing, T>;
 // compact_block is a compact coroutine's heap block: record, then body.
 template <class F>
 struct compact_block final : compact_record {
-    F fn;
+    [[no_unique_address]] F fn;  // a body without captures takes no space
     template <class G>
     explicit compact_block(G&& g) : fn(std::forward<G>(g)) {}
 };
