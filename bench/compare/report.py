@@ -91,6 +91,10 @@ def rows_for(scenario):
         + (", 2 fibers" if scenario == "S1" else ""), "cpp", "weft-fiber-switch", lifecycle=False)
     for live, name in ((0, "~0 B"), (1024, "1 KB"), (4096, "4 KB")):
         add(f"weft-copy-{live}", f"weft coroutine, copy-stack, {name} live", "cpp", "weft-copy", live)
+    # The compact copy-stack coroutine (weft/compact_coroutine.hpp), on the
+    # same 4 shared stacks: the copy-stack targets are measured on it.
+    for live, name in ((0, "~0 B"), (1024, "1 KB")):
+        add(f"weft-compact-{live}", f"weft compact_coroutine, copy-stack, {name} live", "cpp", "weft-compact", live)
     add("weft-context", "weft context::jump (L0)", "cpp", "weft-context")
     add("weft-fast", "weft context::fast_jump (L0, inline)", "cpp", "weft-fast")
     # The coroutine rows above share the thread's FP control state (the
@@ -128,6 +132,7 @@ M1_ROWS = [
     ("weft-pooled", "weft coroutine, pooled_stack (16 KB mmap stacks)", "cpp", "weft-pooled",
      "10M guarded mmap stacks are 20M mappings and at least 40 GB of touched pages: do not fit"),
     ("weft-copy", "weft coroutine, copy-stack", "cpp", "weft-copy", None),
+    ("weft-compact", "weft compact_coroutine (copy-stack)", "cpp", "weft-compact", None),
     ("cpp20", "C++20 stackless generator", "cpp", "cpp20", None),
     ("fiber-pooled", "boost::context::fiber, pooled_fixedsize_stack (16 KB)", "cpp", "fiber-pooled", None),
     ("go", "Go goroutines (parked on a channel)", "go", "go", None),
@@ -136,6 +141,8 @@ M1_ROWS = [
 CALLGRIND_ROWS = [
     ("weft-mmap", "weft coroutine resume+yield", "cpp", "weft-mmap"),
     ("weft-fiber", "weft fiber resume + this_fiber::suspend", "cpp", "weft-fiber"),
+    ("weft-copy", "weft copy-stack coroutine resume+yield", "cpp", "weft-copy"),
+    ("weft-compact", "weft compact_coroutine resume+yield", "cpp", "weft-compact"),
     ("weft-fiber-switch", "weft fiber this_fiber::switch_to x2 (ring of 2)", "cpp", "weft-fiber-switch"),
     ("weft-context", "weft context::jump x2", "cpp", "weft-context"),
     ("weft-fast", "weft context::fast_jump x2", "cpp", "weft-fast"),
@@ -718,7 +725,7 @@ def issue10_targets(r):
     for name in ("S1", "S2"):
         ratio_line(f"{name} switch, weft coroutine (FP state shared)", 0.6, name, "weft-pooled", "fcontext",
                    "switch", "jump_fcontext")
-    ratio_line("S3 switch, weft copy-stack coroutine (~0 B live)", 0.5, "S3", "weft-copy-0", "fcontext",
+    ratio_line("S3 switch, weft compact copy-stack coroutine (~0 B live)", 0.5, "S3", "weft-compact-0", "fcontext",
                "switch", "jump_fcontext")
     for name in ("S2", "S3"):
         ratio_line(f"{name} spawn to finish, weft coroutine", 1.5, name, "weft-pooled", "cpp20", "spawn_warm",
@@ -731,18 +738,18 @@ def issue10_targets(r):
     # M1: the M1 section's bytes per coroutine (peak RSS over the count),
     # from the largest count that ran.
     m1 = [(count, res) for count in sorted(M1_COUNTS[r.q], reverse=True)
-          for res in [r.m1_results.get(("weft-copy", count))]
+          for res in [r.m1_results.get(("weft-compact", count))]
           if isinstance(res, dict) and "m1_bytes_per_coroutine" in res]
     for limit, what in ((250, ""), (160, " (stretch)")):
         if m1:
             count, res = m1[0]
-            line(f"M1 bytes per suspended copy-stack coroutine, ~100 B live{what}", f"<= {limit} B",
+            line(f"M1 bytes per suspended compact copy-stack coroutine, ~100 B live{what}", f"<= {limit} B",
                  res["m1_bytes_per_coroutine"], limit, f" at {count:,}", fmt="{:.0f} B")
         else:
-            line(f"M1 bytes per suspended copy-stack coroutine, ~100 B live{what}", f"<= {limit} B", None, limit,
-                 " (M1 not run)" if "M1" not in r.args.only.split(",") else " (weft-copy has no M1 figure)")
-    a, b = med("S1", "weft-copy-0", "switch"), med("S1", "weft-pooled", "switch")
-    line("S1 switch, copy-stack (~0 B live) / standalone weft coroutine", "<= 1.2x", a / b if a and b else None,
+            line(f"M1 bytes per suspended compact copy-stack coroutine, ~100 B live{what}", f"<= {limit} B", None,
+                 limit, " (M1 not run)" if "M1" not in r.args.only.split(",") else " (weft-compact has no M1 figure)")
+    a, b = med("S1", "weft-compact-0", "switch"), med("S1", "weft-pooled", "switch")
+    line("S1 switch, compact copy-stack (~0 B live) / standalone weft coroutine", "<= 1.2x", a / b if a and b else None,
          1.2, f" ({fmt(a)} / {fmt(b)} ns)" if a and b else (" (S1 not run)" if "S1" not in r.scen_rows else ""))
     cg_why = "" if r.cg else " (callgrind not run)"
     line("instructions per round trip, weft coroutine resume + yield (callgrind)", "<= 70",

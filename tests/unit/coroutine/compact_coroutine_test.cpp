@@ -247,6 +247,49 @@ TEST_F(compact_test, a_catch_all_that_rethrows_lets_the_unwind_pass) {
     EXPECT_EQ(locals, 1);
 }
 
+// The glibc-style handler (docs/safety.md, Cancellation; the attribute is
+// explained at coroutine_unwind_test.cpp's yield_catching_by_type()).
+__attribute__((no_sanitize("undefined"))) void yield_catching_by_type(compact_coroutine<>::yielder& y, bool& caught) {
+    try {
+        y.yield();
+    } catch (const weft::forced_unwind&) {
+        caught = true;
+        throw;
+    }
+}
+
+struct uncaught_probe {
+    int* seen;
+    ~uncaught_probe() { *seen = std::uncaught_exceptions(); }
+};
+
+TEST_F(compact_test, destruction_is_a_forced_unwind_that_typed_handlers_do_not_see) {
+    weft::shared_stack_pool pool({.stack_size = 64 * 1024, .stacks = 1});
+    bool by_type = false, by_std = false;
+    int uncaught = -1;
+    {
+        compact_coroutine<> co(weft::shared_stack(pool), [&](auto& y) {
+            try {
+                yield_catching_by_type(y, by_type);
+            } catch (const std::exception&) {
+                by_std = true;
+            }
+        });
+        EXPECT_TRUE(co.resume());
+        // (A probe above a rethrow would count 1: libsupc++'s `throw;`
+        // counts the exception again and a foreign one is never uncounted.
+        // Its coroutine's exception state dies with it.)
+        compact_coroutine<> probed(weft::shared_stack(pool), [&](auto& y) {
+            uncaught_probe probe{&uncaught};
+            y.yield();
+        });
+        EXPECT_TRUE(probed.resume());
+    }
+    EXPECT_TRUE(by_type);
+    EXPECT_FALSE(by_std);
+    EXPECT_EQ(uncaught, 0);
+}
+
 TEST_F(compact_test, each_coroutine_keeps_its_own_exception_state) {
     weft::shared_stack_pool pool({.stack_size = 64 * 1024, .stacks = 1});
     bool inside_saw_none = false, inside_kept_its_own = false;
@@ -487,6 +530,25 @@ TEST_F(compact_death, swallowing_the_forced_unwind_aborts_naming_the_coroutine) 
             co.reset();
         },
         "compact coroutine .* swallowed weft::forced_unwind");
+}
+
+TEST_F(compact_death, yielding_while_being_destroyed_aborts) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_DEATH(
+        {
+            weft::shared_stack_pool pool({.stack_size = 64 * 1024, .stacks = 1});
+            compact_coroutine<> co(weft::shared_stack(pool), [](auto& y) {
+                try {
+                    y.yield();
+                } catch (...) {
+                    y.yield();
+                    throw;
+                }
+            });
+            (void)co.resume();
+            co.reset();
+        },
+        "compact coroutine .* yielded while being destroyed");
 }
 
 TEST_F(compact_death, destroying_a_running_coroutine_aborts) {
