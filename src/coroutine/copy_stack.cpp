@@ -51,13 +51,17 @@ static_assert(WEFT_TSAN || gap_bytes == context::frame::gap);
 // fast_jump() stores only the FP control state, the frame pointer and the
 // resume address; it loads the other slots (callee-saved registers, real
 // values only in frames of the .S jump) into registers it declares
-// clobbered, so their bytes need not survive a save. TSan builds switch
-// with the .S jump, whose frames are all data.
+// clobbered, so their bytes need not survive a save. Both kinds of
+// copy-stack coroutine switch with fiber_jump(), which does not even store
+// the FP control state (fiber_record.hpp's F2; a compact coroutine shares
+// its thread's): only the frame pointer and the resume address are kept.
+// TSan builds switch with the .S jump, whose frames are all data.
 using frame_part = context::frame::data_part;
 #if WEFT_TSAN
 constexpr frame_part frame_parts[] = {{0, frame_bytes}};
 #else
-constexpr auto& frame_parts = context::frame::data_parts;
+constexpr frame_part frame_parts[] = {
+    {context::frame::frame_pointer, context::frame::resume_address + 8 - context::frame::frame_pointer}};
 #endif
 constexpr std::size_t frame_kept = [] {
     std::size_t n = 0;
