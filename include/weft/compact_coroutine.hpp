@@ -69,18 +69,26 @@ struct compact_record;
 // waits on the same thread until the coroutine comes back (a resumer never
 // moves while it waits), so the record does not carry it.
 struct compact_frame {
-    eh_state resumer_eh;            // the resumer's exception state
-    fiber_record* parent = nullptr;  // the resumer's current fiber (made current again after)
-    void* value = nullptr;          // the value being yielded (on the shared stack)
-    bool movable = false;           // value may be moved from (it was yielded as an rvalue)
-    std::exception_ptr error;       // what the body let escape
+    // Only the flags are set at construction (one store on a resume); every
+    // other field is written before it is read.
     bool unwind = false;            // resumed to be destroyed: its yield() raises the forced unwind
-    bool unwind_caught = false;     // the entry caught that forced unwind (U2 of fiber.cpp)
-    compact_record* record = nullptr;
+    bool failed = false;            // the body let an exception escape: it is in `error`
+    bool unwind_caught;             // the entry caught that forced unwind (U2 of fiber.cpp); set with unwind
+    bool movable;                   // value may be moved from (it was yielded as an rvalue)
+    eh_state resumer_eh;            // the resumer's exception state
+    fiber_record* parent;           // the resumer's current fiber (made current again after)
+    void* value;                    // the value being yielded (on the shared stack)
+    compact_record* record;         // set when the forced unwind is raised (its messages name it)
+    // What the body let escape (a std::exception_ptr, constructed only then).
+    alignas(std::exception_ptr) unsigned char error[sizeof(std::exception_ptr)];
     // The forced unwind's exception object (an _Unwind_Exception): on the
     // destroyer's stack, which the unwind does not touch, so destruction
     // needs no memory.
     alignas(16) unsigned char unwind_object[32];
+
+    compact_frame() noexcept {}
+    compact_frame(const compact_frame&) = delete;
+    compact_frame& operator=(const compact_frame&) = delete;
 };
 
 // compact_ops is the typed half of a compact coroutine, one per body type.
@@ -196,14 +204,14 @@ WEFT_API void compact_caught(compact_record* r) noexcept;
 // ---- the switch
 
 // compact_enter() runs r, which the caller has claimed (it holds r's
-// stack, C1) and whose bytes are on the stack, until it yields or ends.
+// stack, C1) and whose bytes are on the stack, until it yields or ends. ts
+// is the calling thread's state.
 // Returns true when it yielded: the caller then moves the value out and
 // calls compact_release(); false when it ended (the stack is given back).
 // Throws what the body let escape.
-[[gnu::always_inline]] inline bool compact_enter(compact_record* r, compact_frame& fr) {
+[[gnu::always_inline]] inline bool compact_enter(compact_record* r, compact_frame& fr, thread_state* ts) {
     shared_stack_slot& s = *r->slot;
     r->state.store(fiber_state::running, std::memory_order_relaxed);
-    thread_state* ts = this_thread_state();
     // C3: the resumer's exception state and current fiber wait in fr; the
     // coroutine runs with its own exception state and no current fiber.
     fr.parent = ts->current;
@@ -228,7 +236,7 @@ WEFT_API void compact_caught(compact_record* r) noexcept;
     r->ctx = nullptr;
     r->state.store(fiber_state::done, std::memory_order_relaxed);
     s.holder.store(nullptr, std::memory_order_release);  // C1
-    if (fr.error) [[unlikely]]
+    if (fr.failed) [[unlikely]]
         compact_rethrow(fr);
     return false;
 }
@@ -240,13 +248,14 @@ WEFT_API void compact_caught(compact_record* r) noexcept;
     r->slot->holder.store(nullptr, std::memory_order_release);
 }
 
-// compact_claim() takes r's stack and puts r's bytes there (C1). Throws:
-// coroutine_error when the stack is busy or r is not resumable; bad_alloc.
-[[gnu::always_inline]] inline void compact_claim(compact_record* r) {
+// compact_claim() takes r's stack for the thread whose state is ts and puts
+// r's bytes there (C1). Throws: coroutine_error when the stack is busy or r
+// is not resumable; bad_alloc.
+[[gnu::always_inline]] inline void compact_claim(compact_record* r, thread_state* ts) {
     if (!r) [[unlikely]]
         compact_refused(r, nullptr, false);
     shared_stack_slot& s = *r->slot;
-    const void* me = thread_token();
+    const void* me = ts->token;
     const void* holder = nullptr;
     if (!s.holder.compare_exchange_strong(holder, me, std::memory_order_acquire, std::memory_order_relaxed))
         [[unlikely]]
@@ -393,9 +402,11 @@ public:
     // coroutine is done then); bad_alloc (saving another coroutine's bytes;
     // nothing changed).
     WEFT_HOT_INLINE result_type resume() {
-        detail::compact_claim(r_);
+        // The resumer stays on this thread until the coroutine comes back.
+        detail::thread_state* ts = detail::this_thread_state();
+        detail::compact_claim(r_, ts);
         detail::compact_frame fr;
-        if (!detail::compact_enter(r_, fr)) return result_type{};
+        if (!detail::compact_enter(r_, fr, ts)) return result_type{};
         if constexpr (std::is_void_v<Yield>) {
             detail::compact_release(r_);
             return true;

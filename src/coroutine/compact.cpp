@@ -116,10 +116,12 @@ void compact_yield_misuse(compact_record* r) {
 
 void compact_caught(compact_record* r) noexcept {
     compact_frame& fr = *r->frame;
-    if (fr.unwind)
+    if (fr.unwind) {
         fr.unwind_caught = true;  // U2: ending this handler ends the forced unwind
-    else
-        fr.error = std::current_exception();
+    } else {
+        ::new (static_cast<void*>(fr.error)) std::exception_ptr(std::current_exception());
+        fr.failed = true;
+    }
 }
 
 void compact_finish(compact_record* r) noexcept {
@@ -130,7 +132,13 @@ void compact_finish(compact_record* r) noexcept {
     compact_fatal(r, "was resumed after it finished");
 }
 
-void compact_rethrow(compact_frame& fr) { std::rethrow_exception(std::exchange(fr.error, nullptr)); }
+void compact_rethrow(compact_frame& fr) {
+    auto* held = std::launder(reinterpret_cast<std::exception_ptr*>(fr.error));
+    std::exception_ptr e = std::move(*held);
+    held->~exception_ptr();
+    fr.failed = false;
+    std::rethrow_exception(std::move(e));
+}
 
 // ---- the forced unwind: fiber.cpp's U1-U3, with the object in the
 // destroyer's compact_frame.
@@ -161,6 +169,8 @@ _Unwind_Reason_Code compact_unwind_stop(int, _Unwind_Action actions, _Unwind_Exc
 
 void compact_raise_unwind(compact_record* r) {
     compact_frame& fr = *r->frame;
+    fr.record = r;
+    fr.unwind_caught = false;
     auto* e = ::new (static_cast<void*>(fr.unwind_object)) _Unwind_Exception{};
     e->exception_class = compact_unwind_class;
     e->exception_cleanup = compact_unwind_cleanup;
@@ -203,11 +213,11 @@ void compact_destroy(compact_record* r) noexcept {
                 }
             }
             compact_frame fr;
-            fr.record = r;
             fr.unwind = true;
+            fr.unwind_caught = false;
             bool yielded = true;
             try {
-                yielded = compact_enter(r, fr);
+                yielded = compact_enter(r, fr, this_thread_state());
             } catch (...) {
                 compact_fatal(r, "let an exception escape while being destroyed");
             }

@@ -65,6 +65,7 @@ unsigned next_colour() noexcept {
     // thread gets its overflow diagnosis set up, once.
     if (!ts->eh) [[unlikely]] {
         ts->eh = reinterpret_cast<eh_state*>(__cxxabiv1::__cxa_get_globals());
+        ts->token = thread_token();
         prepare_thread();
     }
     // Hide the address from the optimiser so each call recomputes it on the

@@ -100,6 +100,7 @@ struct eh_state {
 struct thread_state {
     fiber_record* current = nullptr;  // the fiber running on this thread, or null
     eh_state* eh = nullptr;           // this thread's __cxa_eh_globals
+    const void* token = nullptr;      // thread_token() (weft/shared_stack.hpp), read once
 };
 
 // this_thread_state() is the calling thread's state. It is never inlined
