@@ -10,7 +10,9 @@
 #include <pthread.h>
 
 #include "support/leak_check.hpp"
+#include "weft/compact_coroutine.hpp"
 #include "weft/coroutine.hpp"
+#include "weft/shared_stack.hpp"
 #include "weft/fiber.hpp"
 
 namespace {
@@ -147,6 +149,54 @@ TEST_F(coroutine_death, move_assigning_over_a_running_coroutine_from_inside_abor
         (void)co.resume();
     };
     EXPECT_DEATH(statement(), "coroutine 'replaced' was destroyed while running");
+}
+
+// weft::compact_coroutine aborts the same way, naming it by address.
+using compact_death = coroutine_death;
+
+TEST_F(compact_death, swallowing_the_forced_unwind_aborts_naming_the_coroutine) {
+    EXPECT_DEATH(
+        {
+            weft::shared_stack_pool pool({.stack_size = 64 * 1024, .stacks = 1});
+            weft::compact_coroutine<> co(weft::shared_stack(pool), [](auto& y) {
+                try {
+                    y.yield();
+                } catch (...) {
+                }
+            });
+            (void)co.resume();
+            co.reset();
+        },
+        "compact coroutine .* swallowed weft::forced_unwind");
+}
+
+TEST_F(compact_death, yielding_while_being_destroyed_aborts) {
+    EXPECT_DEATH(
+        {
+            weft::shared_stack_pool pool({.stack_size = 64 * 1024, .stacks = 1});
+            weft::compact_coroutine<> co(weft::shared_stack(pool), [](auto& y) {
+                try {
+                    y.yield();
+                } catch (...) {
+                    y.yield();
+                    throw;
+                }
+            });
+            (void)co.resume();
+            co.reset();
+        },
+        "compact coroutine .* yielded while being destroyed");
+}
+
+TEST_F(compact_death, destroying_a_running_coroutine_aborts) {
+    EXPECT_DEATH(
+        {
+            weft::shared_stack_pool pool({.stack_size = 64 * 1024, .stacks = 1});
+            weft::compact_coroutine<> co;
+            co = weft::compact_coroutine<>(weft::shared_stack(pool), [&](auto&) { co.reset(); });
+            (void)co.resume();
+        },
+        "compact coroutine .* destroyed while running");
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 // compact_coroutine_test.cpp: weft::compact_coroutine (weft/compact_coroutine.hpp):
-// values both ways of a copy, interleaving on one shared stack with deep
+// values (copied from lvalues, moved from rvalues), interleaving on one shared stack with deep
 // locals intact, sharing a pool with weft::coroutine's copy-stack mode, the
 // body's exception, destruction by forced unwind (and what a body may catch),
 // exception state per coroutine, misuse errors, migration and racing resumes.
+// (Its aborts are tested in tests/death/death_test.cpp.)
 
 #include <gtest/gtest.h>
 
@@ -511,56 +512,6 @@ TEST_F(compact_test, the_control_block_is_small) {
     if (!weft::detail::with_tools) {
         EXPECT_LE(compact_coroutine<int>::control_size, 80u);
     }
-}
-
-using compact_death = compact_test;
-
-TEST_F(compact_death, swallowing_the_forced_unwind_aborts_naming_the_coroutine) {
-    GTEST_FLAG_SET(death_test_style, "threadsafe");
-    EXPECT_DEATH(
-        {
-            weft::shared_stack_pool pool({.stack_size = 64 * 1024, .stacks = 1});
-            compact_coroutine<> co(weft::shared_stack(pool), [](auto& y) {
-                try {
-                    y.yield();
-                } catch (...) {
-                }
-            });
-            (void)co.resume();
-            co.reset();
-        },
-        "compact coroutine .* swallowed weft::forced_unwind");
-}
-
-TEST_F(compact_death, yielding_while_being_destroyed_aborts) {
-    GTEST_FLAG_SET(death_test_style, "threadsafe");
-    EXPECT_DEATH(
-        {
-            weft::shared_stack_pool pool({.stack_size = 64 * 1024, .stacks = 1});
-            compact_coroutine<> co(weft::shared_stack(pool), [](auto& y) {
-                try {
-                    y.yield();
-                } catch (...) {
-                    y.yield();
-                    throw;
-                }
-            });
-            (void)co.resume();
-            co.reset();
-        },
-        "compact coroutine .* yielded while being destroyed");
-}
-
-TEST_F(compact_death, destroying_a_running_coroutine_aborts) {
-    GTEST_FLAG_SET(death_test_style, "threadsafe");
-    EXPECT_DEATH(
-        {
-            weft::shared_stack_pool pool({.stack_size = 64 * 1024, .stacks = 1});
-            compact_coroutine<> co;
-            co = compact_coroutine<>(weft::shared_stack(pool), [&](auto&) { co.reset(); });
-            (void)co.resume();
-        },
-        "compact coroutine .* destroyed while running");
 }
 
 }  // namespace
