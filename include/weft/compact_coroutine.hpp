@@ -28,9 +28,11 @@
 //   - fp_env_mode::own: it always shares its thread's FP control state
 //     (docs/context-abi.md, the FP environment);
 //   - weft's task and sync primitives: while its body runs, no weft fiber is
-//     current on the thread (this_fiber::current() is empty), so a primitive
-//     that would park a task says it is called outside any task instead of
-//     switching a task away from a shared stack.
+//     current on the thread (this_fiber::current() is empty), so they treat
+//     it as code outside any task: a wait there blocks the whole thread, as
+//     on a plain thread, instead of switching a task away from a shared
+//     stack, and this_fiber / this_task calls report that they run outside
+//     one.
 //
 // Threads. Of two threads resuming one compact coroutine, one wins; the other
 // gets coroutine_error (resume_running). A resume whose shared stack another

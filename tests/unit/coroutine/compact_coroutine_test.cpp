@@ -329,8 +329,11 @@ TEST_F(compact_test, each_coroutine_keeps_its_own_exception_state) {
 TEST_F(compact_test, no_fiber_is_current_inside_and_the_resumer_is_current_after) {
     weft::shared_stack_pool pool({.stack_size = 64 * 1024, .stacks = 1});
     bool empty_inside = false;
+    std::string suspend_inside;
     compact_coroutine<> co(weft::shared_stack(pool), [&](auto& y) {
         empty_inside = !weft::this_fiber::current();
+        // The fiber that resumed it cannot be switched out from here.
+        suspend_inside = error_of([] { weft::this_fiber::suspend(); }, weft::coroutine_errc::yield_outside);
         y.yield();
     });
     bool current_after = false;
@@ -341,6 +344,7 @@ TEST_F(compact_test, no_fiber_is_current_inside_and_the_resumer_is_current_after
     });
     f.resume();
     EXPECT_TRUE(empty_inside);
+    EXPECT_FALSE(suspend_inside.empty());
     EXPECT_TRUE(current_after);
     EXPECT_FALSE(f.done());
     f.resume();
