@@ -171,15 +171,9 @@ void compact_raise_unwind(compact_record* r) {
     compact_frame& fr = *r->frame;
     fr.record = r;
     fr.unwind_caught = false;
-    auto* e = ::new (static_cast<void*>(fr.unwind_object)) _Unwind_Exception{};
-    e->exception_class = compact_unwind_class;
-    e->exception_cleanup = compact_unwind_cleanup;
-#if WEFT_ASAN
-    __asan_handle_no_return();
-#endif
-    const _Unwind_Reason_Code rc = _Unwind_ForcedUnwind(e, compact_unwind_stop, nullptr);
     char buf[96];
-    std::snprintf(buf, sizeof buf, "could not be unwound (_Unwind_ForcedUnwind returned %d)", static_cast<int>(rc));
+    forced_unwind_from(fr.unwind_object, compact_unwind_class, compact_unwind_cleanup, compact_unwind_stop, buf,
+                       sizeof buf);
     compact_fatal(r, buf);
 }
 

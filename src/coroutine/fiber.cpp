@@ -143,25 +143,30 @@ _Unwind_Reason_Code unwind_stop(int, _Unwind_Action actions, _Unwind_Exception_C
 
 }  // namespace
 
-void raise_forced_unwind() {
-    fiber_record* f = this_thread_state()->current;
-    void* where = f ? static_cast<void*>(f->unwind_object) : static_cast<void*>(&outside_object);
-    _Unwind_Exception* e = ::new (where) _Unwind_Exception{};
-    e->exception_class = unwind_class;
-    e->exception_cleanup = unwind_cleanup;
-    if (f) {
-        f->unwind_raised = true;
-        f->unwind_caught = false;
-    }
+void forced_unwind_from(void* storage, _Unwind_Exception_Class exception_class, _Unwind_Exception_Cleanup_Fn cleanup,
+                        _Unwind_Stop_Fn stop, char* failure, std::size_t n) {
+    _Unwind_Exception* e = ::new (storage) _Unwind_Exception{};
+    e->exception_class = exception_class;
+    e->exception_cleanup = cleanup;
 #if WEFT_ASAN
     // What ASan's __cxa_throw interceptor does for a C++ throw: the frames
     // about to be popped may hold poisoned redzones.
     __asan_handle_no_return();
 #endif
-    const _Unwind_Reason_Code rc = _Unwind_ForcedUnwind(e, unwind_stop, nullptr);
+    const _Unwind_Reason_Code rc = _Unwind_ForcedUnwind(e, stop, nullptr);
     // Only returns when it could not start (no unwind information).
+    std::snprintf(failure, n, "could not be unwound (_Unwind_ForcedUnwind returned %d)", static_cast<int>(rc));
+}
+
+void raise_forced_unwind() {
+    fiber_record* f = this_thread_state()->current;
+    void* where = f ? static_cast<void*>(f->unwind_object) : static_cast<void*>(&outside_object);
+    if (f) {
+        f->unwind_raised = true;
+        f->unwind_caught = false;
+    }
     char buf[96];
-    std::snprintf(buf, sizeof buf, "could not be unwound (_Unwind_ForcedUnwind returned %d)", static_cast<int>(rc));
+    forced_unwind_from(where, unwind_class, unwind_cleanup, unwind_stop, buf, sizeof buf);
     if (f) fatal(f, buf);
     fatal_message("weft: _Unwind_ForcedUnwind failed outside any coroutine");
 }
