@@ -693,8 +693,8 @@ def issue10_targets(r):
     out += ["Each timed figure is a ratio of medians from this run; the figures it divides follow in "
             "parentheses. weft coroutine = `weft::coroutine` on `pooled_stack` with a pool of the scenario's "
             "stack size (the weft-pooled rows); FP state shared = the default (`fp_env_mode::shared`), own FP "
-            "state = `fp_env_mode::own` (the weft-pooled-own rows); copy-stack = the \"~0 B live\" copy-stack row "
-            "(FP state shared); destroy = the destroy-warm column (a suspended coroutine unwound); "
+            "state = `fp_env_mode::own` (the weft-pooled-own rows); compact copy-stack = `weft::compact_coroutine`, its \"~0 B live\" row and its M1 "
+            "figure (FP state shared); destroy = the destroy-warm column (a suspended coroutine unwound); "
             "spawn to finish = the spawn-to-finish table.", "",
             "| target | limit | measured | met |", "|---|---|---|---|"]
     tally = [0, 0]

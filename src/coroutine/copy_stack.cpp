@@ -73,7 +73,11 @@ constexpr std::size_t frame_kept = [] {
 // into its save area: the frame's data slots, then everything above the
 // frame and the gap. Returns false when ctx is not where a suspended
 // coroutine's context can be. Throws: bad_alloc (nothing changed).
-bool save_bytes(const void* ctx, save_area a, shared_stack_slot& s) {
+// Always inlined into its two callers: out of line, with the save area
+// passed in memory, a copy-stack switch took 7-10 ns longer in S2 and the
+// live-bytes series (measured; the instruction count grew by only 60 per
+// save, so it is a stall, not the work).
+[[gnu::always_inline]] inline bool save_bytes(const void* ctx, save_area a, shared_stack_slot& s) {
     auto* sp = static_cast<std::byte*>(const_cast<void*>(ctx));
     const auto span = static_cast<std::size_t>(top_of(s) - sp);
     if (span < frame_bytes + gap_bytes) [[unlikely]]
