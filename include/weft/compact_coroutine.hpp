@@ -236,7 +236,9 @@ WEFT_API void compact_caught(compact_record* r) noexcept;
     // It ended: nothing of it on the stack is worth saving.
     s.owner = nullptr;
     r->ctx = nullptr;
-    r->state.store(fiber_state::done, std::memory_order_relaxed);
+    // Release: a thread that sees it done (state(), acquire) may destroy it
+    // without taking the stack, and must see everything it did.
+    r->state.store(fiber_state::done, std::memory_order_release);
     s.holder.store(nullptr, std::memory_order_release);  // C1
     if (fr.failed) [[unlikely]]
         compact_rethrow(fr);
