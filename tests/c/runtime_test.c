@@ -266,7 +266,9 @@ static void a_join_interrupted_by_cancellation_keeps_the_joined_handle(void) {
     CHECK_OK(weft_runtime_spawn(rt, blocked_body, &b, NULL, &j.target));
     weft_task jt;
     CHECK_OK(weft_runtime_spawn(rt, joining_body, &j, NULL, &jt));
-    while (!atomic_load(&j.started)) sched_yield(); /* valgrind runs one thread at a time */
+    /* Both must have started: a task canceled before its first run never
+     * runs (b.first would stay unset; seen under qemu-user). */
+    while (!atomic_load(&j.started) || !atomic_load(&b.started)) sched_yield(); /* valgrind runs one thread at a time */
     CHECK_OK(weft_task_cancel(jt));
     CHECK_RESULT(weft_task_join(jt, WEFT_NO_DEADLINE), WEFT_CANCELED);
     CHECK(j.joined == WEFT_CANCELED);
