@@ -170,9 +170,6 @@ inline compact_record* compact_of(void* word) noexcept {
 
 // ---- out of line (src/coroutine/compact.cpp)
 
-// compact_allocate() returns a 16-byte aligned heap block of at least
-// `bytes`, and in *usable how many it has. Throws: bad_alloc.
-[[nodiscard]] WEFT_API void* compact_allocate(std::size_t bytes, std::size_t* usable);
 // compact_created() assigns r a stack of `pool` and finishes its creation;
 // `buffer` / `capacity`: the tail of its block for saved bytes.
 WEFT_API void compact_created(compact_record* r, shared_stack_pool& pool, std::byte* buffer,
@@ -374,7 +371,7 @@ public:
         static_assert(alignof(Block) <= 16, "compact_coroutine: the body must not need more than 16-byte alignment");
         constexpr std::size_t head = (sizeof(Block) + 15) & ~std::size_t{15};
         std::size_t usable = 0;
-        auto* mem = static_cast<std::byte*>(detail::compact_allocate(head + where.pool().save_hint(), &usable));
+        auto* mem = static_cast<std::byte*>(detail::copy_allocate(head + where.pool().save_hint(), alignof(Block), &usable));
         Block* b;
         try {
             b = ::new (static_cast<void*>(mem)) Block(std::forward<F>(body));

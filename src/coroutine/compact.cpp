@@ -6,8 +6,6 @@
 
 #include "weft/compact_coroutine.hpp"
 
-#include <malloc.h>
-
 #include <unwind.h>
 
 #include <cstdio>
@@ -47,13 +45,6 @@ void give_back(shared_stack_slot& s) noexcept { s.holder.store(nullptr, std::mem
 }
 
 }  // namespace
-
-void* compact_allocate(std::size_t bytes, std::size_t* usable) {
-    void* p = std::malloc(bytes);
-    if (!p) throw std::bad_alloc();
-    *usable = ::malloc_usable_size(p);
-    return p;
-}
 
 void compact_created(compact_record* r, shared_stack_pool& pool, std::byte* buffer, std::size_t capacity) noexcept {
     r->slot = &pool.assign();
