@@ -127,7 +127,8 @@ struct bridge_guard {
 // cancellable: once aw holds the handle it cannot be abandoned.
 template <class Aw>
 void wait_on(Aw& aw) {
-    waiter w;
+    stable<waiter> held;  // V4: the bridge wakes it while we are suspended
+    waiter& w = *held;
     w.arm(false);
     bridge_guard b;
     try {
@@ -150,6 +151,18 @@ void wait_on(Aw& aw) {
         throw;
     }
     (void)w.wait();
+}
+
+// await_on() is weft::await() of the awaiter aw: waits unless it is ready,
+// then its result (an rvalue reference result as a value).
+template <class Aw>
+decltype(auto) await_on(Aw& aw) {
+    if (!aw.await_ready()) wait_on(aw);
+    using R = decltype(aw.await_resume());
+    if constexpr (std::is_rvalue_reference_v<R>)
+        return std::remove_cvref_t<R>(aw.await_resume());
+    else
+        return aw.await_resume();
 }
 
 // foreign_awaiter is how async<T>'s co_await takes an awaitable that weft
@@ -589,13 +602,16 @@ decltype(auto) await(A&& a) {
         else
             return T(h.promise().take());
     } else {
-        auto&& aw = detail::get_awaiter(std::forward<A>(a));
-        if (!aw.await_ready()) detail::wait_on(aw);
-        using R = decltype(aw.await_resume());
-        if constexpr (std::is_rvalue_reference_v<R>)
-            return std::remove_cvref_t<R>(aw.await_resume());
-        else
-            return aw.await_resume();
+        using G = decltype(detail::get_awaiter(std::forward<A>(a)));
+        if constexpr (!std::is_reference_v<G> && std::is_move_constructible_v<G>) {
+            // V4 (weft/waiter.hpp): whoever completes the awaiter writes it
+            // while this task is suspended: off a shared stack.
+            detail::stable<G> aw(detail::get_awaiter(std::forward<A>(a)));
+            return detail::await_on(*aw);
+        } else {
+            auto&& aw = detail::get_awaiter(std::forward<A>(a));
+            return detail::await_on(aw);
+        }
     }
 }
 

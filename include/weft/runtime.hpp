@@ -40,6 +40,7 @@
 #include "weft/shared_stack.hpp"
 #include "weft/stack.hpp"
 #include "weft/task.hpp"
+#include "weft/waiter.hpp"
 
 namespace weft {
 
@@ -356,6 +357,10 @@ struct blocking_job {
     blocking_job* next;
 };
 WEFT_API void run_blocking(blocking_job& job);
+// blocking_on_shared_stack() throws task_error (bad_option) for a
+// blocking() call from a shared stack whose callable can be neither copied
+// nor moved off the task's frame.
+[[noreturn]] WEFT_API void blocking_on_shared_stack();
 }  // namespace detail
 
 // runtime runs tasks; see the top of this file. Not copyable or movable.
@@ -471,12 +476,36 @@ join_handle<R> spawn(F&& f, const spawn_options& options = {}) {
 template <class F, class R = std::invoke_result_t<std::decay_t<F>&>>
 R blocking(F&& f) {
     if (!this_task::inside()) return std::invoke(std::forward<F>(f));
+    // V4 (weft/waiter.hpp): the pool thread writes the job and the result
+    // while this task is suspended; on a shared stack they and a copy of f
+    // (moved from an rvalue) live in a heap block, and f must not point
+    // into the task's frames (docs/runtime.md, "What a copy-stack task may
+    // point at"; checked in debug builds).
+    using G = std::remove_cvref_t<F>;
+    constexpr bool holdable =
+        std::is_object_v<G> && (std::is_lvalue_reference_v<F> ? std::is_copy_constructible_v<G>
+                                                               : std::is_move_constructible_v<G>);
     struct context {
-        F* fn;
+        std::remove_reference_t<F>* fn = nullptr;
         std::conditional_t<std::is_void_v<R>, bool, std::optional<R>> value{};
         std::exception_ptr error;
-    } ctx{&f, {}, nullptr};
-    detail::blocking_job job{};
+        std::conditional_t<holdable, std::optional<G>, char> own{};
+        detail::blocking_job job{};
+    };
+    detail::stable<context> held;
+    context& ctx = *held;
+    ctx.fn = &f;
+    if (held.off_frame()) {
+        if constexpr (holdable) {
+            ctx.fn = &ctx.own.emplace(std::forward<F>(f));
+#ifndef NDEBUG
+            detail::check_no_pointer_into_shared_stack(&*ctx.own, sizeof(G), "the weft::blocking() callable");
+#endif
+        } else {
+            detail::blocking_on_shared_stack();
+        }
+    }
+    detail::blocking_job& job = ctx.job;
     job.ctx = &ctx;
     job.run = [](void* p) noexcept {
         auto* c = static_cast<context*>(p);

@@ -25,12 +25,23 @@
 //       select case won elsewhere) unlinks its nodes under the primitive's
 //       lock before its frame ends; wait_queue::remove() of a node already
 //       taken out does nothing.
+//   V4  Everything another party reads or writes while the waiting party is
+//       suspended (the waiter, its nodes, the hand-over slots a node points
+//       at) lives at an address whose bytes stay the waiter's until the wait
+//       has ended: in the waiting frame when that frame is on a stack of its
+//       own, in a heap block when it is on a shared (copy) stack, whose bytes
+//       belong to the next coroutine of that stack while this one is
+//       suspended (detail::stable below; docs/runtime.md, "What a copy-stack
+//       task may point at"). Debug builds check it where nodes are linked.
 #pragma once
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <new>
 #include <thread>
+#include <utility>
 
 #include "weft/config.hpp"
 #include "weft/task.hpp"
@@ -39,6 +50,65 @@ namespace weft {
 
 namespace detail {
 struct stackless_tag {};
+
+// on_shared_stack() says whether the calling code runs on a shared (copy)
+// stack: a copy-stack task, or a copy-stack coroutine. Its frames are then
+// overwritten while it is suspended (V4).
+[[nodiscard]] inline bool on_shared_stack() noexcept {
+    const fiber_record* f = this_thread_state()->current;
+    return f && f->copy_mode;
+}
+
+// check_off_shared_stack() aborts, naming the running task or coroutine, if
+// `p` lies on the shared stack the caller runs on: `what` (a wait node, a
+// waiter) would be overwritten while the caller is suspended (V4). Used by
+// debug builds where nodes are linked.
+WEFT_API void check_off_shared_stack(const void* p, const char* what) noexcept;
+// check_no_pointer_into_shared_stack() aborts, naming the running task, if
+// any aligned word of the n bytes at obj holds an address on the shared
+// stack the caller runs on (a callable that another thread will run while
+// the caller is suspended, capturing the caller's locals by reference).
+// Debug builds only; a heuristic that has no false negatives for plain
+// pointer and reference captures.
+WEFT_API void check_no_pointer_into_shared_stack(const void* obj, std::size_t n, const char* what) noexcept;
+
+// stable<T> holds one T that other parties reach while its owner is
+// suspended (V4): in the owner's frame, or, when the owner runs on a shared
+// stack, in a heap block of its own (one allocation per wait there; none on
+// a stack of its own). Throws: std::bad_alloc, and what T's constructor
+// throws.
+template <class T>
+class stable {
+public:
+    template <class... A>
+    explicit stable(A&&... a) {
+        if (on_shared_stack()) [[unlikely]]
+            p_ = new T(std::forward<A>(a)...);
+        else
+            p_ = ::new (static_cast<void*>(here_)) T(std::forward<A>(a)...);
+    }
+    ~stable() {
+        if (static_cast<void*>(p_) == static_cast<void*>(here_))
+            p_->~T();
+        else
+            delete p_;
+    }
+    stable(const stable&) = delete;
+    stable& operator=(const stable&) = delete;
+
+    T& operator*() const noexcept { return *p_; }
+    T* operator->() const noexcept { return p_; }
+    T* get() const noexcept { return p_; }
+    // off_frame() says whether the T is in a heap block (the owner runs on a
+    // shared stack): what the owner hands over must then be copied in too.
+    [[nodiscard]] bool off_frame() const noexcept {
+        return static_cast<const void*>(p_) != static_cast<const void*>(here_);
+    }
+
+private:
+    alignas(T) std::byte here_[sizeof(T)];
+    T* p_;
+};
 }  // namespace detail
 
 // spin_lock is a test-and-test-and-set lock for critical sections of a few
@@ -142,6 +212,9 @@ public:
     [[nodiscard]] bool empty() const noexcept { return head_ == nullptr; }
     [[nodiscard]] wait_node* front() const noexcept { return head_; }
     void push_back(wait_node* n) noexcept {
+#ifndef NDEBUG
+        detail::check_off_shared_stack(n, "a wait node");  // V4
+#endif
         n->next = nullptr;
         n->prev = tail_;
         if (tail_)
@@ -180,6 +253,16 @@ public:
 private:
     wait_node* head_ = nullptr;
     wait_node* tail_ = nullptr;
+};
+
+// one_wait is the common wait: one waiter, one node (and the primitive's
+// slot, if any, set by the caller). Held in a detail::stable (V4).
+struct one_wait {
+    waiter w;
+    wait_node n{.w = &w};
+    one_wait() = default;
+    one_wait(const one_wait&) = delete;
+    one_wait& operator=(const one_wait&) = delete;
 };
 
 }  // namespace weft

@@ -30,6 +30,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <mutex>
+#include <utility>
+#include <vector>
 
 #include "reactor.hpp"
 #include "weft/runtime.hpp"
@@ -57,12 +59,22 @@ detail::backend* ring_backend() {
     return b.supports_ops() ? &b : nullptr;
 }
 
-// ring_io() submits op and waits for its completion (F1); returns its result
-// (a count or -errno), -ETIMEDOUT if the deadline passed and the op was
-// canceled. Unwinds (after the completion) if the task is canceled.
-int ring_io(detail::backend& b, detail::op_state& op, clock::time_point deadline) {
+// ring_op is a submitted operation and the two waiters of F1, together off
+// a shared stack (V4 in weft/waiter.hpp): the completion writes them while
+// the task is suspended.
+struct ring_op {
+    detail::op_state op;
+    weft::waiter w1, w2;
+};
+
+// ring_io() submits the operation in r and waits for its completion (F1);
+// returns its result (a count or -errno), -ETIMEDOUT if the deadline passed
+// and the op was canceled. Unwinds (after the completion) if the task is
+// canceled.
+int ring_io(detail::backend& b, ring_op& r, clock::time_point deadline) {
+    detail::op_state& op = r.op;
     if (const int rc = b.start_op(&op); rc < 0) return rc;  // nothing submitted
-    weft::waiter w1;
+    weft::waiter& w1 = r.w1;
     {
         std::lock_guard g(op.mu);
         if (op.done) return op.res;
@@ -79,7 +91,7 @@ int ring_io(detail::backend& b, detail::op_state& op, clock::time_point deadline
     }
     if (pending) {
         b.cancel_op(&op);
-        weft::waiter w2;
+        weft::waiter& w2 = r.w2;
         bool wait2 = false;
         {
             std::lock_guard g(op.mu);
@@ -98,18 +110,109 @@ int ring_io(detail::backend& b, detail::op_state& op, clock::time_point deadline
     return op.res;
 }
 
+// counted is what a call on the blocking pool hands back: a count and an
+// error. The pool's callables capture values only, never the calling frame
+// (V4: on a shared stack that frame belongs to another task meanwhile).
+struct counted {
+    std::size_t n = 0;
+    std::error_code ec;
+};
+
+// read_into() / write_from() are read_at() / write_at() into / from memory
+// that stays put while the task waits (the caller's buffer on a stack of
+// its own, a heap bounce buffer on a shared stack).
+std::size_t read_into(int fd, std::span<std::byte> buf, std::uint64_t offset, std::error_code& ec,
+                      clock::time_point deadline) {
+    if (detail::backend* b = ring_backend()) {
+        weft::detail::stable<ring_op> r;
+        for (;;) {
+            detail::op_state& op = r->op;
+            op.op = detail::op_state::read;
+            op.fd = fd;
+            op.buf = buf.data();
+            op.len = static_cast<std::uint32_t>(std::min(buf.size(), op_max));
+            op.offset = offset;
+            op.done = false;
+            op.res = 0;
+            const int res = ring_io(*b, *r, deadline);
+            if (res >= 0) return static_cast<std::size_t>(res);
+            if (res == -EINTR) continue;
+            ec = {-res, std::system_category()};
+            return 0;
+        }
+    }
+    const counted c = weft::blocking([fd, p = buf.data(), len = buf.size(), offset] {
+        counted r;
+        for (;;) {
+            const ssize_t n = ::pread(fd, p, len, static_cast<off_t>(offset));
+            if (n >= 0) {
+                r.n = static_cast<std::size_t>(n);
+                return r;
+            }
+            if (errno == EINTR) continue;
+            r.ec = errno_code();
+            return r;
+        }
+    });
+    ec = c.ec;
+    return c.n;
+}
+
+std::size_t write_from(int fd, std::span<const std::byte> buf, std::uint64_t offset, std::error_code& ec,
+                       clock::time_point deadline) {
+    if (detail::backend* b = ring_backend()) {
+        weft::detail::stable<ring_op> r;
+        std::size_t done = 0;
+        while (done < buf.size()) {
+            detail::op_state& op = r->op;
+            op.op = detail::op_state::write;
+            op.fd = fd;
+            op.buf = const_cast<std::byte*>(buf.data() + done);
+            op.len = static_cast<std::uint32_t>(std::min(buf.size() - done, op_max));
+            op.offset = offset + done;
+            op.done = false;
+            op.res = 0;
+            const int res = ring_io(*b, *r, deadline);
+            if (res > 0) {
+                done += static_cast<std::size_t>(res);
+                continue;
+            }
+            if (res == -EINTR) continue;
+            ec = res < 0 ? std::error_code(-res, std::system_category()) : std::make_error_code(std::errc::io_error);
+            break;
+        }
+        return done;
+    }
+    const counted c = weft::blocking([fd, p = buf.data(), len = buf.size(), offset] {
+        counted r;
+        while (r.n < len) {
+            const ssize_t n = ::pwrite(fd, p + r.n, len - r.n, static_cast<off_t>(offset + r.n));
+            if (n > 0) {
+                r.n += static_cast<std::size_t>(n);
+                continue;
+            }
+            if (n < 0 && errno == EINTR) continue;
+            r.ec = n < 0 ? errno_code() : std::make_error_code(std::errc::io_error);
+            break;
+        }
+        return r;
+    });
+    ec = c.ec;
+    return c.n;
+}
 
 }  // namespace
 
 file file::open(const std::string& path, int flags, std::error_code& ec, mode_t mode) {
     ec.clear();
-    const int fd = weft::blocking([&] {
+    // The callable holds a copy of the path (V4: not the caller's frame).
+    const auto [fd, err] = weft::blocking([p = path, flags, mode] {
         int r;
-        do r = ::open(path.c_str(), flags | O_CLOEXEC, mode);
+        do r = ::open(p.c_str(), flags | O_CLOEXEC, mode);
         while (r < 0 && errno == EINTR);
-        if (r < 0) ec = errno_code();
-        return r;
+        return std::pair<int, std::error_code>(r, r < 0 ? errno_code() : std::error_code());
     });
+    ec = err;
     return file(fd);
 }
 
@@ -140,31 +243,15 @@ std::size_t file::read_at(std::span<std::byte> buf, std::uint64_t offset, std::e
         ec = std::make_error_code(std::errc::timed_out);
         return 0;
     }
-    const int fd = fd_;
-    if (detail::backend* b = ring_backend()) {
-        for (;;) {
-            detail::op_state op;
-            op.op = detail::op_state::read;
-            op.fd = fd;
-            op.buf = buf.data();
-            op.len = static_cast<std::uint32_t>(std::min(buf.size(), op_max));
-            op.offset = offset;
-            const int res = ring_io(*b, op, deadline);
-            if (res >= 0) return static_cast<std::size_t>(res);
-            if (res == -EINTR) continue;
-            ec = {-res, std::system_category()};
-            return 0;
-        }
+    if (weft::detail::on_shared_stack()) [[unlikely]] {
+        // V4: the kernel or the pool thread fills a heap buffer, copied out
+        // once this task runs again (buf may lie in its saved frame).
+        std::vector<std::byte> bounce(std::min(buf.size(), op_max));
+        const std::size_t n = read_into(fd_, bounce, offset, ec, deadline);
+        std::copy_n(bounce.begin(), n, buf.begin());
+        return n;
     }
-    return weft::blocking([&]() -> std::size_t {
-        for (;;) {
-            const ssize_t n = ::pread(fd, buf.data(), buf.size(), static_cast<off_t>(offset));
-            if (n >= 0) return static_cast<std::size_t>(n);
-            if (errno == EINTR) continue;
-            ec = errno_code();
-            return 0;
-        }
-    });
+    return read_into(fd_, buf, offset, ec, deadline);
 }
 
 std::size_t file::read_at(std::span<std::byte> buf, std::uint64_t offset, clock::time_point deadline) {
@@ -185,41 +272,13 @@ std::size_t file::write_at(std::span<const std::byte> buf, std::uint64_t offset,
         ec = std::make_error_code(std::errc::timed_out);
         return 0;
     }
-    const int fd = fd_;
-    if (detail::backend* b = ring_backend()) {
-        std::size_t done = 0;
-        while (done < buf.size()) {
-            detail::op_state op;
-            op.op = detail::op_state::write;
-            op.fd = fd;
-            op.buf = const_cast<std::byte*>(buf.data() + done);
-            op.len = static_cast<std::uint32_t>(std::min(buf.size() - done, op_max));
-            op.offset = offset + done;
-            const int res = ring_io(*b, op, deadline);
-            if (res > 0) {
-                done += static_cast<std::size_t>(res);
-                continue;
-            }
-            if (res == -EINTR) continue;
-            ec = res < 0 ? std::error_code(-res, std::system_category()) : std::make_error_code(std::errc::io_error);
-            break;
-        }
-        return done;
+    if (weft::detail::on_shared_stack()) [[unlikely]] {
+        // V4: the data goes out of a heap copy (buf may lie in the saved
+        // frame of this task while it waits).
+        const std::vector<std::byte> bounce(buf.begin(), buf.end());
+        return write_from(fd_, bounce, offset, ec, deadline);
     }
-    return weft::blocking([&]() -> std::size_t {
-        std::size_t done = 0;
-        while (done < buf.size()) {
-            const ssize_t n = ::pwrite(fd, buf.data() + done, buf.size() - done, static_cast<off_t>(offset + done));
-            if (n > 0) {
-                done += static_cast<std::size_t>(n);
-                continue;
-            }
-            if (n < 0 && errno == EINTR) continue;
-            ec = n < 0 ? errno_code() : std::make_error_code(std::errc::io_error);
-            break;
-        }
-        return done;
-    });
+    return write_from(fd_, buf, offset, ec, deadline);
 }
 
 std::size_t file::write_at(std::span<const std::byte> buf, std::uint64_t offset, clock::time_point deadline) {

@@ -288,9 +288,9 @@ reactor* reactor_of(weft::detail::runtime_core* c) {
 std::uint64_t ops_completed(weft::detail::runtime_core* c) { return reactor_of(c)->get_backend().ops_completed(); }
 
 std::error_code wait(registration* r, std::uint32_t seq, int dir, clock::time_point deadline) {
-    weft::waiter w;
-    wait_node node;
-    node.w = &w;
+    weft::detail::stable<weft::one_wait> st;  // V4
+    weft::waiter& w = st->w;
+    wait_node& node = st->n;
     {
         std::lock_guard g(r->mu);
         if (r->closed || r->seq != seq) return std::make_error_code(std::errc::operation_canceled);

@@ -274,8 +274,10 @@ std::vector<endpoint> resolve(std::string_view host, std::string_view service, s
     ec.clear();
     // getaddrinfo wants NUL-terminated strings; the copies also keep the
     // views' targets out of the blocking thread's hands.
-    const std::string h(host), s(service);
-    return weft::blocking([&]() -> std::vector<endpoint> {
+    // The callable holds its own copies (V4: never the caller's frame) and
+    // hands the error back with the result.
+    using found = std::pair<std::vector<endpoint>, std::error_code>;
+    found f = weft::blocking([h = std::string(host), s = std::string(service)]() -> found {
         addrinfo hints{};
         hints.ai_family = AF_UNSPEC;
         hints.ai_socktype = SOCK_STREAM;
@@ -283,10 +285,7 @@ std::vector<endpoint> resolve(std::string_view host, std::string_view service, s
         // would make "localhost" unresolvable.
         addrinfo* res = nullptr;
         const int r = ::getaddrinfo(h.empty() ? nullptr : h.c_str(), s.empty() ? nullptr : s.c_str(), &hints, &res);
-        if (r != 0) {
-            ec = r == EAI_SYSTEM ? errno_code() : std::error_code(r, resolve_cat());
-            return {};
-        }
+        if (r != 0) return {{}, r == EAI_SYSTEM ? errno_code() : std::error_code(r, resolve_cat())};
         std::vector<endpoint> out;
         try {
             for (const addrinfo* p = res; p; p = p->ai_next)
@@ -296,8 +295,10 @@ std::vector<endpoint> resolve(std::string_view host, std::string_view service, s
             throw;
         }
         ::freeaddrinfo(res);
-        return out;
+        return {std::move(out), {}};
     });
+    ec = f.second;
+    return std::move(f.first);
 }
 
 std::vector<endpoint> resolve(std::string_view host, std::string_view service) {

@@ -1746,6 +1746,13 @@ void run_blocking(blocking_job& job) {
     (void)park(t);
 }
 
+void blocking_on_shared_stack() {
+    throw task_error(task_errc::bad_option,
+                     "weft::blocking() from a copy-stack task with a callable that can be neither copied nor "
+                     "moved: it would run on another thread while the task's frames are saved elsewhere "
+                     "(docs/runtime.md, \"What a copy-stack task may point at\")");
+}
+
 }  // namespace weft::detail
 
 namespace weft {

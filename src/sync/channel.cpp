@@ -94,7 +94,10 @@ int select_engine(select_entry* es, std::size_t n, const std::chrono::steady_clo
     }
     // Nothing is ready: wait on every case. All the locks are held, so no
     // case can complete between the poll above and the links below (K5).
-    waiter w;
+    // V4: the waiter, like the entries' nodes (select() places them), is
+    // off a shared stack.
+    stable<waiter> held;
+    waiter& w = *held;
     w.arm();
     for (std::uint32_t i : poll_order) {
         es[i].node.w = &w;

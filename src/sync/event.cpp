@@ -82,14 +82,13 @@ void event::reset() noexcept {
 }
 
 bool event::wait_slow(const clock::time_point* deadline) {
-    waiter w;
-    wait_node n{.w = &w};
+    detail::stable<one_wait> s;  // V4
     spin_.lock();
     if (set_.load(std::memory_order_acquire)) {  // E1
         spin_.unlock();
         return true;
     }
-    return finish(park(spin_, queue_, n, deadline));
+    return finish(park(spin_, queue_, s->n, deadline));
 }
 
 // ---- latch ---------------------------------------------------------------------
@@ -112,14 +111,13 @@ void latch::count_down(std::ptrdiff_t n) {
 }
 
 bool latch::wait_slow(const clock::time_point* deadline) {
-    waiter w;
-    wait_node n{.w = &w};
+    detail::stable<one_wait> s;  // V4
     spin_.lock();
     if (count_.load(std::memory_order_acquire) == 0) {  // L1
         spin_.unlock();
         return true;
     }
-    return finish(park(spin_, queue_, n, deadline));
+    return finish(park(spin_, queue_, s->n, deadline));
 }
 
 // ---- wait_group ----------------------------------------------------------------
@@ -138,14 +136,13 @@ void wait_group::add(std::ptrdiff_t n) {
 }
 
 bool wait_group::wait_slow(const clock::time_point* deadline) {
-    waiter w;
-    wait_node n{.w = &w};
+    detail::stable<one_wait> s;  // V4
     spin_.lock();
     if (count_.load(std::memory_order_acquire) == 0) {  // G1
         spin_.unlock();
         return true;
     }
-    return finish(park(spin_, queue_, n, deadline));
+    return finish(park(spin_, queue_, s->n, deadline));
 }
 
 // ---- barrier -------------------------------------------------------------------
@@ -168,8 +165,7 @@ wait_node* barrier::complete_phase() noexcept {
 }
 
 bool barrier::arrive_wait(const clock::time_point* deadline) {
-    waiter w;
-    wait_node n{.w = &w};
+    detail::stable<one_wait> s;  // V4
     spin_.lock();
     if (++arrived_ >= expected_) {
         wait_node* woken = complete_phase();
@@ -178,13 +174,13 @@ bool barrier::arrive_wait(const clock::time_point* deadline) {
         return true;
     }
     const std::uint64_t phase = phase_;
-    w.arm();
-    queue_.push_back(&n);
+    s->w.arm();
+    queue_.push_back(&s->n);
     spin_.unlock();
-    const waiter::outcome o = w.wait(deadline);
+    const waiter::outcome o = s->w.wait(deadline);
     if (o == waiter::outcome::notified) return true;
     spin_.lock();
-    queue_.remove(&n);  // V3
+    queue_.remove(&s->n);  // V3
     // B2: the phase may have completed after we timed out or were canceled
     // (complete_phase() then dropped our node); our arrival counted there.
     const bool withdrawn = phase_ == phase;

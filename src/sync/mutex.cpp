@@ -74,9 +74,15 @@ void wake_list(wait_node* n) noexcept {
 // ---- mutex -------------------------------------------------------------------
 
 bool mutex::lock_slow(const clock::time_point* deadline) {
-    waiter w;
-    wait_node n{.w = &w};
-    clock::time_point since{};  // when this locker first queued; unlock_slow() reads it (starvation mode)
+    // `since`: when this locker first queued; unlock_slow() reads it
+    // through the node's slot (starvation mode). Off a shared stack (V4).
+    struct locker : one_wait {
+        clock::time_point since{};
+    };
+    detail::stable<locker> l;
+    waiter& w = l->w;
+    wait_node& n = l->n;
+    clock::time_point& since = l->since;
     n.slot = &since;
     bool woken = false;     // M4: woken_bit is ours to clear
     bool starving = false;  // waited more than the threshold
@@ -203,8 +209,9 @@ void shared_mutex::admit_readers(wait_node*& woken) noexcept {
 }
 
 bool shared_mutex::lock_wait(bool exclusive, const clock::time_point* deadline) {
-    waiter w;
-    wait_node n{.w = &w};
+    detail::stable<one_wait> s;  // V4
+    waiter& w = s->w;
+    wait_node& n = s->n;
     wait_queue& q = exclusive ? writers_q_ : readers_q_;
     spin_.lock();
     if (exclusive ? (!writer_ && readers_ == 0) : (!writer_ && writers_q_.empty())) {

@@ -11,8 +11,9 @@ counting_semaphore::counting_semaphore(std::ptrdiff_t initial) : count_(initial)
 }
 
 bool counting_semaphore::acquire_slow(const std::chrono::steady_clock::time_point* deadline) {
-    waiter w;
-    wait_node n{.w = &w};
+    detail::stable<one_wait> s;  // V4
+    waiter& w = s->w;
+    wait_node& n = s->n;
     spin_.lock();
     // P2: count_ cannot grow while we hold spin_, so a 0 seen here stays 0
     // until release() has seen our node.

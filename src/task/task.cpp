@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "weft/detail/support.hpp"
+#include "weft/waiter.hpp"
 
 namespace weft {
 
@@ -216,7 +217,8 @@ void request_cancel(task_record* t, wait_status why) noexcept {
 
 bool wait_finished(task_record* x, const std::chrono::steady_clock::time_point* deadline) {
     if (x->finished.load(std::memory_order_acquire)) return true;
-    join_waiter n;
+    stable<join_waiter> held;  // V4 (weft/waiter.hpp): complete() writes it while we wait
+    join_waiter& n = *held;
     if (task_record* me = current_task()) {
         need_stack(me);
         n.task = me;

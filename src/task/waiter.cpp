@@ -9,9 +9,65 @@
 
 #include "weft/waiter.hpp"
 
+#include <cstring>
+#include <string>
+
 #include "weft/detail/support.hpp"
 
 namespace weft {
+
+namespace detail {
+
+namespace {
+
+// shared_range() is the shared stack the calling code runs on, if any.
+bool shared_range(const std::byte*& lo, const std::byte*& hi) noexcept {
+    const fiber_record* f = this_thread_state()->current;
+    if (!f || !f->copy_mode || !f->copy || !f->copy->slot) return false;
+    const stack_view& v = f->copy->slot->stack;
+    lo = static_cast<const std::byte*>(v.base);
+    hi = lo + v.size;
+    return true;
+}
+
+[[noreturn]] void off_stack_failure(const char* what, const char* detail) noexcept {
+    const task_record* t = current_task();
+    const std::string who =
+        t ? describe_named("task", t->name, t) : describe(this_thread_state()->current);
+    const std::string msg = "weft: " + std::string(what) + " of " + who + " " + detail + "\n";
+    fatal_message(msg.c_str());
+}
+
+}  // namespace
+
+void check_off_shared_stack(const void* p, const char* what) noexcept {
+    const std::byte *lo, *hi;
+    if (!shared_range(lo, hi)) return;
+    const auto* a = static_cast<const std::byte*>(p);
+    if (a < lo || a >= hi) return;
+    off_stack_failure(what,
+                      "lies on the shared stack it runs on; it would be overwritten while the task is suspended "
+                      "(V4 in weft/waiter.hpp: hold it in a detail::stable)");
+}
+
+void check_no_pointer_into_shared_stack(const void* obj, std::size_t n, const char* what) noexcept {
+    const std::byte *lo, *hi;
+    if (!shared_range(lo, hi)) return;
+    // Every aligned word of the object that holds an address in the stack:
+    // a reference or pointer capture of a local of the suspended task.
+    const auto* b = static_cast<const unsigned char*>(obj);
+    for (std::size_t i = 0; i + sizeof(std::uintptr_t) <= n; i += alignof(std::uintptr_t)) {
+        std::uintptr_t v;
+        std::memcpy(&v, b + i, sizeof v);
+        if (v >= reinterpret_cast<std::uintptr_t>(lo) && v < reinterpret_cast<std::uintptr_t>(hi))
+            off_stack_failure(what,
+                              "holds a pointer into the shared stack the task runs on; another thread would use it "
+                              "while the task's frames are saved elsewhere (capture by value: docs/runtime.md, "
+                              "\"What a copy-stack task may point at\")");
+    }
+}
+
+}  // namespace detail
 
 namespace {
 
@@ -24,6 +80,9 @@ waiter::waiter() : task_(detail::current_task()) { detail::need_stack(task_); }
 waiter::waiter(detail::stackless_tag) noexcept : task_(detail::current_task()) {}
 
 void waiter::arm(bool cancellable) noexcept {
+#ifndef NDEBUG
+    detail::check_off_shared_stack(this, "a waiter");  // V4
+#endif
     fired = -1;
     code = 0;
     if (task_)

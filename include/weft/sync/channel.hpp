@@ -80,6 +80,18 @@ struct recv_result {
 
 namespace detail {
 
+// give_back() returns a value held off a shared stack (V4) to the caller's
+// object it was moved from, when it was not delivered.
+template <class T>
+void give_back(T& to, T& held) {
+    if constexpr (std::is_move_assignable_v<T>) {
+        to = std::move(held);
+    } else {
+        std::destroy_at(&to);
+        std::construct_at(&to, std::move(held));
+    }
+}
+
 // select_hooks is how the non-template select engine (src/sync/channel.cpp)
 // calls one case of a select; all three run with the case's channel locked.
 struct select_hooks {
@@ -392,16 +404,27 @@ private:
             if (wake) wake->wake();
             return s;
         }
-        waiter w;
-        wait_node n;
-        n.w = &w;
+        // V4: on a shared stack the receiver cannot reach v in this frame
+        // while we are suspended: it takes the value from `held`, and a
+        // value not taken goes back to v (K3: nothing handed over is lost).
+        struct sending : one_wait {
+            std::optional<T> held;
+        };
+        detail::stable<sending> st;
+        waiter& w = st->w;
+        wait_node& n = st->n;
         n.slot = &v;
+        if (st.off_frame()) {
+            st->held.emplace(std::move(v));
+            n.slot = &*st->held;
+        }
         w.arm();
         senders_.push_back(&n);
         g.unlock();
         const waiter::outcome o = w.wait(deadline);
-        if (o == waiter::outcome::notified)
-            return w.code == detail::code_ok ? channel_status::ok : channel_status::closed;
+        const bool taken = o == waiter::outcome::notified && w.code == detail::code_ok;
+        if (!taken && st->held) detail::give_back(v, *st->held);
+        if (o == waiter::outcome::notified) return taken ? channel_status::ok : channel_status::closed;
         g.lock();
         senders_.remove(&n);  // V3; v was not taken (K3)
         g.unlock();
@@ -419,16 +442,21 @@ private:
             if (wake) wake->wake();
             return r;
         }
-        waiter w;
-        wait_node n;
-        n.w = &w;
-        n.slot = &r.value;
+        // V4: the sender writes into `got`, off a shared stack.
+        struct receiving : one_wait {
+            std::optional<T> got;
+        };
+        detail::stable<receiving> st;
+        waiter& w = st->w;
+        wait_node& n = st->n;
+        n.slot = st.off_frame() ? &st->got : &r.value;
         w.arm();
         receivers_.push_back(&n);
         g.unlock();
         const waiter::outcome o = w.wait(deadline);
         if (o == waiter::outcome::notified) {
             r.status = w.code == detail::code_ok ? channel_status::ok : channel_status::closed;
+            if (st.off_frame() && st->got) r.value.emplace(std::move(*st->got));
             return r;
         }
         g.lock();
@@ -491,8 +519,19 @@ struct send_case {
     std::optional<T> own;  // a temporary handed to on_send()
     F action;
     bool closed = false;
+    T* lent = nullptr;     // held off a shared stack (V4): the caller's object `own` came from
 
     T& value() noexcept { return src ? *src : *own; }
+    // hold() moves the caller's object into the case (V4: a select on a
+    // shared stack); settle() gives it back unless it was sent (K3).
+    void hold() {
+        if (!src) return;
+        own.emplace(std::move(*src));
+        lent = std::exchange(src, nullptr);
+    }
+    void settle(bool sent) {
+        if (lent && !sent) detail::give_back(*lent, *own);
+    }
     static bool poll(void* c, waiter*& wake) {
         auto* self = static_cast<send_case*>(c);
         const channel_status s = self->ch->send_now(self->value(), wake);
@@ -608,6 +647,66 @@ void finish_case(C& c, int result, int code) {
 // once (K5, V1). Throws: channel_closed if a chosen send case's channel is
 // closed; forced_unwind if the waiting task is canceled. (A select without
 // cases does not compile.)
+namespace detail {
+template <class C>
+inline constexpr bool is_send_case = false;
+template <class T, class F>
+inline constexpr bool is_send_case<send_case<T, F>> = true;
+
+// select_over() is select() over the cases in `all` (a tuple of cases or of
+// references to them) with its entries in `es`.
+template <class Tuple, std::size_t N>
+std::size_t select_over(Tuple& all, std::array<select_entry, N>& es) {
+    constexpr std::size_t n = N;
+    const std::chrono::steady_clock::time_point* deadline = nullptr;
+    bool has_default = false;
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+        (fill_entry(std::get<I>(all), es[I], deadline, has_default), ...);
+    }(std::make_index_sequence<n>{});
+    int code = code_ok;
+    std::array<std::uint32_t, n> order;
+    std::array<spin_lock*, n> locks;
+    int r = select_engine(es.data(), n, deadline, has_default, code, {order.data(), locks.data()});
+    std::size_t chosen = 0;
+    if (r >= 0) {
+        chosen = static_cast<std::size_t>(r);
+    } else {
+        const int want = r == select_default ? 2 : 1;
+        [&]<std::size_t... I>(std::index_sequence<I...>) {
+            ((case_kind<std::remove_cvref_t<std::tuple_element_t<I, Tuple>>>::value == want ? (chosen = I, 0) : 0),
+             ...);
+        }(std::make_index_sequence<n>{});
+    }
+    // A send case's value held off a shared stack goes back to the caller
+    // unless it was sent (before finish(), which may throw channel_closed).
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+        (([&] {
+             using K = std::remove_cvref_t<std::tuple_element_t<I, Tuple>>;
+             if constexpr (is_send_case<K>) {
+                 auto& c = std::get<I>(all);
+                 c.settle(r >= 0 && I == chosen && !c.closed && code != code_closed);
+             }
+         }()),
+         ...);
+    }(std::make_index_sequence<n>{});
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+        ((I == chosen ? (finish_case(std::get<I>(all), r, code), 0) : 0), ...);
+    }(std::make_index_sequence<n>{});
+    return chosen;
+}
+
+// held_select is a select's cases and entries in a heap block, for a select
+// on a shared stack (V4): wakers write the cases' slots and read their
+// values while the caller is suspended.
+template <class... C>
+struct held_select {
+    std::tuple<C...> cases;
+    std::array<select_entry, sizeof...(C)> es{};
+    template <class... A>
+    explicit held_select(A&&... a) : cases(std::forward<A>(a)...) {}
+};
+}  // namespace detail
+
 template <class... C>
 std::size_t select(C&&... cases) {
     constexpr std::size_t n = sizeof...(C);
@@ -616,30 +715,21 @@ std::size_t select(C&&... cases) {
                   "weft::select takes at most one timeout case");
     static_assert((0 + ... + (detail::case_kind<std::remove_cvref_t<C>>::value == 2)) <= 1,
                   "weft::select takes at most one default case");
-    std::array<detail::select_entry, n> es{};
-    const std::chrono::steady_clock::time_point* deadline = nullptr;
-    bool has_default = false;
-    auto all = std::forward_as_tuple(cases...);
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-        (detail::fill_entry(std::get<I>(all), es[I], deadline, has_default), ...);
-    }(std::make_index_sequence<n>{});
-    int code = detail::code_ok;
-    std::array<std::uint32_t, n> order;
-    std::array<spin_lock*, n> locks;
-    int r = detail::select_engine(es.data(), n, deadline, has_default, code, {order.data(), locks.data()});
-    std::size_t chosen = 0;
-    if (r >= 0) {
-        chosen = static_cast<std::size_t>(r);
-    } else {
-        const int want = r == detail::select_default ? 2 : 1;
+    if (detail::on_shared_stack()) [[unlikely]] {
+        // V4: the cases (moved in; a send case's lvalue is lent and given
+        // back unless sent) and the entries' nodes live off the frame.
+        auto held = std::make_unique<detail::held_select<std::remove_cvref_t<C>...>>(std::move(cases)...);
         [&]<std::size_t... I>(std::index_sequence<I...>) {
-            ((detail::case_kind<std::remove_cvref_t<C>>::value == want ? (chosen = I, 0) : 0), ...);
+            (([&] {
+                 if constexpr (detail::is_send_case<std::remove_cvref_t<C>>) std::get<I>(held->cases).hold();
+             }()),
+             ...);
         }(std::make_index_sequence<n>{});
+        return detail::select_over(held->cases, held->es);
     }
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-        ((I == chosen ? (detail::finish_case(std::get<I>(all), r, code), 0) : 0), ...);
-    }(std::make_index_sequence<n>{});
-    return chosen;
+    std::array<detail::select_entry, n> es{};
+    auto all = std::forward_as_tuple(cases...);
+    return detail::select_over(all, es);
 }
 
 }  // namespace weft

@@ -98,8 +98,9 @@ public:
 private:
     template <class Lock>
     std::cv_status wait_impl(Lock& lk, const std::chrono::steady_clock::time_point* deadline) {
-        waiter w;
-        wait_node n{.w = &w};
+        detail::stable<one_wait> s;  // V4
+        waiter& w = s->w;
+        wait_node& n = s->n;
         enqueue(&n);  // CV1: before lk is released
         try {
             lk.unlock();

@@ -1,0 +1,341 @@
+// copy_stack_wait_test.cpp: every way a task can wait, from copy-stack
+// tasks, more of them than a worker's shared-stack pool has stacks, so that
+// each waiting task's bytes are saved while another runs where its frames
+// were (V4 in weft/waiter.hpp). Before V4 a waiter and its nodes lived in
+// the waiting frame and the next task of that stack overwrote them: set()
+// spun forever on a node that looked unlinked, values went into other
+// tasks' frames. Each task also keeps a frame-local pattern across its wait,
+// so a wait that lets anybody write into a suspended task's frame fails
+// here too. Workers 0, 1, 2, 4; leak-checked.
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstring>
+#include <shared_mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sync_test_support.hpp"
+#include "weft/async.hpp"
+#include "weft/io/handle.hpp"
+#include "weft/sync/channel.hpp"
+#include "weft/sync/condition_variable.hpp"
+#include "weft/sync/event.hpp"
+#include "weft/sync/mutex.hpp"
+#include "weft/sync/semaphore.hpp"
+
+namespace weft::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+// More tasks than the 4 shared stacks of a worker's pool (the default).
+constexpr int tasks = 13;
+const spawn_options on_copy_stack{.copy_stack = true};
+
+// frame is a pattern a task keeps on its stack across a wait: intact()
+// says whether nobody wrote into the frame meanwhile.
+struct frame {
+    std::array<unsigned char, 200> bytes;
+    explicit frame(int i) { bytes.fill(static_cast<unsigned char>(i * 7 + 1)); }
+    [[nodiscard]] bool intact(int i) const {
+        for (unsigned char b : bytes)
+            if (b != static_cast<unsigned char>(i * 7 + 1)) return false;
+        return true;
+    }
+};
+
+// spawn_all() spawns `tasks` copy-stack tasks running wait(i), each
+// returning wait(i)'s result, or -1000 if its frame was written meanwhile.
+template <class Wait>
+std::vector<join_handle<int>> spawn_all(weft::runtime& rt, Wait& wait) {
+    std::vector<join_handle<int>> hs;
+    for (int i = 0; i < tasks; ++i)
+        hs.push_back(rt.spawn(
+            [i, &wait] {
+                frame f(i);
+                const int r = wait(i);
+                return f.intact(i) ? r : -1000;
+            },
+            on_copy_stack));
+    return hs;
+}
+
+void all_parked(const std::vector<join_handle<int>>& hs) {
+    for (const auto& h : hs) ASSERT_TRUE(parked(h));
+}
+
+// joined() joins every handle and returns the results, in order.
+std::vector<int> joined(std::vector<join_handle<int>>& hs) {
+    std::vector<int> rs;
+    for (auto& h : hs) rs.push_back(h.join());
+    return rs;
+}
+
+std::vector<int> indices(int offset = 0) {
+    std::vector<int> v;
+    for (int i = 0; i < tasks; ++i) v.push_back(i + offset);
+    return v;
+}
+
+class copy_stack_wait_test : public sync_fixture {};
+
+TEST_P(copy_stack_wait_test, event_set_wakes_every_copy_stack_waiter) {
+    weft::runtime rt(options());
+    driver d(rt);
+    weft::event e;
+    auto wait = [&](int i) {
+        e.wait();
+        return i;
+    };
+    auto hs = spawn_all(rt, wait);
+    all_parked(hs);
+    e.set();
+    EXPECT_EQ(joined(hs), indices());
+}
+
+TEST_P(copy_stack_wait_test, latch_wait_group_and_barrier_release_copy_stack_waiters) {
+    weft::runtime rt(options());
+    driver d(rt);
+    weft::latch l(1);
+    weft::wait_group wg;
+    wg.add(1);
+    weft::barrier b(tasks);
+    auto wait = [&](int i) {
+        l.wait();
+        wg.wait();
+        b.arrive_and_wait();
+        return i;
+    };
+    auto hs = spawn_all(rt, wait);
+    all_parked(hs);
+    l.count_down();
+    all_parked(hs);
+    wg.done();
+    EXPECT_EQ(joined(hs), indices());
+}
+
+TEST_P(copy_stack_wait_test, mutex_and_shared_mutex_hand_over_to_copy_stack_lockers) {
+    weft::runtime rt(options());
+    driver d(rt);
+    weft::mutex m;
+    weft::shared_mutex sm;
+    int counter = 0;
+    m.lock();
+    sm.lock();
+    auto wait = [&](int i) {
+        {
+            std::lock_guard g(m);
+            ++counter;
+        }
+        if (i % 2) {
+            std::shared_lock g(sm);
+        } else {
+            std::lock_guard g(sm);
+        }
+        return i;
+    };
+    auto hs = spawn_all(rt, wait);
+    all_parked(hs);
+    m.unlock();
+    sm.unlock();
+    EXPECT_EQ(joined(hs), indices());
+    EXPECT_EQ(counter, tasks);
+}
+
+TEST_P(copy_stack_wait_test, condition_variable_and_semaphore_wake_copy_stack_waiters) {
+    weft::runtime rt(options());
+    driver d(rt);
+    weft::mutex m;
+    weft::condition_variable cv;
+    bool go = false;
+    weft::counting_semaphore sem(0);
+    auto wait = [&](int i) {
+        {
+            std::unique_lock lk(m);
+            cv.wait(lk, [&] { return go; });
+        }
+        sem.acquire();
+        return i;
+    };
+    auto hs = spawn_all(rt, wait);
+    all_parked(hs);
+    {
+        std::lock_guard g(m);
+        go = true;
+    }
+    cv.notify_all();
+    all_parked(hs);
+    sem.release(tasks);
+    EXPECT_EQ(joined(hs), indices());
+}
+
+// A value big enough to live on the heap, so a torn or misplaced hand-over
+// shows as a wrong or corrupted string.
+std::string payload(int i) { return "value " + std::to_string(i) + std::string(40, static_cast<char>('a' + i % 26)); }
+
+TEST_P(copy_stack_wait_test, rendezvous_channel_delivers_to_and_from_copy_stack_tasks) {
+    weft::runtime rt(options());
+    driver d(rt);
+    weft::channel<std::string> to_tasks(0), from_tasks(0);
+    auto wait = [&](int) {
+        std::optional<std::string> got = to_tasks.recv();
+        if (!got) return -1;
+        const int k = std::stoi(got->substr(6));
+        if (*got != payload(k)) return -2;
+        from_tasks.send(payload(k + 100));
+        return k;
+    };
+    auto hs = spawn_all(rt, wait);
+    all_parked(hs);
+    for (int i = 0; i < tasks; ++i) to_tasks.send(payload(i));
+    std::vector<int> back;
+    for (int i = 0; i < tasks; ++i) {
+        std::optional<std::string> v = from_tasks.recv();
+        ASSERT_TRUE(v);
+        const int k = std::stoi(v->substr(6));
+        EXPECT_EQ(*v, payload(k));
+        back.push_back(k - 100);
+    }
+    std::vector<int> rs = joined(hs);
+    std::sort(rs.begin(), rs.end());
+    std::sort(back.begin(), back.end());
+    EXPECT_EQ(rs, indices());
+    EXPECT_EQ(back, indices());
+}
+
+TEST_P(copy_stack_wait_test, a_send_that_times_out_on_a_copy_stack_keeps_its_value) {
+    weft::runtime rt(options());
+    driver d(rt);
+    weft::channel<std::string> ch(0);
+    auto wait = [&](int i) {
+        std::string v = payload(i);
+        const channel_status s = ch.send_until(std::move(v), sync_clock::now() + 20ms);
+        return s == channel_status::timeout && v == payload(i) ? i : -1;
+    };
+    auto hs = spawn_all(rt, wait);
+    EXPECT_EQ(joined(hs), indices());
+}
+
+TEST_P(copy_stack_wait_test, select_on_copy_stack_tasks_completes_one_case_each) {
+    weft::runtime rt(options());
+    driver d(rt);
+    weft::channel<std::string> in(0), out(0);
+    auto wait = [&](int i) {
+        bool sent = false, received = false;
+        std::string mine = payload(i);
+        for (int round = 0; round < 2; ++round) {
+            const std::size_t k = weft::select(weft::on_recv(in,
+                                                             [&](std::optional<std::string> v) {
+                                                                 received = v && *v == payload(std::stoi(v->substr(6)));
+                                                             }),
+                                               weft::on_send(out, mine));
+            if (k == 1) sent = true;                              // `mine` was moved from
+            if (k == 0 && !sent && mine != payload(i)) return -4;  // not sent: kept whole
+        }
+        return sent && received ? i : -1;
+    };
+    auto hs = spawn_all(rt, wait);
+    all_parked(hs);
+    // Every task sends first (nobody sends to `in` yet), then receives.
+    std::vector<int> got;
+    for (int i = 0; i < tasks; ++i) {
+        std::optional<std::string> v = out.recv();
+        ASSERT_TRUE(v);
+        const int k = std::stoi(v->substr(6));
+        EXPECT_EQ(*v, payload(k));
+        got.push_back(k);
+    }
+    std::sort(got.begin(), got.end());
+    EXPECT_EQ(got, indices());
+    for (int i = 0; i < tasks; ++i) in.send(payload(i + 50));
+    EXPECT_EQ(joined(hs), indices());
+}
+
+TEST_P(copy_stack_wait_test, copy_stack_tasks_join_sleep_and_wait_for_blocking_calls) {
+    weft::runtime rt(options());
+    driver d(rt);
+    weft::event gate;
+    auto target = rt.spawn([&] { gate.wait(); return 7; });
+    std::atomic<int> joined_ok{0};
+    auto wait = [&](int i) {
+        this_task::sleep_for(1ms);
+        const int b = weft::blocking([i] {
+            std::this_thread::sleep_for(1ms);
+            return i * 3;
+        });
+        if (b != i * 3) return -1;
+        return i;
+    };
+    auto hs = spawn_all(rt, wait);
+    std::vector<join_handle<int>> joiners;
+    for (int i = 0; i < tasks; ++i)
+        joiners.push_back(rt.spawn(
+            [&, i] {
+                frame f(i);
+                auto h = rt.spawn([&] { return 1; });
+                const int v = h.join();
+                if (!f.intact(i) || v != 1) return -1;
+                joined_ok.fetch_add(1);
+                return i;
+            },
+            on_copy_stack));
+    EXPECT_EQ(joined(hs), indices());
+    EXPECT_EQ(joined(joiners), indices());
+    EXPECT_EQ(joined_ok.load(), tasks);
+    gate.set();
+    EXPECT_EQ(target.join(), 7);
+}
+
+TEST_P(copy_stack_wait_test, copy_stack_tasks_wait_for_io_and_for_an_awaiter) {
+    weft::runtime rt(options());
+    driver d(rt);
+    std::vector<std::array<int, 2>> pipes(tasks);
+    for (auto& p : pipes) ASSERT_EQ(::pipe(p.data()), 0);
+    std::vector<io::handle> readers;
+    for (auto& p : pipes) readers.emplace_back(p[0]);
+    weft::event e;
+    auto wait = [&](int i) {
+        std::byte b[1];
+        const std::size_t n = readers[static_cast<std::size_t>(i)].read_some(b);
+        if (n != 1 || static_cast<int>(b[0]) != i) return -1;
+        // An awaiter that weft knows nothing of, completed from a thread.
+        struct later {
+            weft::event* e;
+            std::thread* th = nullptr;
+            bool await_ready() const noexcept { return false; }
+            void await_suspend(std::coroutine_handle<> h) {
+                th = new std::thread([h, ev = e] {
+                    ev->wait();
+                    h.resume();
+                });
+            }
+            int await_resume() {
+                th->join();
+                delete th;
+                return 5;
+            }
+        };
+        if (weft::await(later{&e}) != 5) return -2;
+        return i;
+    };
+    auto hs = spawn_all(rt, wait);
+    all_parked(hs);
+    for (int i = 0; i < tasks; ++i) {
+        const auto b = static_cast<unsigned char>(i);
+        ASSERT_EQ(::write(pipes[static_cast<std::size_t>(i)][1], &b, 1), 1);
+    }
+    all_parked(hs);
+    e.set();
+    EXPECT_EQ(joined(hs), indices());
+    for (auto& p : pipes) ::close(p[1]);
+}
+
+INSTANTIATE_TEST_SUITE_P(workers, copy_stack_wait_test, worker_counts(), worker_param_name);
+
+}  // namespace
+}  // namespace weft::test
