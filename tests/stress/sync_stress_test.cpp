@@ -92,5 +92,47 @@ TEST_F(sync_stress_test, condition_variable_ping_pong) {
     EXPECT_EQ(turn, 2 * rounds);
 }
 
+// The shape of the reported copy-stack hang, at scale: many tasks wait on
+// one event, the spawning task sets it, on a runtime driven by the calling
+// thread and on one with workers; default stacks (guarded, then slab past
+// the mapping budget) and copy stacks (13x more tasks than shared stacks).
+// Each round checks every task woke. WEFT_STRESS_SYNC scales the rounds;
+// scripts/soak raises it.
+void many_waiters_on_one_event(unsigned workers, bool copy_stack, int tasks, long rounds) {
+    weft::runtime rt({.workers = workers});
+    for (long r = 0; r < rounds; ++r) {
+        const int woke = rt.block_on([&] {
+            weft::event e;
+            std::atomic<int> n{0};
+            std::vector<join_handle<void>> hs;
+            hs.reserve(static_cast<std::size_t>(tasks));
+            for (int i = 0; i < tasks; ++i)
+                hs.push_back(weft::spawn(
+                    [&] {
+                        e.wait();
+                        n.fetch_add(1, std::memory_order_relaxed);
+                    },
+                    {.copy_stack = copy_stack}));
+            this_task::yield();
+            e.set();
+            for (auto& h : hs) h.join();
+            return n.load();
+        });
+        ASSERT_EQ(woke, tasks) << "round " << r;
+    }
+}
+
+TEST_F(sync_stress_test, many_default_stack_tasks_wait_on_one_event) {
+    const long rounds = static_cast<long>(count(3, 1));
+    const int tasks = under_user_mode_emulator() || sanitized ? 5000 : 100000;
+    for (unsigned w : {0u, 2u}) many_waiters_on_one_event(w, false, tasks, rounds);
+}
+
+TEST_F(sync_stress_test, many_copy_stack_tasks_wait_on_one_event) {
+    const long rounds = static_cast<long>(count(3, 1));
+    const int tasks = under_user_mode_emulator() || sanitized ? 2000 : 20000;
+    for (unsigned w : {0u, 2u}) many_waiters_on_one_event(w, true, tasks, rounds);
+}
+
 }  // namespace
 }  // namespace weft::test
