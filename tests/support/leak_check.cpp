@@ -15,7 +15,17 @@
 
 namespace {
 thread_local std::uint64_t g_new_calls = 0;
+thread_local std::uint64_t g_fail_countdown = 0;  // 0: disarmed
+thread_local bool g_fail_fired = false;
+
+// injected_failure() counts one operator new call against an armed failure
+// and says whether this is the call that fails.
+[[maybe_unused]] bool injected_failure() noexcept {
+    if (g_fail_countdown == 0 || --g_fail_countdown != 0) return false;
+    g_fail_fired = true;
+    return true;
 }
+}  // namespace
 
 #if WEFT_TSAN
 // ThreadSanitizer's runtime defines operator new itself; count every heap
@@ -28,11 +38,13 @@ const int hooks_installed = __sanitizer_install_malloc_and_free_hooks(&count_mal
 #else
 void* operator new(std::size_t n) {
     ++g_new_calls;
+    if (injected_failure()) throw std::bad_alloc();
     if (void* p = std::malloc(n ? n : 1)) return p;
     throw std::bad_alloc();
 }
 void* operator new[](std::size_t n) {
     ++g_new_calls;
+    if (injected_failure()) throw std::bad_alloc();
     if (void* p = std::malloc(n ? n : 1)) return p;
     throw std::bad_alloc();
 }
@@ -45,6 +57,27 @@ void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
 namespace weft::test {
 
 std::uint64_t new_calls() noexcept { return g_new_calls; }
+
+void fail_new_at(std::uint64_t n) noexcept {
+    g_fail_countdown = n;
+    g_fail_fired = false;
+}
+
+bool new_failure_fired() noexcept { return g_fail_fired; }
+
+bool new_failures_can_be_injected() {
+    fail_new_at(1);
+    bool failed = false;
+    try {
+        // A direct call: a new-expression's allocation may be elided.
+        void* volatile p = ::operator new(16);
+        ::operator delete(p);
+    } catch (const std::bad_alloc&) {
+        failed = true;
+    }
+    fail_new_at(0);
+    return failed;
+}
 
 void leak_checked::SetUp() {
     coroutines_ = stats::live_coroutines();

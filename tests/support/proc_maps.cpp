@@ -2,12 +2,20 @@
 
 #include "support/proc_maps.hpp"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <fstream>
 #include <sstream>
+
+#include "weft/version.hpp"
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#define WEFT_TEST_HAVE_VALGRIND_H 1
+#endif
 
 namespace weft::test {
 
@@ -49,6 +57,84 @@ bool any_page_mapped(std::uintptr_t lo, std::uintptr_t hi) {
         if (::mincore(reinterpret_cast<void*>(p), page, &resident) == 0 || errno != ENOMEM) return true;
     }
     return false;
+}
+
+maps_snapshot::maps_snapshot(std::size_t capacity) { ranges_.reserve(capacity); }
+
+bool maps_snapshot::take() noexcept {
+    ranges_.clear();
+    const int fd = ::open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    char buf[16384];
+    // Each line starts "start-end perms ", start and end in hex.
+    range r;
+    int field = 0;  // 0: start, 1: end, 2: perms, 3: the rest of the line
+    int perm = 0;   // characters of perms seen
+    bool ok = true;
+    for (;;) {
+        const ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) ok = false;
+        if (n <= 0) break;
+        for (ssize_t i = 0; i < n; ++i) {
+            const char c = buf[i];
+            if (c == '\n') {
+                if (ranges_.size() == ranges_.capacity()) ok = false;  // would allocate
+                else if (field >= 2) ranges_.push_back(r);
+                r = range{};
+                field = 0;
+                perm = 0;
+            } else if (field < 2) {
+                if (c == (field == 0 ? '-' : ' ')) {
+                    ++field;
+                    if (field == 2) r.inaccessible = true;  // until a perms character says otherwise
+                } else {
+                    const unsigned digit = c <= '9' ? unsigned(c - '0') : unsigned((c | 0x20) - 'a' + 10);
+                    std::uintptr_t& v = field == 0 ? r.start : r.end;
+                    v = v * 16 + digit;
+                }
+            } else if (field == 2) {
+                if (c == ' ') {
+                    field = 3;
+                } else {
+                    // rwx, then p or s: only the first three say access.
+                    if (perm < 3 && c != '-') r.inaccessible = false;
+                    ++perm;
+                }
+            }
+        }
+    }
+    ::close(fd);
+    return ok;
+}
+
+std::vector<maps_snapshot::range> new_inaccessible(const maps_snapshot& before, const maps_snapshot& after) {
+    std::vector<maps_snapshot::range> old = before.ranges();
+    std::sort(old.begin(), old.end(), [](const auto& a, const auto& b) { return a.start < b.start; });
+    std::vector<maps_snapshot::range> out;
+    for (const maps_snapshot::range& m : after.ranges()) {
+        if (!m.inaccessible) continue;
+        // The parts of [m.start, m.end) that no earlier mapping covered.
+        std::uintptr_t at = m.start;
+        for (const maps_snapshot::range& o : old) {
+            if (o.end <= at) continue;
+            if (o.start >= m.end) break;
+            if (o.start > at) out.push_back({at, o.start, true});
+            at = std::max(at, o.end);
+            if (at >= m.end) break;
+        }
+        if (at < m.end) out.push_back({at, m.end, true});
+    }
+    return out;
+}
+
+bool address_space_shared_with_a_tool() noexcept {
+    if (WEFT_ASAN || WEFT_TSAN) return true;
+#if defined(WEFT_TEST_HAVE_VALGRIND_H)
+    return RUNNING_ON_VALGRIND != 0;
+#else
+    return WEFT_VALGRIND != 0;
+#endif
 }
 
 }  // namespace weft::test

@@ -589,6 +589,62 @@ TEST_P(socket_test, accept_reports_emfile_and_works_again_once_fds_are_free) {
     });
 }
 
+// connect() out of fds: the socket it would open cannot be had, so it
+// reports EMFILE (too_many_files_open), as an error code or as a
+// std::system_error, opens nothing, and connects again once fds are free.
+// Unlike the accept test above it needs no exact fd arithmetic: every filler
+// is closed and the limit restored before the connect that must work.
+TEST_P(socket_test, connect_reports_emfile_and_works_again_once_fds_are_free) {
+    runtime rt(options());
+    rt.block_on([] {
+        auto l = io::tcp_listener::bind(io::endpoint::loopback_v4(0));
+        // Restores the limit and frees the fds however the block is left.
+        struct out_of_fds {
+            rlimit old{};
+            std::vector<int> fillers;
+            bool lowered = false;
+            ~out_of_fds() {
+                for (int fd : fillers) ::close(fd);
+                if (lowered) ::setrlimit(RLIMIT_NOFILE, &old);
+            }
+        };
+        std::error_code first, second;
+        bool opened = true;
+        int dup_errno = 0;
+        {
+            out_of_fds out;
+            ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &out.old), 0);
+            rlimit low = out.old;
+            low.rlim_cur = static_cast<rlim_t>(open_fds() + 8);
+            ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+            out.lowered = true;
+            for (int fd; out.fillers.size() < 4096 && (fd = ::dup(l.native().native_handle())) >= 0;)
+                out.fillers.push_back(fd);
+            dup_errno = errno;
+            auto c = io::tcp_stream::connect(l.local_endpoint(), first, io::after(30s));
+            opened = c.is_open();
+            try {
+                (void)io::tcp_stream::connect(l.local_endpoint(), io::after(30s));
+            } catch (const std::system_error& e) {
+                second = e.code();
+            }
+        }
+        EXPECT_EQ(dup_errno, EMFILE);
+        EXPECT_EQ(first, std::errc::too_many_files_open) << first.message();
+        EXPECT_FALSE(opened);
+        EXPECT_EQ(second, std::errc::too_many_files_open) << second.message();
+        // fds free again: connect works and the connection carries data.
+        std::error_code ec;
+        auto c = io::tcp_stream::connect(l.local_endpoint(), ec, io::after(30s));
+        ASSERT_FALSE(ec) << ec.message();
+        auto s = l.accept(io::after(30s));
+        c.write_all(bytes("again"), io::after(30s));
+        std::array<std::byte, 5> buf{};
+        s.read_exact(buf, io::after(30s));
+        EXPECT_EQ(text(buf), "again");
+    });
+}
+
 INSTANTIATE_TEST_SUITE_P(io, socket_test, io_params(), io_param_name);
 
 // ---- endpoints: no runtime needed ----
