@@ -335,6 +335,47 @@ TEST_P(copy_stack_wait_test, copy_stack_tasks_wait_for_io_and_for_an_awaiter) {
     for (auto& p : pipes) ::close(p[1]);
 }
 
+// Wake, timeout and cancellation racing on copy-stack waiters: each leaves
+// its wait exactly once, through whichever came first, and the queue stays
+// sound for the rest (a waiter that left early unlinks itself from a node
+// that is off the shared stack).
+TEST_P(copy_stack_wait_test, wake_timeout_and_cancel_race_on_copy_stack_waiters) {
+    weft::runtime rt(options());
+    driver d(rt);
+    const int rounds = sanitized ? 5 : 30;
+    for (int round = 0; round < rounds; ++round) {
+        weft::event e;
+        weft::channel<int> ch(0);
+        auto wait = [&](int i) {
+            if (i % 2) {
+                const bool set = e.wait_for(std::chrono::microseconds(50 * (i + round % 5)));
+                return set ? 1 : 2;
+            }
+            const recv_result<int> r = ch.recv_for(std::chrono::microseconds(40 * (i + round % 7)));
+            return r.status == channel_status::ok ? 3 : 4;
+        };
+        auto hs = spawn_all(rt, wait);
+        for (int i = 0; i < tasks; i += 3) hs[static_cast<std::size_t>(i)].cancel();
+        std::this_thread::sleep_for(std::chrono::microseconds(100 * (round % 4)));
+        e.set();
+        int sent = 0;
+        while (ch.try_send(7) == channel_status::ok) ++sent;
+        int got = 0;
+        for (int i = 0; i < tasks; ++i) {
+            auto& h = hs[static_cast<std::size_t>(i)];
+            try {
+                const int r = h.join();
+                ASSERT_GT(r, 0) << "task " << i << " round " << round << ": frame written while it waited";
+                EXPECT_TRUE(i % 2 ? r == 1 || r == 2 : r == 3 || r == 4) << i << ": " << r;
+                if (r == 3) ++got;
+            } catch (const task_canceled&) {
+                EXPECT_EQ(i % 3, 0) << "only the canceled tasks end canceled";
+            }
+        }
+        EXPECT_EQ(got, sent) << "a value handed to a waiter was lost or duplicated";
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(workers, copy_stack_wait_test, worker_counts(), worker_param_name);
 
 }  // namespace
