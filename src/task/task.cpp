@@ -159,7 +159,21 @@ std::uint64_t arm(task_record* t, bool cancellable) noexcept {
     // cancel_reason are both seq_cst, as are request_cancel's store of the
     // reason and load of the word. So at least one side sees the other: a
     // cancellation is never missed by a wait that starts as it arrives.
-    t->wait_word.store(w, std::memory_order_seq_cst);
+    // C2: each side's write is a read-modify-write (here an exchange, there
+    // the reason's compare-and-swap), never a plain store: the pair is a
+    // store to one word followed by a load of another (store buffering),
+    // which needs a StoreLoad barrier between the two. A seq_cst store then
+    // load is STLR; LDAR on AArch64, ordered by the architecture, but
+    // qemu-user (7.2, x86 host) translates STLR as barrier-then-store and
+    // LDAR as load-then-barrier, nothing between them: the host's store
+    // buffer let this load of cancel_reason pass the store of the armed
+    // word while request_cancel read the word from before it, and the
+    // cancellation was lost (the task waited for ever; c_api_sync's
+    // a_cancellation_racing_a_send..., about 2% of runs under qemu). An
+    // exchange is a full barrier everywhere: xchg on x86 (what a seq_cst
+    // store compiles to anyway), SWPAL or LDAXR/STLXR on AArch64, a host
+    // atomic under qemu.
+    (void)t->wait_word.exchange(w, std::memory_order_seq_cst);
     if (c && t->cancel_reason.load(std::memory_order_seq_cst) != 0)
         if (try_end(t, w, wait_status::canceled)) arrive(t);
     return w;
@@ -208,7 +222,10 @@ void request_cancel(task_record* t, wait_status why) noexcept {
     if (t->finished.load(std::memory_order_acquire)) return;
     std::uint8_t none = 0;
     (void)t->cancel_reason.compare_exchange_strong(none, static_cast<std::uint8_t>(why), std::memory_order_seq_cst);
-    const std::uint64_t w = t->wait_word.load(std::memory_order_seq_cst);  // C1
+    // C1; C2: the compare-and-swap above is this side's read-modify-write
+    // (one that fails found the reason set by an earlier request, which did
+    // its own load after its own CAS).
+    const std::uint64_t w = t->wait_word.load(std::memory_order_seq_cst);
     if (status_of(w) == wait_status::armed && (w & wait_cancellable_bit))
         if (try_end(t, w, wait_status::canceled)) arrive(t);
 }
