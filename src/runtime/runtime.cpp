@@ -833,7 +833,9 @@ void runtime_core::stop_searching(worker* w) noexcept {
 std::int64_t runtime_core::watch_wait_ns() noexcept {
     std::int64_t e = earliest_timer();
     for (;;) {
-        watch_until.store(e, std::memory_order_seq_cst);
+        // Exchange: a store then loads of other words (C2 in
+        // src/task/task.cpp: qemu-user drops the barrier between them).
+        (void)watch_until.exchange(e, std::memory_order_seq_cst);
         const std::int64_t again = earliest_timer();
         if (again >= e) break;  // later: a timer went; waking early is harmless
         e = again;

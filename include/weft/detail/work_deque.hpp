@@ -98,8 +98,13 @@ public:
         // before the pusher's seq_cst loads of the parked/searching counts,
         // against a parking worker's seq_cst increment and its seq_cst
         // empty_estimate(); a release store could pass those loads (x86
-        // reorders a store with a later load) and lose a wake-up.
-        bottom_.store(b + 1, std::memory_order_seq_cst);
+        // reorders a store with a later load) and lose a wake-up. An
+        // exchange, not a seq_cst store: a store followed by a load of
+        // another word needs a full barrier between them, which qemu-user
+        // drops for STLR then LDAR on an x86 host (C2 in src/task/task.cpp);
+        // an exchange is one everywhere, and on x86 it is the xchg a seq_cst
+        // store costs anyway.
+        (void)bottom_.exchange(b + 1, std::memory_order_seq_cst);
     }
 
     // pop() removes and returns the bottom item (the most recently pushed
@@ -122,7 +127,9 @@ public:
         // after the load: we could read a stale top_ < b and take index b
         // without a CAS while a thief reads the old bottom_ and a newer
         // top_ == b (another thief stole b - 1) and takes index b too.
-        bottom_.store(b, std::memory_order_seq_cst);
+        // Exchange: a store then a load of another word (C2 in
+        // src/task/task.cpp; see push()).
+        (void)bottom_.exchange(b, std::memory_order_seq_cst);
         std::int64_t t = top_.load(std::memory_order_seq_cst);
         if (t > b) {
             // Empty: b == t - 1 (I5). Restore bottom_ == top_. Release so
