@@ -1,0 +1,277 @@
+// pan: -DSAFETY
+// run: -m100000
+// bug: BUG_C1 C1's store/load pair in the wrong order: arm() loads cancel_reason before it stores the armed word
+// bug: BUG_W1 try_end() compares only the status, not the sequence: a stale timer can end a later wait
+// bug: BUG_R1 arrive() does not reset the arrival count: the next wait's wake-up is lost
+/* task_wait.pml: the task wait word (W1-W3), the two arrivals (R1) and
+ * cancellation's store/load pair (C1).
+ *
+ * Code (weft): include/weft/detail/task_record.hpp (wait word layout,
+ * W1-W3, R1, timer_node), src/task/task.cpp (arm, try_end, arrive, park,
+ * park_until, request_cancel), src/runtime/runtime.cpp (hooks::park,
+ * fire_shard, remove_timer).
+ *
+ * One task makes NWAITS waits in a row. Each wait is armed (fresh sequence,
+ * cancellable or not), its word is handed to a notifier (the node a
+ * primitive links, e.g. a join_waiter or a wait_node) and, if it has a
+ * deadline, to the task's wait_timer. Three parties race to end it:
+ *   notifier  try_end(word, notified) + arrive(); may also never come (a
+ *             join of a task that never ends), so a wait may legally stay
+ *             armed forever;
+ *   timer     fire_shard(): copies the node's word under the wheel lock,
+ *             then try_end(copy, timed_out) + arrive() outside it; the copy
+ *             may be from an earlier wait (the stale waker of W1);
+ *   canceler  request_cancel(t, canceled): CAS of cancel_reason, then load
+ *             of the word (C1), try_end + arrive if armed and cancellable.
+ *
+ * The C++ accesses of C1 are seq_cst, so their interleavings are exactly
+ * Promela's sequentially consistent ones. What a weaker ordering would
+ * allow (a store buffered past the following load: the store-buffering
+ * litmus test) is the same as performing the load before the store, which
+ * is how BUG_C1 models it.
+ *
+ * Properties:
+ *   - W2: exactly one party ends each wait (ended_n[k] == 1 when the task
+ *     resumes from wait k, never 2);
+ *   - W3: the wait has ended when the task resumes (status != armed);
+ *   - R1: the task is queued exactly once per wait (queued_n[k] == 1);
+ *   - W1: a stale waker never ends a later wait: every successful try_end
+ *     names the current wait, and the task never sees timed_out from a wait
+ *     without a deadline or canceled from a wait that was not cancellable;
+ *   - no lost wake-up, no missed cancellation: in a state where nothing
+ *     can move, the task is not parked with its wait ended, nor parked in a
+ *     cancellable armed wait while a cancellation is pending, and nothing
+ *     is left in a run queue (monitor, at `timeout`).
+ */
+
+#define NWAITS 2
+
+/* wait_status (task_record.hpp) */
+#define IDLE      0
+#define ARMED     1
+#define NOTIFIED  2
+#define CANCELED  3
+#define TIMED_OUT 4
+
+/* wait word: [ sequence | cancellable : 1 | status : 3 ] (4-bit shift) */
+#define STATUS(w) ((w) & 7)
+#define CBIT      8
+#define SEQ(w)    ((w) >> 4)
+
+byte ww = 0;            /* task_record::wait_word */
+byte arrivals = 0;      /* task_record::arrivals (R1) */
+byte reason = 0;        /* task_record::cancel_reason */
+bool finished = false;  /* task_record::finished */
+
+/* task_record::wait_timer: in the wheel or not, and its `word` */
+bool timer_in_wheel = false;
+byte timer_word = 0;
+
+/* the primitive's node (join_waiter / wait_node): linked, and the word */
+bool node_linked = false;
+byte node_word = 0;
+
+/* the scheduler: ready() puts the task in a run queue; a worker runs it */
+byte queued = 0;
+bool parked = false;    /* switched out in park(), not yet resumed */
+
+/* ghosts */
+byte cur = 0;                      /* sequence of the current wait */
+byte ended_n[NWAITS + 1];          /* successful try_end per wait */
+byte queued_n[NWAITS + 1];         /* ready() per wait */
+bool had_deadline[NWAITS + 1];
+bool was_cancellable[NWAITS + 1];
+
+/* try_end(t, word, why): status must be armed, then CAS of the whole word
+ * from `word` to word-with-status-why (cancellable bit cleared). */
+inline try_end(word, why, ok)
+{
+    d_step {
+        if
+        :: STATUS(word) != ARMED -> ok = false
+#ifdef BUG_W1
+        /* the seeded bug: only the status is compared */
+        :: else ->
+            if
+            :: STATUS(ww) == ARMED ->
+                assert(SEQ(word) == SEQ(ww));  /* W1: stale waker ends a later wait */
+                ww = (ww & ~15) | why; ok = true
+            :: else -> ok = false
+            fi
+#else
+        :: else ->
+            if
+            :: ww == word ->
+                assert(SEQ(word) == cur);      /* W1: only the current wait is ended */
+                ww = (word & ~15) | why; ok = true
+            :: else -> ok = false
+            fi
+#endif
+        fi;
+        if
+        :: ok -> ended_n[SEQ(ww)]++; assert(ended_n[SEQ(ww)] == 1)  /* W2 */
+        :: else
+        fi
+    }
+}
+
+/* runtime_core::ready(): queue the task (its worker will resume it). */
+inline ready()
+{
+    d_step {
+        queued++;
+        queued_n[cur]++;
+        assert(queued_n[cur] == 1)   /* R1: queued once per wait */
+    }
+}
+
+/* arrive(t): fetch_add(1) == 1 -> store 0, ready(t). */
+inline arrive(a)
+{
+    d_step { a = arrivals; arrivals++ };
+    if
+    :: a == 1 ->
+#ifndef BUG_R1
+        arrivals = 0;
+#endif
+        ready()
+    :: else
+    fi
+}
+
+active proctype task()
+{
+    byte k, w, r, a;
+    bool c, dl, ok;
+
+    for (k : 1 .. NWAITS) {
+        /* ---- arm(t, cancellable) ----
+         * cancellable && shield_depth == 0: either (a shield or arm(false)
+         * makes a wait non-cancellable). */
+        if
+        :: c = true
+        :: c = false
+        fi;
+        d_step {
+            cur = SEQ(ww) + 1;   /* wait_word.load(relaxed) >> shift, + 1 */
+            w = (cur << 4) | ARMED;
+            if :: c -> w = w | CBIT :: else fi;
+            was_cancellable[cur] = c
+        };
+#ifdef BUG_C1
+        r = reason;              /* load cancel_reason ... */
+        ww = w;                  /* ... before the store of the word */
+#else
+        ww = w;                  /* C1: wait_word.store(w, seq_cst) */
+        r = reason;              /* C1: cancel_reason.load(seq_cst) */
+#endif
+        if
+        :: c && r != 0 ->
+            try_end(w, CANCELED, ok);
+            if :: ok -> arrive(a) :: else fi
+        :: else
+        fi;
+
+        /* the primitive links its node with the word (under its lock) */
+        d_step { node_word = w; node_linked = true };
+
+        /* ---- park_until(t, word, deadline) ---- */
+        if
+        :: dl = true;
+           d_step { timer_word = w; timer_in_wheel = true }  /* add_timer() */
+        :: dl = false
+        fi;
+        had_deadline[cur] = dl;
+
+        /* park(): set_state(waiting); switch_out(); the after-switch hook
+         * hooks::park makes the scheduler's arrival once the task is
+         * switched out. */
+        parked = true;
+        arrive(a);
+end_parked:
+        /* suspended until a worker takes it from the run queue */
+        d_step { queued > 0 -> queued--; parked = false };
+
+        /* resumed: status_of(wait_word.load(acquire)) (W3) */
+        r = STATUS(ww);
+        assert(r != ARMED);              /* W3 */
+        assert(ended_n[cur] == 1);       /* W2 */
+        assert(queued_n[cur] == 1);      /* R1 */
+        assert(r != TIMED_OUT || dl);    /* W1: no stale timer */
+        assert(r != CANCELED || c);      /* only a cancellable wait is canceled */
+
+        /* park_until(): remove_timer(); the primitive unlinks its node
+         * (V3; a no-op if the notifier took it). */
+        if :: dl -> timer_in_wheel = false :: else fi;
+        node_linked = false;
+
+        /* a canceled wait unwinds the task (forced_unwind) */
+        if
+        :: r == CANCELED -> break
+        :: else
+        fi
+    };
+    finished = true
+}
+
+/* A primitive's waker: takes the node under its lock (reading the word),
+ * then try_end(word, notified) and arrive(). It may stop at any time. */
+active proctype notifier()
+{
+    byte w, a;
+    bool ok;
+end_idle:
+    do
+    :: d_step { node_linked -> w = node_word; node_linked = false };
+       try_end(w, NOTIFIED, ok);
+       if :: ok -> arrive(a) :: else fi
+    :: break
+    od
+}
+
+/* runtime_core::fire_shard(): the wheel hands out the node and the word is
+ * copied under the wheel's lock; try_end() and arrive() come after the lock,
+ * when the node may already belong to the task's next wait. */
+active proctype timer()
+{
+    byte w, a;
+    bool ok;
+end_idle:
+    do
+    :: d_step { timer_in_wheel -> w = timer_word; timer_in_wheel = false };
+       try_end(w, TIMED_OUT, ok);
+       if :: ok -> arrive(a) :: else fi
+    :: finished -> break
+    od
+}
+
+/* request_cancel(t, canceled), from another thread at any moment. */
+active proctype canceler()
+{
+    byte w, a;
+    bool ok;
+    if
+    :: finished -> goto done          /* finished.load(acquire) */
+    :: else
+    fi;
+    d_step { if :: reason == 0 -> reason = CANCELED :: else fi };  /* CAS, seq_cst */
+    w = ww;                                                        /* C1: load, seq_cst */
+    if
+    :: STATUS(w) == ARMED && (w & CBIT) ->
+        try_end(w, CANCELED, ok);
+        if :: ok -> arrive(a) :: else fi
+    :: else
+    fi;
+done:
+    skip
+}
+
+/* In a state where nothing can move (all parties done or blocked): no lost
+ * wake-up, no missed cancellation, nothing left queued. */
+active proctype monitor()
+{
+    timeout ->
+    assert(!(parked && STATUS(ww) != ARMED));            /* wait ended, task never queued */
+    assert(!(parked && STATUS(ww) == ARMED && (ww & CBIT) && reason != 0)); /* missed cancellation */
+    assert(queued == 0)
+}
