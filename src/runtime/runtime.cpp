@@ -707,7 +707,10 @@ task_record* runtime_core::find_work(worker* w) noexcept {
     if (task_record* t = pop_injection(w)) return t;
     if (nworkers < 2) return nullptr;
     if (!w->searching) {
-        // At most half of the workers search at once.
+        // About half of the workers search at once: a soft bound, as in Go's
+        // scheduler (the check and the increment are two steps, so two
+        // workers can pass the check together; models/worker_parking.pml
+        // shows it with -DSTRICT_HALF). No wake-up depends on the bound.
         if (2 * n_searching.load(std::memory_order_seq_cst) >= int(nworkers)) return nullptr;
         n_searching.fetch_add(1, std::memory_order_seq_cst);
         w->searching = true;
