@@ -14,8 +14,8 @@
 // and the step it hung in, instead of hanging the run.
 //
 // Rounds are counted, not timed: WEFT_STRESS_CANCEL_SEND sets how many per
-// worker count (default 2,000; 500 under sanitizers and valgrind; 500 under
-// qemu-user). WEFT_STRESS_CANCEL_SEND_STALL_S sets how long a round may
+// worker count (default 1,000; 200 under sanitizers and valgrind; 500 under
+// qemu-user; scripts/soak: 10,000). WEFT_STRESS_CANCEL_SEND_STALL_S sets how long a round may
 // make no progress before the watchdog fires (default 30 s, five times that
 // under qemu-user and valgrind).
 
@@ -140,7 +140,7 @@ std::chrono::seconds stall_limit() {
 }
 
 std::size_t rounds() {
-    return weft::test::env_count("WEFT_STRESS_CANCEL_SEND", weft::test::under_user_mode_emulator() ? 500 : 2000, 500);
+    return weft::test::env_count("WEFT_STRESS_CANCEL_SEND", weft::test::under_user_mode_emulator() ? 500 : 1000, 200);
 }
 
 class cancel_send_race : public weft::test::leak_checked, public ::testing::WithParamInterface<unsigned> {};
