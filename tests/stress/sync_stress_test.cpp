@@ -96,8 +96,13 @@ TEST_F(sync_stress_test, condition_variable_ping_pong) {
 // one event, the spawning task sets it, on a runtime driven by the calling
 // thread and on one with workers; default stacks (guarded, then slab past
 // the mapping budget) and copy stacks (13x more tasks than shared stacks).
-// Each round checks every task woke. WEFT_STRESS_SYNC scales the rounds;
-// scripts/soak raises it.
+// Each round checks every task woke. WEFT_STRESS_EVENT_ROUNDS sets the
+// rounds (default 3, 1 under sanitizers and qemu-user); scripts/soak raises
+// it.
+long event_rounds() {
+    return static_cast<long>(under_user_mode_emulator() ? 1 : env_count("WEFT_STRESS_EVENT_ROUNDS", 3, 1));
+}
+
 void many_waiters_on_one_event(unsigned workers, bool copy_stack, int tasks, long rounds) {
     weft::runtime rt({.workers = workers});
     for (long r = 0; r < rounds; ++r) {
@@ -123,13 +128,13 @@ void many_waiters_on_one_event(unsigned workers, bool copy_stack, int tasks, lon
 }
 
 TEST_F(sync_stress_test, many_default_stack_tasks_wait_on_one_event) {
-    const long rounds = static_cast<long>(count(3, 1));
+    const long rounds = event_rounds();
     const int tasks = under_user_mode_emulator() || sanitized ? 5000 : 100000;
     for (unsigned w : {0u, 2u}) many_waiters_on_one_event(w, false, tasks, rounds);
 }
 
 TEST_F(sync_stress_test, many_copy_stack_tasks_wait_on_one_event) {
-    const long rounds = static_cast<long>(count(3, 1));
+    const long rounds = event_rounds();
     const int tasks = under_user_mode_emulator() || sanitized ? 2000 : 20000;
     for (unsigned w : {0u, 2u}) many_waiters_on_one_event(w, true, tasks, rounds);
 }
