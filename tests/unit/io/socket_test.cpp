@@ -596,8 +596,8 @@ TEST_P(socket_test, accept_reports_emfile_and_works_again_once_fds_are_free) {
 // is closed and the limit restored before the connect that must work.
 TEST_P(socket_test, connect_reports_emfile_and_works_again_once_fds_are_free) {
     runtime rt(options());
-    const bool throw_checkable = !weft::test::sanitized || weft::test::under_tsan || WEFT_VALGRIND;
-    rt.block_on([throw_checkable] {
+    rt.block_on([] {
+        constexpr bool throw_checkable = !weft::test::sanitized || weft::test::under_tsan || WEFT_VALGRIND;
         auto l = io::tcp_listener::bind(io::endpoint::loopback_v4(0));
         // Restores the limit and frees the fds however the block is left.
         struct out_of_fds {
