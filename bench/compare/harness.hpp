@@ -19,7 +19,7 @@ namespace bench {
 // state is the 64-byte piece of state each coroutine owns (a local of its
 // body, so it lives on the coroutine's own stack or frame) and touches
 // between yields, so that with many coroutines every switch pays the cache
-// misses a real program pays (BENCHMARKING.md rule 3).
+// misses a real program pays (bench/README.md, rule B3).
 struct state {
     std::uint64_t w[8];
 };

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench/compare/report.py: the weft peer report (BENCHMARKING.md).
+"""bench/compare/report.py: the weft peer report (bench/README.md, rules B1-B7).
 
 scripts/bench builds the binaries and calls this. It runs every candidate in
 every scenario as a fresh child process, interleaved (repetition 1: A B C ...,

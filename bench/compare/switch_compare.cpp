@@ -1,6 +1,6 @@
 // switch_compare.cpp: a preliminary side-by-side measurement of the hot
 // resume+yield round trip (two switches) of weft against Boost.Context's
-// jump_fcontext, interleaved in one run (BENCHMARKING.md rules 1 and 2).
+// jump_fcontext, interleaved in one run (bench/README.md, rules B1 and B2).
 // The full peer report is the benchmark issue's; this is its seed.
 //
 // Usage: weft_bench_switch [--quick] [--reps N] [--iters N]
