@@ -58,6 +58,7 @@
  */
 
 #include "weft/detail/context_frame.hpp"
+#include "elf_gas.h"
 
 /* Symbol visibility, as for x86-64: hidden in a static library; in a shared
    libweft the switch is part of the public L0 API, so it is exported but
@@ -74,9 +75,14 @@
 #define WEFT_SAVE_FP 1
 #endif
 
-/* Save the callee-saved state of the running context into a fresh frame
-   at sp. Requires: sp already lowered by WEFT_FRAME_SIZE. */
+/* Push a frame of WEFT_FRAME_SIZE bytes and save the callee-saved state of
+   the running context into it. Leaves our FPCR in x9 for weft_load_frame. */
 .macro weft_save_frame
+    sub     sp, sp, #WEFT_FRAME_SIZE                /* make room first: nothing below sp */
+    .cfi_def_cfa_offset WEFT_FRAME_SIZE
+#if WEFT_SAVE_FP
+    mrs     x9, fpcr                                /* our FPCR, early: stored and compared below */
+#endif
     stp     x29, x30, [sp, #WEFT_FRAME_X29]         /* frame pointer and resume address */
     stp     x19, x20, [sp, #WEFT_FRAME_X19]         /* callee-saved integer registers */
     stp     x21, x22, [sp, #WEFT_FRAME_X21]
@@ -107,11 +113,22 @@
     .cfi_rel_offset d13, WEFT_FRAME_D13
     .cfi_rel_offset d14, WEFT_FRAME_D14
     .cfi_rel_offset d15, WEFT_FRAME_D15
+#if WEFT_SAVE_FP
+    str     x9, [sp, #WEFT_FRAME_FPCR]              /* and FPCR */
+#endif
 .endm
 
 /* Load the target's callee-saved state from its frame at sp and pop the
-   frame. x30 becomes the target's resume address. */
+   frame. x30 becomes the target's resume address. FPCR is written only when
+   the target's differs from ours (x9, from weft_save_frame). */
 .macro weft_load_frame
+#if WEFT_SAVE_FP
+    ldr     x10, [sp, #WEFT_FRAME_FPCR]             /* target's FPCR ... */
+    cmp     x9, x10                                 /* ... equal to ours in the common case: */
+    b.eq    1f                                      /* skip the expensive write */
+    msr     fpcr, x10                               /* rare path: control state differs */
+1:
+#endif
     ldp     x19, x20, [sp, #WEFT_FRAME_X19]         /* target's callee-saved integer registers */
     ldp     x21, x22, [sp, #WEFT_FRAME_X21]
     ldp     x23, x24, [sp, #WEFT_FRAME_X23]
@@ -151,73 +168,29 @@
 /* transfer weft_context_jump(void* to = x0, void* data = x1)
    returns {from = x0, data = x1}: the same registers a fresh context's
    trampoline passes on to its entry function. */
-    .globl  weft_context_jump
-    WEFT_VISIBILITY weft_context_jump
-    .type   weft_context_jump, %function
-    .p2align 4
-weft_context_jump:
-    .cfi_startproc
-    bti     c                                       /* landing pad for blr callers */
-    sub     sp, sp, #WEFT_FRAME_SIZE                /* make room first: nothing below sp */
-    .cfi_def_cfa_offset WEFT_FRAME_SIZE
-#if WEFT_SAVE_FP
-    mrs     x9, fpcr                                /* our FPCR, early: stored and compared below */
-#endif
-    weft_save_frame                                 /* x19-x30, d8-d15 into our frame */
-#if WEFT_SAVE_FP
-    str     x9, [sp, #WEFT_FRAME_FPCR]              /* and FPCR */
-#endif
+weft_function_begin weft_context_jump, WEFT_VISIBILITY
+    weft_save_frame                                 /* x19-x30, d8-d15 and FPCR into our frame */
     mov     x2, sp                                  /* x2 = our context, the transfer's `from` */
     mov     sp, x0                                  /* the switch: sp = target context */
                                                     /* (same frame layout, so the CFI above still holds) */
-#if WEFT_SAVE_FP
-    ldr     x10, [sp, #WEFT_FRAME_FPCR]             /* target's FPCR ... */
-    cmp     x9, x10                                 /* ... equal to ours in the common case: */
-    b.eq    1f                                      /* skip the expensive write */
-    msr     fpcr, x10                               /* rare path: control state differs */
-1:
-#endif
     weft_load_frame                                 /* target's registers; sp = target's caller sp */
     mov     x0, x2                                  /* transfer {x0 = from, x1 = data (untouched)} */
     ret                                             /* ret x30: to the target's resume address */
-    .cfi_endproc
-    .size   weft_context_jump, .-weft_context_jump
+weft_function_end weft_context_jump
 
 /* transfer weft_context_ontop(void* to = x0, void* data = x1, ontop_fn fn = x2)
    switches like jump, then tail-calls fn({from, data}) on the target stack;
    x30 = the target's resume address is fn's return address, so fn's result
    (or exception) is what the target's suspended jump produces. */
-    .globl  weft_context_ontop
-    WEFT_VISIBILITY weft_context_ontop
-    .type   weft_context_ontop, %function
-    .p2align 4
-weft_context_ontop:
-    .cfi_startproc
-    bti     c                                       /* landing pad for blr callers */
-    sub     sp, sp, #WEFT_FRAME_SIZE                /* make room first: nothing below sp */
-    .cfi_def_cfa_offset WEFT_FRAME_SIZE
-#if WEFT_SAVE_FP
-    mrs     x9, fpcr                                /* our FPCR, as in jump */
-#endif
-    weft_save_frame                                 /* x19-x30, d8-d15 into our frame */
-#if WEFT_SAVE_FP
-    str     x9, [sp, #WEFT_FRAME_FPCR]
-#endif
+weft_function_begin weft_context_ontop, WEFT_VISIBILITY
+    weft_save_frame                                 /* as in jump */
     mov     x3, sp                                  /* x3 = our context */
     mov     sp, x0                                  /* the switch */
-#if WEFT_SAVE_FP
-    ldr     x10, [sp, #WEFT_FRAME_FPCR]             /* restore FPCR only if it differs */
-    cmp     x9, x10
-    b.eq    1f
-    msr     fpcr, x10
-1:
-#endif
     weft_load_frame                                 /* target's registers; x30 = its resume address */
     mov     x0, x3                                  /* fn's argument: transfer {x0 = from, x1 = data} */
     mov     x17, x2                                 /* x17: a br through it lands on fn's `bti c` */
     br      x17                                     /* tail-call fn; it returns to the target */
-    .cfi_endproc
-    .size   weft_context_ontop, .-weft_context_ontop
+weft_function_end weft_context_ontop
 
 /* weft_context_trampoline: the resume address of a fresh context. Entered by
    jump's ret (x0:x1 = transfer) or by the return of an ontop fn (x0:x1 = its
@@ -240,18 +213,8 @@ weft_context_trampoline:                            /* no BTI pad: reached by RE
     .cfi_endproc
     .size   weft_context_trampoline, .-weft_context_trampoline
 
-    .section .note.GNU-stack,"",%progbits          /* no executable stack */
-
-/* GNU property note: this object is compatible with Branch Target
-   Identification (BTI). Return-address signing (PAC) is not claimed: this
-   code signs nothing. Guarded control stacks (GCS) are not claimed either. */
-    .section .note.gnu.property,"a"
-    .p2align 3
-    .long   4                                       /* name size ("GNU\0") */
-    .long   16                                      /* descriptor size */
-    .long   5                                       /* NT_GNU_PROPERTY_TYPE_0 */
-    .asciz  "GNU"
-    .long   0xc0000000                              /* GNU_PROPERTY_AARCH64_FEATURE_1_AND */
-    .long   4                                       /* data size */
-    .long   1                                       /* GNU_PROPERTY_AARCH64_FEATURE_1_BTI */
-    .long   0                                       /* pad the descriptor to 8 bytes */
+/* The notes (elf_gas.h): no executable stack, and compatible with Branch
+   Target Identification (BTI). Return-address signing (PAC) is not claimed:
+   this code signs nothing. Guarded control stacks (GCS) are not claimed
+   either. */
+    weft_elf_notes

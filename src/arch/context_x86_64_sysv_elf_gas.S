@@ -39,6 +39,7 @@
  */
 
 #include "weft/detail/context_frame.hpp"
+#include "elf_gas.h"
 
 /* Symbol visibility: hidden in a static library; in a shared libweft the
    switch is part of the public L0 API, so it is exported but protected
@@ -55,18 +56,10 @@
 #define WEFT_SAVE_FP 1
 #endif
 
-    .text
-
-/* transfer weft_context_jump(void* to = rdi, void* data = rsi)
-   returns {from = rax, data = rdx}; also leaves rdi = from, rsi = data for a
-   first entry into a fresh context's trampoline. */
-    .globl  weft_context_jump
-    WEFT_VISIBILITY weft_context_jump
-    .type   weft_context_jump, @function
-    .p2align 4
-weft_context_jump:
-    .cfi_startproc
-    endbr64
+/* Push a frame of WEFT_FRAME_SAVE_SIZE bytes below the return address and
+   save the running context's state into it: the FP control state and the
+   callee-saved integer registers. */
+.macro weft_save_frame
     leaq    -WEFT_FRAME_SAVE_SIZE(%rsp), %rsp      /* make room first: nothing below rsp */
     .cfi_adjust_cfa_offset WEFT_FRAME_SAVE_SIZE
 #if WEFT_SAVE_FP
@@ -85,11 +78,11 @@ weft_context_jump:
     .cfi_rel_offset r15, WEFT_FRAME_R15
     .cfi_rel_offset rbx, WEFT_FRAME_RBX
     .cfi_rel_offset rbp, WEFT_FRAME_RBP
+.endm
 
-    movq    %rsp, %rax                              /* rax = our context, the transfer's `from` */
-    movq    %rdi, %rsp                              /* the switch: rsp = target context */
-                                                    /* (the target's frame has the same layout, so the CFI above still holds) */
-    movq    WEFT_FRAME_RET(%rsp), %rcx              /* fetch the resume address early for the predictor */
+/* Load the target's state from its frame at rsp, then raise rsp by `pop`
+   bytes, only after the last load. */
+.macro weft_load_frame pop
 #if WEFT_SAVE_FP
     ldmxcsr WEFT_FRAME_MXCSR(%rsp)                  /* target's MXCSR ... */
     fldcw   WEFT_FRAME_FCW(%rsp)                    /* ... and x87 control word */
@@ -100,67 +93,44 @@ weft_context_jump:
     movq    WEFT_FRAME_R15(%rsp), %r15
     movq    WEFT_FRAME_RBX(%rsp), %rbx
     movq    WEFT_FRAME_RBP(%rsp), %rbp
-    leaq    WEFT_FRAME_SIZE(%rsp), %rsp             /* drop the whole frame, return address included */
-    .cfi_adjust_cfa_offset -WEFT_FRAME_SIZE
+    leaq    \pop(%rsp), %rsp
+    .cfi_adjust_cfa_offset -\pop
+.endm
+
+    .text
+
+/* transfer weft_context_jump(void* to = rdi, void* data = rsi)
+   returns {from = rax, data = rdx}; also leaves rdi = from, rsi = data for a
+   first entry into a fresh context's trampoline. */
+weft_function_begin weft_context_jump, WEFT_VISIBILITY
+    weft_save_frame                                 /* FP control state, rbx rbp r12-r15 */
+    movq    %rsp, %rax                              /* rax = our context, the transfer's `from` */
+    movq    %rdi, %rsp                              /* the switch: rsp = target context */
+                                                    /* (the target's frame has the same layout, so the CFI above still holds) */
+    movq    WEFT_FRAME_RET(%rsp), %rcx              /* fetch the resume address early for the predictor */
+    weft_load_frame WEFT_FRAME_SIZE                 /* then drop the whole frame, return address included */
 
     movq    %rsi, %rdx                              /* transfer.data (return pair rax:rdx) */
     movq    %rax, %rdi                              /* first entry: trampoline arguments rdi, rsi */
     notrack jmp *%rcx                               /* predicted like an indirect jump, not a return */
-    .cfi_endproc
-    .size   weft_context_jump, .-weft_context_jump
+weft_function_end weft_context_jump
 
 /* transfer weft_context_ontop(void* to = rdi, void* data = rsi, ontop_fn fn = rdx)
    switches like jump, then tail-calls fn({from, data}) on the target stack;
    the target's resume address is fn's return address, so fn's result (or
    exception) is what the target's suspended jump produces. */
-    .globl  weft_context_ontop
-    WEFT_VISIBILITY weft_context_ontop
-    .type   weft_context_ontop, @function
-    .p2align 4
-weft_context_ontop:
-    .cfi_startproc
-    endbr64
-    leaq    -WEFT_FRAME_SAVE_SIZE(%rsp), %rsp      /* make room first: nothing below rsp */
-    .cfi_adjust_cfa_offset WEFT_FRAME_SAVE_SIZE
-#if WEFT_SAVE_FP
-    stmxcsr WEFT_FRAME_MXCSR(%rsp)                  /* FP control state, as in jump */
-    fnstcw  WEFT_FRAME_FCW(%rsp)
-#endif
-    movq    %r12, WEFT_FRAME_R12(%rsp)              /* callee-saved integer registers */
-    movq    %r13, WEFT_FRAME_R13(%rsp)
-    movq    %r14, WEFT_FRAME_R14(%rsp)
-    movq    %r15, WEFT_FRAME_R15(%rsp)
-    movq    %rbx, WEFT_FRAME_RBX(%rsp)
-    movq    %rbp, WEFT_FRAME_RBP(%rsp)
-    .cfi_rel_offset r12, WEFT_FRAME_R12
-    .cfi_rel_offset r13, WEFT_FRAME_R13
-    .cfi_rel_offset r14, WEFT_FRAME_R14
-    .cfi_rel_offset r15, WEFT_FRAME_R15
-    .cfi_rel_offset rbx, WEFT_FRAME_RBX
-    .cfi_rel_offset rbp, WEFT_FRAME_RBP
-
+weft_function_begin weft_context_ontop, WEFT_VISIBILITY
+    weft_save_frame                                 /* as in jump */
     movq    %rdx, %r10                              /* keep fn: rdx becomes transfer.data */
     movq    %rsp, %rax                              /* rax = our context */
     movq    %rdi, %rsp                              /* the switch */
-#if WEFT_SAVE_FP
-    ldmxcsr WEFT_FRAME_MXCSR(%rsp)                  /* target's MXCSR ... */
-    fldcw   WEFT_FRAME_FCW(%rsp)                    /* ... and x87 control word */
-#endif
-    movq    WEFT_FRAME_R12(%rsp), %r12              /* target's callee-saved registers */
-    movq    WEFT_FRAME_R13(%rsp), %r13
-    movq    WEFT_FRAME_R14(%rsp), %r14
-    movq    WEFT_FRAME_R15(%rsp), %r15
-    movq    WEFT_FRAME_RBX(%rsp), %rbx
-    movq    WEFT_FRAME_RBP(%rsp), %rbp
-    leaq    WEFT_FRAME_SAVE_SIZE(%rsp), %rsp        /* rsp -> target's resume address, */
-    .cfi_adjust_cfa_offset -WEFT_FRAME_SAVE_SIZE    /* which stays as fn's return address */
-
+    weft_load_frame WEFT_FRAME_SAVE_SIZE            /* rsp -> target's resume address, */
+                                                    /* which stays as fn's return address */
     movq    %rsi, %rdx                              /* transfer {rax, rdx} for a fresh trampoline */
     movq    %rax, %rdi                              /* fn's argument: transfer {rdi = from, */
                                                     /*                          rsi = data} */
     notrack jmp *%r10                               /* tail-call fn; it returns to the target */
-    .cfi_endproc
-    .size   weft_context_ontop, .-weft_context_ontop
+weft_function_end weft_context_ontop
 
 /* weft_context_trampoline: the resume address of a fresh context. Entered by
    jump's indirect jump (rdi = from, rsi = data, rax:rdx the same) or by the
@@ -185,17 +155,7 @@ weft_context_trampoline:
     .cfi_endproc
     .size   weft_context_trampoline, .-weft_context_trampoline
 
-    .section .note.GNU-stack,"",%progbits          /* no executable stack */
-
-/* GNU property note: this object is compatible with CET indirect-branch
-   tracking (IBT). Shadow stacks (SHSTK) are not claimed. */
-    .section .note.gnu.property,"a"
-    .p2align 3
-    .long   4                                       /* name size ("GNU\0") */
-    .long   16                                      /* descriptor size */
-    .long   5                                       /* NT_GNU_PROPERTY_TYPE_0 */
-    .asciz  "GNU"
-    .long   0xc0000002                              /* GNU_PROPERTY_X86_FEATURE_1_AND */
-    .long   4                                       /* data size */
-    .long   1                                       /* GNU_PROPERTY_X86_FEATURE_1_IBT */
-    .p2align 3
+/* The notes (elf_gas.h): no executable stack, and compatible with CET
+   indirect-branch tracking (IBT): every symbol reached indirectly starts with
+   endbr64. Shadow stacks (SHSTK) are not claimed. */
+    weft_elf_notes

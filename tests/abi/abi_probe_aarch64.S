@@ -21,6 +21,8 @@
  * fpctl[1] of *out is left untouched.
  */
 
+#include "elf_gas.h"
+
 /* abi_regs offsets (abi_probe.hpp) */
 #define IN_GPR       0x00   /* gpr[0..10] = x19..x29 */
 #define IN_FPR       0x58   /* fpr[0..7]  = d8..d15 */
@@ -43,26 +45,30 @@
 #define P_OUT   0xa8
 #define P_FRAME 0xb0
 
+/* op (stp or ldp) x19-x28 as five pairs at [base, #at], [base, #at+0x10], ... */
+.macro pairs_x19_x28 op, base, at
+    \op     x19, x20, [\base, #\at+0x00]
+    \op     x21, x22, [\base, #\at+0x10]
+    \op     x23, x24, [\base, #\at+0x20]
+    \op     x25, x26, [\base, #\at+0x30]
+    \op     x27, x28, [\base, #\at+0x40]
+.endm
+
+/* op (stp or ldp) d8-d15 as four pairs at [base, #at], [base, #at+0x10], ... */
+.macro pairs_d8_d15 op, base, at
+    \op     d8,  d9,  [\base, #\at+0x00]
+    \op     d10, d11, [\base, #\at+0x10]
+    \op     d12, d13, [\base, #\at+0x20]
+    \op     d14, d15, [\base, #\at+0x30]
+.endm
+
     .text
-    .globl  weft_abi_probe_call
-    .hidden weft_abi_probe_call
-    .type   weft_abi_probe_call, %function
-    .p2align 4
-weft_abi_probe_call:
-    .cfi_startproc
-    bti     c                                       /* landing pad for blr callers */
+weft_function_begin weft_abi_probe_call, .hidden
     sub     sp, sp, #P_FRAME                        /* room first: nothing below sp */
     .cfi_def_cfa_offset P_FRAME
     stp     x29, x30, [sp, #P_FP]                   /* the caller's state */
-    stp     x19, x20, [sp, #P_X19]
-    stp     x21, x22, [sp, #P_X21]
-    stp     x23, x24, [sp, #P_X23]
-    stp     x25, x26, [sp, #P_X25]
-    stp     x27, x28, [sp, #P_X27]
-    stp     d8,  d9,  [sp, #P_D8]
-    stp     d10, d11, [sp, #P_D10]
-    stp     d12, d13, [sp, #P_D12]
-    stp     d14, d15, [sp, #P_D14]
+    pairs_x19_x28 stp, sp, P_X19
+    pairs_d8_d15  stp, sp, P_D8
     .cfi_rel_offset x29, P_FP
     .cfi_rel_offset x30, P_FP+8
     .cfi_rel_offset x19, P_X19
@@ -89,15 +95,8 @@ weft_abi_probe_call:
 
     ldr     x9, [x2, #IN_FPCTL0]                    /* FPCR = in->fpctl[0] */
     msr     fpcr, x9
-    ldp     d8,  d9,  [x2, #IN_FPR+0x00]            /* d8..d15 = in->fpr[0..7], raw bits */
-    ldp     d10, d11, [x2, #IN_FPR+0x10]
-    ldp     d12, d13, [x2, #IN_FPR+0x20]
-    ldp     d14, d15, [x2, #IN_FPR+0x30]
-    ldp     x19, x20, [x2, #IN_GPR+0x00]            /* x19..x29 = in->gpr[0..10] */
-    ldp     x21, x22, [x2, #IN_GPR+0x10]
-    ldp     x23, x24, [x2, #IN_GPR+0x20]
-    ldp     x25, x26, [x2, #IN_GPR+0x30]
-    ldp     x27, x28, [x2, #IN_GPR+0x40]
+    pairs_d8_d15  ldp, x2, IN_FPR                   /* d8..d15 = in->fpr[0..7], raw bits */
+    pairs_x19_x28 ldp, x2, IN_GPR                   /* x19..x29 = in->gpr[0..10] */
     ldr     x29, [x2, #IN_GPR+0x50]
 
     mov     x9, sp                                  /* out->sp_before */
@@ -109,47 +108,22 @@ weft_abi_probe_call:
     ldr     x9, [sp, #P_OUT]                        /* ... and out, reloaded into a caller-saved register */
     str     x10, [x9, #OUT_SP_AFTER]                /* out->sp_after */
 
-    stp     x19, x20, [x9, #IN_GPR+0x00]            /* out->gpr[0..10] = x19..x29 */
-    stp     x21, x22, [x9, #IN_GPR+0x10]
-    stp     x23, x24, [x9, #IN_GPR+0x20]
-    stp     x25, x26, [x9, #IN_GPR+0x30]
-    stp     x27, x28, [x9, #IN_GPR+0x40]
+    pairs_x19_x28 stp, x9, IN_GPR                   /* out->gpr[0..10] = x19..x29 */
     str     x29, [x9, #IN_GPR+0x50]
-    stp     d8,  d9,  [x9, #IN_FPR+0x00]            /* out->fpr[0..7] = d8..d15, raw bits */
-    stp     d10, d11, [x9, #IN_FPR+0x10]
-    stp     d12, d13, [x9, #IN_FPR+0x20]
-    stp     d14, d15, [x9, #IN_FPR+0x30]
+    pairs_d8_d15  stp, x9, IN_FPR                   /* out->fpr[0..7] = d8..d15, raw bits */
     mrs     x10, fpcr                               /* out->fpctl[0] = FPCR */
     str     x10, [x9, #IN_FPCTL0]
 
     ldr     x10, [sp, #P_FPCR]                      /* the caller's FPCR back */
     msr     fpcr, x10
-    ldp     x19, x20, [sp, #P_X19]                  /* the caller's registers back */
-    ldp     x21, x22, [sp, #P_X21]
-    ldp     x23, x24, [sp, #P_X23]
-    ldp     x25, x26, [sp, #P_X25]
-    ldp     x27, x28, [sp, #P_X27]
-    ldp     d8,  d9,  [sp, #P_D8]
-    ldp     d10, d11, [sp, #P_D10]
-    ldp     d12, d13, [sp, #P_D12]
-    ldp     d14, d15, [sp, #P_D14]
+    pairs_x19_x28 ldp, sp, P_X19                    /* the caller's registers back */
+    pairs_d8_d15  ldp, sp, P_D8
     ldp     x29, x30, [sp, #P_FP]
     add     sp, sp, #P_FRAME                        /* pop only after the last load */
     .cfi_def_cfa_offset 0
     ret
-    .cfi_endproc
-    .size   weft_abi_probe_call, .-weft_abi_probe_call
+weft_function_end weft_abi_probe_call
 
-    .section .note.GNU-stack,"",%progbits          /* no executable stack */
-
-/* GNU property note: BTI-compatible (bti c above; fn is called with blr). */
-    .section .note.gnu.property,"a"
-    .p2align 3
-    .long   4                                       /* name size ("GNU\0") */
-    .long   16                                      /* descriptor size */
-    .long   5                                       /* NT_GNU_PROPERTY_TYPE_0 */
-    .asciz  "GNU"
-    .long   0xc0000000                              /* GNU_PROPERTY_AARCH64_FEATURE_1_AND */
-    .long   4                                       /* data size */
-    .long   1                                       /* GNU_PROPERTY_AARCH64_FEATURE_1_BTI */
-    .long   0                                       /* pad the descriptor to 8 bytes */
+/* The notes (elf_gas.h): no executable stack, and BTI-compatible (bti c at
+   the entry; fn is called with blr). */
+    weft_elf_notes

@@ -23,6 +23,8 @@
  * untouched.
  */
 
+#include "elf_gas.h"
+
 /* abi_regs offsets (abi_probe.hpp) */
 #define R_RBX   0x00   /* gpr[0] */
 #define R_RBP   0x08   /* gpr[1] */
@@ -41,32 +43,27 @@
 #define P_FCW   0x0c
 #define P_SIZE  0x18   /* 8 (return address) + 48 (pushes) + 24 = 80: rsp 16-aligned */
 
+/* push / pop one of the caller's registers, with its CFI */
+.macro push_cfi reg
+    pushq   %\reg
+    .cfi_adjust_cfa_offset 8
+    .cfi_rel_offset \reg, 0
+.endm
+
+.macro pop_cfi reg
+    popq    %\reg
+    .cfi_adjust_cfa_offset -8
+    .cfi_restore \reg
+.endm
+
     .text
-    .globl  weft_abi_probe_call
-    .hidden weft_abi_probe_call
-    .type   weft_abi_probe_call, @function
-    .p2align 4
-weft_abi_probe_call:
-    .cfi_startproc
-    endbr64                                         /* landing pad for indirect callers */
-    pushq   %rbp                                    /* the caller's callee-saved registers */
-    .cfi_adjust_cfa_offset 8
-    .cfi_rel_offset rbp, 0
-    pushq   %rbx
-    .cfi_adjust_cfa_offset 8
-    .cfi_rel_offset rbx, 0
-    pushq   %r12
-    .cfi_adjust_cfa_offset 8
-    .cfi_rel_offset r12, 0
-    pushq   %r13
-    .cfi_adjust_cfa_offset 8
-    .cfi_rel_offset r13, 0
-    pushq   %r14
-    .cfi_adjust_cfa_offset 8
-    .cfi_rel_offset r14, 0
-    pushq   %r15
-    .cfi_adjust_cfa_offset 8
-    .cfi_rel_offset r15, 0
+weft_function_begin weft_abi_probe_call, .hidden
+    push_cfi rbp                                    /* the caller's callee-saved registers */
+    push_cfi rbx
+    push_cfi r12
+    push_cfi r13
+    push_cfi r14
+    push_cfi r15
     subq    $P_SIZE, %rsp                           /* room first: nothing below rsp */
     .cfi_adjust_cfa_offset P_SIZE
     movq    %rcx, P_OUT(%rsp)                       /* out survives fn on our stack */
@@ -104,39 +101,16 @@ weft_abi_probe_call:
     fldcw   P_FCW(%rsp)
     addq    $P_SIZE, %rsp                           /* the caller's registers back */
     .cfi_adjust_cfa_offset -P_SIZE
-    popq    %r15
-    .cfi_adjust_cfa_offset -8
-    .cfi_restore r15
-    popq    %r14
-    .cfi_adjust_cfa_offset -8
-    .cfi_restore r14
-    popq    %r13
-    .cfi_adjust_cfa_offset -8
-    .cfi_restore r13
-    popq    %r12
-    .cfi_adjust_cfa_offset -8
-    .cfi_restore r12
-    popq    %rbx
-    .cfi_adjust_cfa_offset -8
-    .cfi_restore rbx
-    popq    %rbp
-    .cfi_adjust_cfa_offset -8
-    .cfi_restore rbp
+    pop_cfi r15
+    pop_cfi r14
+    pop_cfi r13
+    pop_cfi r12
+    pop_cfi rbx
+    pop_cfi rbp
     ret
-    .cfi_endproc
-    .size   weft_abi_probe_call, .-weft_abi_probe_call
+weft_function_end weft_abi_probe_call
 
-    .section .note.GNU-stack,"",%progbits          /* no executable stack */
-
-/* GNU property note: IBT-compatible (endbr64 above), like the context code,
-   so linking the probe does not drop IBT from a test binary. */
-    .section .note.gnu.property,"a"
-    .p2align 3
-    .long   4                                       /* name size ("GNU\0") */
-    .long   16                                      /* descriptor size */
-    .long   5                                       /* NT_GNU_PROPERTY_TYPE_0 */
-    .asciz  "GNU"
-    .long   0xc0000002                              /* GNU_PROPERTY_X86_FEATURE_1_AND */
-    .long   4                                       /* data size */
-    .long   1                                       /* GNU_PROPERTY_X86_FEATURE_1_IBT */
-    .p2align 3
+/* The notes (elf_gas.h): no executable stack, and IBT-compatible (endbr64
+   at the entry), like the context code, so linking the probe does not drop
+   IBT from a test binary. */
+    weft_elf_notes
