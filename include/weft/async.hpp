@@ -242,8 +242,8 @@ struct is_weft_awaitable<join_handle<T>&> : std::true_type {};
 //     parent alone and the parent's await_suspend() returns false: the parent
 //     goes on at once, the nested resume() already returned, so no number of
 //     synchronous completions grows the stack, at any optimisation level
-//     (FACTS.md: gcc 12 below -O2 does not make symmetric transfer a tail
-//     call). If it suspended first, it ends later, resumed from elsewhere,
+//     (gcc 12 below -O2 does not make symmetric transfer a tail call:
+//     docs/platform-facts.md). If it suspended first, it ends later, resumed from elsewhere,
 //     and its final awaiter hands control to the parent by symmetric
 //     transfer. `stage` decides which, with one exchange on each side.
 struct async_promise_base {
