@@ -1,5 +1,5 @@
 # layering.cmake: fails when a source or header includes a weft header from
-# a layer that is not below its own (DESIGN.md section 2). Run by CTest.
+# a layer that is not below its own (docs/design.md, Layers). Run by CTest.
 # Layer of each public header. A header may include headers of lower layers
 # and of its own layer, except in layer 1: context and stack are independent
 # of each other.
@@ -47,6 +47,7 @@ set(layer_socket 6)
 set(layer_reactor 6)
 set(layer_file 6)
 set(layer_async 7)
+set(layer_async_detail 7)
 set(layer_capi 8)
 set(layer_weft 99)
 set(errors "")

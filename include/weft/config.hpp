@@ -15,10 +15,10 @@
 #define WEFT_NOINLINE __attribute__((noinline))
 
 // WEFT_HOT_INLINE forces the entry points of a switch (resume, yield,
-// suspend) inline in optimised builds: an out-of-line copy pays a prologue
-// that saves every callee-saved register, and one was measured at half the
-// speed (weft/fiber.hpp, this_fiber::suspend). Unoptimised builds keep them
-// out of line, so that a caller's frame does not grow by a whole switch.
+// suspend) inline in optimised builds, where an out-of-line copy switches
+// markedly slower (docs/measurements.md, "Switch entry points inline").
+// Unoptimised builds keep them out of line, so that a caller's frame does
+// not grow by a whole switch.
 #if defined(__OPTIMIZE__)
 #define WEFT_HOT_INLINE [[gnu::always_inline]]
 #else

@@ -34,8 +34,9 @@
 // thread) is not resumed: resume() throws shared_stack_busy and try_resume()
 // returns an empty fiber_ref, so a scheduler can try again later; no thread
 // ever waits for a stack. Code inside a fiber that may migrate must not keep
-// thread-local addresses across a switch (docs/safety.md says what compilers
-// do); weft itself reads its per-thread state afresh after every switch.
+// thread-local addresses across a switch (docs/platform-facts.md says what
+// compilers do); weft itself reads its per-thread state afresh after every
+// switch.
 #pragma once
 
 #include <cxxabi.h>
@@ -363,9 +364,7 @@ WEFT_HOT_INLINE inline void suspend(after_switch_fn hook = nullptr, void* arg = 
     detail::fiber_record* f = detail::this_thread_state()->current;
     if (!f) [[unlikely]]
         detail::suspend_misuse(f);
-    // Always inline, like a coroutine's yield: when gcc kept an out-of-line
-    // copy, the peer report's S1 ran at half the speed with the same
-    // instruction count (15 against 7.8 ns per switch; cause not understood).
+    // Always inline, like a coroutine's yield (WEFT_HOT_INLINE, weft/config.hpp).
     detail::suspend(f, hook, arg);
 }
 

@@ -189,8 +189,8 @@ private:
     std::atomic<std::uint32_t> state_{0};
 };
 
-// throw_canceled() unwinds a task whose wait ended with `canceled`: the
-// cancellation of DESIGN.md ("cancellation is an unwind").
+// throw_canceled() unwinds a task whose wait ended with `canceled`
+// (docs/design.md, "Cancellation is an unwind").
 [[noreturn]] WEFT_API void throw_canceled();
 
 // wait_node links one waiter into one primitive's queue. `slot` and `index`

@@ -52,7 +52,7 @@ std::atomic<std::uint32_t> next_shard{0};
 
 // Per thread: the shard (plus one; 0: not chosen yet) and the id block. No
 // switch happens inside register_fiber(), so the thread-local addresses are
-// not held across one (FACTS.md).
+// not held across one (docs/platform-facts.md, thread-local addresses).
 thread_local std::uint32_t my_shard = 0;
 thread_local std::uint64_t my_next_id = 0;
 thread_local std::uint64_t my_id_end = 0;

@@ -271,8 +271,8 @@ std::int64_t stack_pool::now_ns() const noexcept {
 // ---------------------------------------------------------------- fast paths
 //
 // Both run out of line: the thread-local cache's address is computed inside,
-// after any stack switch the caller made (see FACTS: compilers cache
-// thread-local addresses across calls that switch stacks).
+// after any stack switch the caller made (docs/platform-facts.md: compilers
+// cache thread-local addresses across calls that switch stacks).
 
 WEFT_NOINLINE stack_view stack_pool::allocate(std::size_t size) {
     cache* c = t_state.current;

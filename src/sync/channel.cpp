@@ -27,8 +27,8 @@ namespace {
 
 // The poll order's random numbers: a xorshift per thread, seeded from the
 // thread's address. Read through a non-inlined accessor: a task may move to
-// another thread between two selects (FACTS.md, thread-locals across
-// switches); within one select nothing switches.
+// another thread between two selects (docs/platform-facts.md, thread-local
+// addresses across a switch); within one select nothing switches.
 thread_local std::uint64_t rng_state = 0;
 
 [[gnu::noinline]] std::uint64_t next_random() noexcept {

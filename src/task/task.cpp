@@ -45,8 +45,8 @@ namespace {
 // The task the worker on this thread runs now (set by the scheduler around
 // every resume). Read only through current_task(), which is never inlined
 // and hides its result from the optimiser: a task that moved to another
-// worker must read the new thread's slot (FACTS.md: compilers cache
-// thread-local addresses across calls that switch stacks).
+// worker must read the new thread's slot (docs/platform-facts.md: compilers
+// cache thread-local addresses across calls that switch stacks).
 thread_local task_record* running_task = nullptr;
 
 std::string describe(const task_record* t) {

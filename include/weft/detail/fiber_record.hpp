@@ -58,7 +58,8 @@
 //       copy-stack) inline, and only that tells the typed layer there is no
 //       exception to rethrow and no shared stack to give back; a suspend
 //       tests unwinding (misuse) and own_fp with one load. Every other case
-//       takes the general path, which does what it did before F4.
+//       takes the general path: the copy-stack and FP steps its flags ask
+//       for, and settle_resumer().
 // It is included by weft/fiber.hpp after the public vocabulary (fiber_state,
 // forced_unwind, coroutine_errc, after_switch_fn) and uses it.
 #pragma once
@@ -130,7 +131,8 @@ struct alignas(16) fiber_record {
     // The fields a resume + suspend round trip touches come first, in the
     // record's first 128 bytes: two cache lines where the record starts on
     // a line (create() puts it so on its own stack), which matters when the
-    // switches miss the cache (S3 of the report). The rest is touched at
+    // switches miss the cache (many coroutines: scenario S3 of
+    // bench/README.md). The rest is touched at
     // creation, destruction, by misuse, tools, own_fp or debuggers.
     void* ctx = nullptr;      // own suspended context (I1)
     thread_state* ts = nullptr;  // the state of the thread it runs on (valid while it runs, I5)
@@ -336,8 +338,8 @@ inline switch_kind kind_of(void* word) noexcept {
 // jump() is the one raw switch: the inline context::fiber_jump() (every
 // context it meets is fresh from make() or suspended by it). TSan builds
 // use the out-of-line context::jump(): with the inline switch, clang 14's
-// TSan runtime ended up on a corrupted shadow call stack in nested tests
-// (docs/safety.md records it).
+// TSan runtime corrupts its shadow call stack in nested coroutines, for a
+// reason not known (docs/safety.md, "TSan builds switch out of line").
 [[gnu::always_inline]] inline context::transfer jump(void* to, void* word) noexcept {
 #if WEFT_TSAN && !WEFT_SHARE_FP_ENV
     context::fp_control_save(record_of(word)->handover_fp);  // F3
@@ -581,9 +583,9 @@ inline fiber_record* enter(fiber_record* f) noexcept {
 // stack is busy, f is left as it was and resume() throws coroutine_error
 // (shared_stack_busy), or with ThrowIfBusy = false returns null. Throws:
 // coroutine_error on misuse; std::bad_alloc (copy-stack save).
-// The fast path (F4): claim() (a compare-and-swap from suspended tried
-// without the load first saves 4 instructions but makes every first resume
-// fail one locked instruction: about 6 ns more per spawn, measured); then
+// The fast path (F4): claim() (its load lets the first resume of a created
+// fiber succeed at its one compare-and-swap instead of failing a locked
+// instruction first: docs/measurements.md, "Claiming a fiber"); then
 // one test of the slow flags, which only copy-stack and own_fp fibers have
 // set here (unwinding is never set on a fiber that can be resumed,
 // keep_stack only on a copy-stack one). The flags are read after the claim:

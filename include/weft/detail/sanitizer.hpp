@@ -34,7 +34,7 @@
 // leave() or hand_over() pushed when it left, so the stacks balance. For a
 // fiber that has never run (first entry), the pop leaves its empty shadow
 // stack one entry below the start. The next prologue on it (the out-of-line
-// context::jump()) then wrote 8 bytes below TSan's shadow-stack mapping
+// context::jump()) then writes 8 bytes below TSan's shadow-stack mapping
 // (SEGV in __tsan_func_entry). Always inlined, the switch runs in the
 // caller's frame: every weft function's prologue and epilogue run on the
 // same TSan fiber, and only context::jump() itself enters on one side of

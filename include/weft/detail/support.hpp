@@ -1,5 +1,5 @@
-// weft/detail/support.hpp: helpers shared by every layer (DESIGN.md section
-// 3, src/support/). Below all layers: it includes nothing of weft but
+// weft/detail/support.hpp: helpers shared by every layer (docs/design.md,
+// Layers; src/support/). Below all layers: it includes nothing of weft but
 // config.hpp, and knows no layer's types.
 //
 //   thread_counter       a statistic updated per thread, summed on read
