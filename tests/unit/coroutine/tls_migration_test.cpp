@@ -2,7 +2,7 @@
 // another sees the new thread's thread-locals and errno, and weft's own
 // "current coroutine" bookkeeping lands on the right thread. Compilers may
 // reuse a thread-local address after a call (gcc 12 and clang 14 did from
-// -O1, clang even at -O0; docs/safety.md has the measurements), so the test
+// -O1, clang even at -O0; docs/measurements.md has the measurements), so the test
 // reads them through accessors that the optimiser cannot see through, as
 // user code that migrates must.
 
