@@ -22,9 +22,6 @@ namespace {
 
 using detail::errno_code;
 
-
-bool would_block(int e) noexcept { return e == EAGAIN || e == EWOULDBLOCK; }
-
 // thread_wait() is a plain thread's wait: poll(2), EINTR retried, the
 // deadline rounded up to a millisecond.
 std::error_code thread_wait(int fd, interest what, clock::time_point deadline) {
@@ -172,50 +169,21 @@ std::error_code handle::wait_in(interest what, clock::time_point deadline) {
 }
 
 std::size_t handle::read_some(std::span<std::byte> buf, std::error_code& ec, clock::time_point deadline) {
-    ec.clear();
-    op g(*this);
-    if (!g) {
-        ec = std::make_error_code(std::errc::bad_file_descriptor);
-        return 0;
-    }
-    for (;;) {
-        const ssize_t n = ::read(raw(), buf.data(), buf.size());
-        if (n >= 0) return static_cast<std::size_t>(n);
-        if (errno == EINTR) continue;
-        if (!would_block(errno)) {
-            ec = errno_code();
-            return 0;
-        }
-        if ((ec = wait_in(interest::readable, deadline))) return 0;
-    }
+    const ssize_t n =
+        retry_io(interest::readable, deadline, ec, [buf](int fd) { return ::read(fd, buf.data(), buf.size()); });
+    return n < 0 ? 0 : static_cast<std::size_t>(n);
 }
 
 std::size_t handle::write_some(std::span<const std::byte> buf, std::error_code& ec, clock::time_point deadline) {
-    ec.clear();
-    op g(*this);
-    if (!g) {
-        ec = std::make_error_code(std::errc::bad_file_descriptor);
-        return 0;
-    }
-    for (;;) {
-        ssize_t n;
+    const ssize_t n = retry_io(interest::writable, deadline, ec, [this, buf](int fd) {
         if (kind_.load(std::memory_order_relaxed) != 2) {
-            n = ::send(raw(), buf.data(), buf.size(), MSG_NOSIGNAL);
-            if (n < 0 && errno == ENOTSOCK) {
-                kind_.store(2, std::memory_order_relaxed);
-                continue;
-            }
-        } else {
-            n = ::write(raw(), buf.data(), buf.size());
+            const ssize_t r = ::send(fd, buf.data(), buf.size(), MSG_NOSIGNAL);
+            if (r >= 0 || errno != ENOTSOCK) return r;
+            kind_.store(2, std::memory_order_relaxed);  // not a socket: write(2) from now on
         }
-        if (n >= 0) return static_cast<std::size_t>(n);
-        if (errno == EINTR) continue;
-        if (!would_block(errno)) {
-            ec = errno_code();
-            return 0;
-        }
-        if ((ec = wait_in(interest::writable, deadline))) return 0;
-    }
+        return ::write(fd, buf.data(), buf.size());
+    });
+    return n < 0 ? 0 : static_cast<std::size_t>(n);
 }
 
 std::size_t handle::read_some(std::span<std::byte> buf, clock::time_point deadline) {

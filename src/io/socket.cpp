@@ -464,34 +464,26 @@ listener listener::bind(const endpoint& at, int backlog) {
 }
 
 stream listener::accept(std::error_code& ec, clock::time_point deadline, endpoint* peer) {
-    ec.clear();
-    handle::op g(h_);
-    if (!g) {
-        ec = std::make_error_code(std::errc::bad_file_descriptor);
-        return {};
-    }
-    for (;;) {
-        sockaddr_storage ss{};
-        socklen_t len = sizeof ss;
-        const int fd = ::accept4(h_.raw(), reinterpret_cast<sockaddr*>(&ss), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd >= 0) {
-            handle c = adopt(fd, ec);
-            if (ec) return {};
-            if (peer) *peer = endpoint(reinterpret_cast<const sockaddr*>(&ss), len);
-            return stream(std::move(c));
-        }
-        const int e = errno;
+    sockaddr_storage ss{};
+    socklen_t len = 0;
+    const int fd = h_.retry_io(interest::readable, deadline, ec, [&ss, &len](int l) {
         // ECONNABORTED: that connection was reset while queued; the next
         // one may be fine. EMFILE / ENFILE leave the connection queued, and
         // the next accept() tries accept4() before waiting, so the listener
         // stays usable once fds are free.
-        if (e == EINTR || e == ECONNABORTED) continue;
-        if (e != EAGAIN && e != EWOULDBLOCK) {
-            ec = errno_code(e);
-            return {};
-        }
-        if ((ec = h_.wait_in(interest::readable, deadline))) return {};
-    }
+        int conn;
+        do {
+            ss = {};
+            len = sizeof ss;
+            conn = ::accept4(l, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        } while (conn < 0 && errno == ECONNABORTED);
+        return conn;
+    });
+    if (fd < 0) return {};
+    handle c = adopt(fd, ec);
+    if (ec) return {};
+    if (peer) *peer = endpoint(reinterpret_cast<const sockaddr*>(&ss), len);
+    return stream(std::move(c));
 }
 
 stream listener::accept(clock::time_point deadline, endpoint* peer) {
@@ -530,23 +522,10 @@ udp_socket udp_socket::bind(const endpoint& at) {
 
 std::size_t udp_socket::send_to(std::span<const std::byte> buf, const endpoint& to, std::error_code& ec,
                                 clock::time_point deadline) {
-    ec.clear();
-    handle::op g(h_);
-    if (!g) {
-        ec = std::make_error_code(std::errc::bad_file_descriptor);
-        return 0;
-    }
-    for (;;) {
-        const ssize_t n = ::sendto(h_.raw(), buf.data(), buf.size(), MSG_NOSIGNAL, to.data(), to.size());
-        if (n >= 0) return static_cast<std::size_t>(n);
-        const int e = errno;
-        if (e == EINTR) continue;
-        if (e != EAGAIN && e != EWOULDBLOCK) {
-            ec = errno_code(e);
-            return 0;
-        }
-        if ((ec = h_.wait_in(interest::writable, deadline))) return 0;
-    }
+    const ssize_t n = h_.retry_io(interest::writable, deadline, ec, [buf, &to](int fd) {
+        return ::sendto(fd, buf.data(), buf.size(), MSG_NOSIGNAL, to.data(), to.size());
+    });
+    return n < 0 ? 0 : static_cast<std::size_t>(n);
 }
 
 std::size_t udp_socket::send_to(std::span<const std::byte> buf, const endpoint& to, clock::time_point deadline) {
@@ -558,28 +537,16 @@ std::size_t udp_socket::send_to(std::span<const std::byte> buf, const endpoint& 
 
 std::size_t udp_socket::recv_from(std::span<std::byte> buf, endpoint& from, std::error_code& ec,
                                   clock::time_point deadline) {
-    ec.clear();
-    handle::op g(h_);
-    if (!g) {
-        ec = std::make_error_code(std::errc::bad_file_descriptor);
-        return 0;
-    }
-    for (;;) {
-        sockaddr_storage ss{};
-        socklen_t len = sizeof ss;
-        const ssize_t n = ::recvfrom(h_.raw(), buf.data(), buf.size(), 0, reinterpret_cast<sockaddr*>(&ss), &len);
-        if (n >= 0) {
-            from = endpoint(reinterpret_cast<const sockaddr*>(&ss), len);
-            return static_cast<std::size_t>(n);
-        }
-        const int e = errno;
-        if (e == EINTR) continue;
-        if (e != EAGAIN && e != EWOULDBLOCK) {
-            ec = errno_code(e);
-            return 0;
-        }
-        if ((ec = h_.wait_in(interest::readable, deadline))) return 0;
-    }
+    sockaddr_storage ss{};
+    socklen_t len = 0;
+    const ssize_t n = h_.retry_io(interest::readable, deadline, ec, [buf, &ss, &len](int fd) {
+        ss = {};
+        len = sizeof ss;
+        return ::recvfrom(fd, buf.data(), buf.size(), 0, reinterpret_cast<sockaddr*>(&ss), &len);
+    });
+    if (n < 0) return 0;
+    from = endpoint(reinterpret_cast<const sockaddr*>(&ss), len);
+    return static_cast<std::size_t>(n);
 }
 
 std::size_t udp_socket::recv_from(std::span<std::byte> buf, endpoint& from, clock::time_point deadline) {

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -131,6 +132,33 @@ public:
     std::error_code wait_in(interest what, clock::time_point deadline);
     [[nodiscard]] int raw() const noexcept { return fd_.load(std::memory_order_relaxed); }
 
+    // retry_io() is the readiness loop of every operation on the handle
+    // (read_some, write_some, accept, send_to, recv_from), after Tokio's
+    // Registration::async_io but trying first and waiting second:
+    //
+    //   IO-R1  Inside one op (H1) it calls attempt(fd), fd = raw(), which
+    //          makes ONE non-blocking syscall and returns its result: >= 0
+    //          success, < 0 failure with errno set. Then:
+    //            >= 0                   returned at once, ec clear;
+    //            EINTR                  attempt called again at once;
+    //            EAGAIN / EWOULDBLOCK   wait_in(what, deadline), then again;
+    //            any other errno        returned as -1, ec = that errno.
+    //          The first attempt comes before any wait (the fd is edge-
+    //          triggered: wait only after an EAGAIN), and every wait comes
+    //          right after an EAGAIN of the same op.
+    //
+    // It ends with -1 and ec set to bad_file_descriptor if the handle is
+    // closed before it starts, to wait_in()'s error if a wait fails
+    // (timed_out once the deadline has passed; operation_canceled when
+    // another task closes the handle; invalid_argument from another
+    // runtime's task); a cancellation of the task unwinds out of the wait
+    // (weft::forced_unwind), leaving the op. Partial transfers are the
+    // attempt's result: retry_io never calls it again after a success.
+    // attempt must not touch the fd after returning (the op ends here).
+    template <class Attempt>
+    auto retry_io(interest what, clock::time_point deadline, std::error_code& ec, Attempt&& attempt)
+        -> decltype(attempt(0));
+
 private:
     static constexpr std::uint32_t closing = 1, released = 2, one_op = 4;
     void detach() noexcept;
@@ -149,6 +177,28 @@ private:
     std::atomic<detail::registration*> reg_{nullptr};  // made by the first wait inside a task
     std::uint32_t seq_ = 0;                            // reg_'s sequence number, written before reg_
 };
+
+template <class Attempt>
+auto handle::retry_io(interest what, clock::time_point deadline, std::error_code& ec, Attempt&& attempt)
+    -> decltype(attempt(0)) {
+    ec.clear();
+    op g(*this);
+    if (!g) {
+        ec = std::make_error_code(std::errc::bad_file_descriptor);
+        return -1;
+    }
+    for (;;) {
+        const auto r = attempt(raw());
+        if (r >= 0) return r;
+        const int e = errno;
+        if (e == EINTR) continue;
+        if (e != EAGAIN && e != EWOULDBLOCK) {
+            ec = std::error_code(e, std::system_category());
+            return -1;
+        }
+        if ((ec = wait_in(what, deadline))) return -1;
+    }
+}
 
 // backend_info describes the IO backend of the calling task's runtime.
 struct backend_info {
