@@ -42,9 +42,7 @@ namespace weft::io {
 namespace {
 
 using detail::errno_code;
-
-
-bool expired(clock::time_point deadline) noexcept { return deadline != no_deadline && clock::now() >= deadline; }
+using detail::expired;
 
 // One ring operation moves at most this much (a read returns short, a write
 // repeats): the SQE's length is 32 bits and the kernel caps a read or write
@@ -65,6 +63,17 @@ detail::backend* ring_backend() {
 struct ring_op {
     detail::op_state op;
     weft::waiter w1, w2;
+
+    // prepare() sets op up for one read or write of at most op_max bytes.
+    void prepare(detail::op_state::kind k, int fd, void* buf, std::size_t len, std::uint64_t offset) noexcept {
+        op.op = k;
+        op.fd = fd;
+        op.buf = buf;
+        op.len = static_cast<std::uint32_t>(std::min(len, op_max));
+        op.offset = offset;
+        op.done = false;
+        op.res = 0;
+    }
 };
 
 // ring_io() submits the operation in r and waits for its completion (F1);
@@ -110,6 +119,15 @@ int ring_io(detail::backend& b, ring_op& r, clock::time_point deadline) {
     return op.res;
 }
 
+// cannot_start() is what read_at() / write_at() check before starting: the file
+// is open (else bad_file_descriptor) and the deadline has not passed (else
+// timed_out, also on the blocking pool, where nothing can interrupt a call).
+std::error_code cannot_start(int fd, clock::time_point deadline) noexcept {
+    if (fd < 0) return std::make_error_code(std::errc::bad_file_descriptor);
+    if (expired(deadline)) return std::make_error_code(std::errc::timed_out);
+    return {};
+}
+
 // counted is what a call on the blocking pool hands back: a count and an
 // error. The pool's callables capture values only, never the calling frame
 // (V4: on a shared stack that frame belongs to another task meanwhile).
@@ -126,14 +144,7 @@ std::size_t read_into(int fd, std::span<std::byte> buf, std::uint64_t offset, st
     if (detail::backend* b = ring_backend()) {
         weft::detail::stable<ring_op> r;
         for (;;) {
-            detail::op_state& op = r->op;
-            op.op = detail::op_state::read;
-            op.fd = fd;
-            op.buf = buf.data();
-            op.len = static_cast<std::uint32_t>(std::min(buf.size(), op_max));
-            op.offset = offset;
-            op.done = false;
-            op.res = 0;
+            r->prepare(detail::op_state::read, fd, buf.data(), buf.size(), offset);
             const int res = ring_io(*b, *r, deadline);
             if (res >= 0) return static_cast<std::size_t>(res);
             if (res == -EINTR) continue;
@@ -164,14 +175,8 @@ std::size_t write_from(int fd, std::span<const std::byte> buf, std::uint64_t off
         weft::detail::stable<ring_op> r;
         std::size_t done = 0;
         while (done < buf.size()) {
-            detail::op_state& op = r->op;
-            op.op = detail::op_state::write;
-            op.fd = fd;
-            op.buf = const_cast<std::byte*>(buf.data() + done);
-            op.len = static_cast<std::uint32_t>(std::min(buf.size() - done, op_max));
-            op.offset = offset + done;
-            op.done = false;
-            op.res = 0;
+            r->prepare(detail::op_state::write, fd, const_cast<std::byte*>(buf.data() + done), buf.size() - done,
+                       offset + done);
             const int res = ring_io(*b, *r, deadline);
             if (res > 0) {
                 done += static_cast<std::size_t>(res);
@@ -217,10 +222,7 @@ file file::open(const std::string& path, int flags, std::error_code& ec, mode_t 
 }
 
 file file::open(const std::string& path, int flags, mode_t mode) {
-    std::error_code ec;
-    file f = open(path, flags, ec, mode);
-    check(ec, "weft::io::file::open");
-    return f;
+    return detail::or_throw("weft::io::file::open", [&](std::error_code& ec) { return open(path, flags, ec, mode); });
 }
 
 file& file::operator=(file&& o) noexcept {
@@ -234,15 +236,7 @@ file& file::operator=(file&& o) noexcept {
 
 std::size_t file::read_at(std::span<std::byte> buf, std::uint64_t offset, std::error_code& ec,
                           clock::time_point deadline) {
-    ec.clear();
-    if (fd_ < 0) {
-        ec = std::make_error_code(std::errc::bad_file_descriptor);
-        return 0;
-    }
-    if (expired(deadline)) {
-        ec = std::make_error_code(std::errc::timed_out);
-        return 0;
-    }
+    if ((ec = cannot_start(fd_, deadline))) return 0;
     if (weft::detail::on_shared_stack()) [[unlikely]] {
         // V4: the kernel or the pool thread fills a heap buffer, copied out
         // once this task runs again (buf may lie in its saved frame).
@@ -255,23 +249,13 @@ std::size_t file::read_at(std::span<std::byte> buf, std::uint64_t offset, std::e
 }
 
 std::size_t file::read_at(std::span<std::byte> buf, std::uint64_t offset, clock::time_point deadline) {
-    std::error_code ec;
-    const std::size_t n = read_at(buf, offset, ec, deadline);
-    check(ec, "weft::io::file::read_at");
-    return n;
+    return detail::or_throw("weft::io::file::read_at",
+                            [&](std::error_code& ec) { return read_at(buf, offset, ec, deadline); });
 }
 
 std::size_t file::write_at(std::span<const std::byte> buf, std::uint64_t offset, std::error_code& ec,
                            clock::time_point deadline) {
-    ec.clear();
-    if (fd_ < 0) {
-        ec = std::make_error_code(std::errc::bad_file_descriptor);
-        return 0;
-    }
-    if (expired(deadline)) {
-        ec = std::make_error_code(std::errc::timed_out);
-        return 0;
-    }
+    if ((ec = cannot_start(fd_, deadline))) return 0;
     if (weft::detail::on_shared_stack()) [[unlikely]] {
         // V4: the data goes out of a heap copy (buf may lie in the saved
         // frame of this task while it waits).
@@ -282,10 +266,8 @@ std::size_t file::write_at(std::span<const std::byte> buf, std::uint64_t offset,
 }
 
 std::size_t file::write_at(std::span<const std::byte> buf, std::uint64_t offset, clock::time_point deadline) {
-    std::error_code ec;
-    const std::size_t n = write_at(buf, offset, ec, deadline);
-    check(ec, "weft::io::file::write_at");
-    return n;
+    return detail::or_throw("weft::io::file::write_at",
+                            [&](std::error_code& ec) { return write_at(buf, offset, ec, deadline); });
 }
 
 std::uint64_t file::size(std::error_code& ec) const noexcept {

@@ -187,17 +187,13 @@ std::size_t handle::write_some(std::span<const std::byte> buf, std::error_code& 
 }
 
 std::size_t handle::read_some(std::span<std::byte> buf, clock::time_point deadline) {
-    std::error_code ec;
-    const std::size_t n = read_some(buf, ec, deadline);
-    check(ec, "weft::io::handle::read_some");
-    return n;
+    return detail::or_throw("weft::io::handle::read_some",
+                            [&](std::error_code& ec) { return read_some(buf, ec, deadline); });
 }
 
 std::size_t handle::write_some(std::span<const std::byte> buf, clock::time_point deadline) {
-    std::error_code ec;
-    const std::size_t n = write_some(buf, ec, deadline);
-    check(ec, "weft::io::handle::write_some");
-    return n;
+    return detail::or_throw("weft::io::handle::write_some",
+                            [&](std::error_code& ec) { return write_some(buf, ec, deadline); });
 }
 
 backend_info current_backend() {

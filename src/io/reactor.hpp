@@ -44,6 +44,22 @@ class reactor;
 // errno_code() is errno as a std::error_code (system category).
 inline std::error_code errno_code() noexcept { return {errno, std::system_category()}; }
 
+// expired() is true once `deadline` (not no_deadline) has passed.
+inline bool expired(clock::time_point deadline) noexcept {
+    return deadline != no_deadline && clock::now() >= deadline;
+}
+
+// or_throw(what, f) is the throwing form of an operation made from its
+// error_code form: it calls f(ec) and throws std::system_error(ec, what)
+// if that set ec, else returns what f returned.
+template <class F>
+auto or_throw(const char* what, F&& f) {
+    std::error_code ec;
+    auto r = f(ec);
+    check(ec, what);
+    return r;
+}
+
 // registration is one watched fd (R1-R5). Guarded by mu except where noted.
 struct alignas(64) registration {
     weft::spin_lock mu;
