@@ -30,9 +30,8 @@ namespace weft::io {
 namespace {
 
 using detail::errno_code;
+using detail::expired;
 std::error_code errno_code(int e) noexcept { return {e, std::system_category()}; }
-
-bool expired(clock::time_point deadline) noexcept { return deadline != no_deadline && clock::now() >= deadline; }
 
 class io_category final : public std::error_category {
 public:
@@ -302,11 +301,12 @@ std::vector<endpoint> resolve(std::string_view host, std::string_view service, s
 }
 
 std::vector<endpoint> resolve(std::string_view host, std::string_view service) {
-    std::error_code ec;
-    auto r = resolve(host, service, ec);
-    check(ec, "weft::io::resolve");
-    return r;
+    return detail::or_throw("weft::io::resolve", [&](std::error_code& ec) { return resolve(host, service, ec); });
 }
+
+// ---- socket_base ----
+
+endpoint socket_base::local_endpoint() const { return name_of(h_.native_handle(), false); }
 
 // ---- stream ----
 
@@ -356,10 +356,8 @@ stream stream::connect(const endpoint& to, std::error_code& ec, clock::time_poin
 }
 
 stream stream::connect(const endpoint& to, clock::time_point deadline) {
-    std::error_code ec;
-    stream s = connect(to, ec, deadline);
-    check(ec, "weft::io::stream::connect");
-    return s;
+    return detail::or_throw("weft::io::stream::connect",
+                            [&](std::error_code& ec) { return connect(to, ec, deadline); });
 }
 
 std::size_t stream::read_some(std::span<std::byte> buf, std::error_code& ec, clock::time_point deadline) {
@@ -367,10 +365,8 @@ std::size_t stream::read_some(std::span<std::byte> buf, std::error_code& ec, clo
 }
 
 std::size_t stream::read_some(std::span<std::byte> buf, clock::time_point deadline) {
-    std::error_code ec;
-    const std::size_t n = h_.read_some(buf, ec, deadline);
-    check(ec, "weft::io::stream::read_some");
-    return n;
+    return detail::or_throw("weft::io::stream::read_some",
+                            [&](std::error_code& ec) { return h_.read_some(buf, ec, deadline); });
 }
 
 std::size_t stream::write_some(std::span<const std::byte> buf, std::error_code& ec, clock::time_point deadline) {
@@ -378,10 +374,8 @@ std::size_t stream::write_some(std::span<const std::byte> buf, std::error_code& 
 }
 
 std::size_t stream::write_some(std::span<const std::byte> buf, clock::time_point deadline) {
-    std::error_code ec;
-    const std::size_t n = h_.write_some(buf, ec, deadline);
-    check(ec, "weft::io::stream::write_some");
-    return n;
+    return detail::or_throw("weft::io::stream::write_some",
+                            [&](std::error_code& ec) { return h_.write_some(buf, ec, deadline); });
 }
 
 std::size_t stream::read_exact(std::span<std::byte> buf, std::error_code& ec, clock::time_point deadline) {
@@ -400,10 +394,8 @@ std::size_t stream::read_exact(std::span<std::byte> buf, std::error_code& ec, cl
 }
 
 std::size_t stream::read_exact(std::span<std::byte> buf, clock::time_point deadline) {
-    std::error_code ec;
-    const std::size_t n = read_exact(buf, ec, deadline);
-    check(ec, "weft::io::stream::read_exact");
-    return n;
+    return detail::or_throw("weft::io::stream::read_exact",
+                            [&](std::error_code& ec) { return read_exact(buf, ec, deadline); });
 }
 
 std::size_t stream::write_all(std::span<const std::byte> buf, std::error_code& ec, clock::time_point deadline) {
@@ -418,10 +410,8 @@ std::size_t stream::write_all(std::span<const std::byte> buf, std::error_code& e
 }
 
 std::size_t stream::write_all(std::span<const std::byte> buf, clock::time_point deadline) {
-    std::error_code ec;
-    const std::size_t n = write_all(buf, ec, deadline);
-    check(ec, "weft::io::stream::write_all");
-    return n;
+    return detail::or_throw("weft::io::stream::write_all",
+                            [&](std::error_code& ec) { return write_all(buf, ec, deadline); });
 }
 
 std::error_code stream::shutdown(shutdown_kind how) noexcept {
@@ -434,8 +424,6 @@ std::error_code stream::shutdown(shutdown_kind how) noexcept {
 std::error_code stream::set_no_delay(bool on) noexcept { return set_int_option(h_, IPPROTO_TCP, TCP_NODELAY, on); }
 
 std::error_code stream::set_keep_alive(bool on) noexcept { return set_int_option(h_, SOL_SOCKET, SO_KEEPALIVE, on); }
-
-endpoint stream::local_endpoint() const { return name_of(h_.native_handle(), false); }
 
 endpoint stream::remote_endpoint() const { return name_of(h_.native_handle(), true); }
 
@@ -457,10 +445,7 @@ listener listener::bind(const endpoint& at, std::error_code& ec, int backlog) {
 }
 
 listener listener::bind(const endpoint& at, int backlog) {
-    std::error_code ec;
-    listener l = bind(at, ec, backlog);
-    check(ec, "weft::io::listener::bind");
-    return l;
+    return detail::or_throw("weft::io::listener::bind", [&](std::error_code& ec) { return bind(at, ec, backlog); });
 }
 
 stream listener::accept(std::error_code& ec, clock::time_point deadline, endpoint* peer) {
@@ -487,13 +472,9 @@ stream listener::accept(std::error_code& ec, clock::time_point deadline, endpoin
 }
 
 stream listener::accept(clock::time_point deadline, endpoint* peer) {
-    std::error_code ec;
-    stream s = accept(ec, deadline, peer);
-    check(ec, "weft::io::listener::accept");
-    return s;
+    return detail::or_throw("weft::io::listener::accept",
+                            [&](std::error_code& ec) { return accept(ec, deadline, peer); });
 }
-
-endpoint listener::local_endpoint() const { return name_of(h_.native_handle(), false); }
 
 // ---- udp_socket ----
 
@@ -514,10 +495,7 @@ udp_socket udp_socket::bind(const endpoint& at, std::error_code& ec) {
 }
 
 udp_socket udp_socket::bind(const endpoint& at) {
-    std::error_code ec;
-    udp_socket u = bind(at, ec);
-    check(ec, "weft::io::udp_socket::bind");
-    return u;
+    return detail::or_throw("weft::io::udp_socket::bind", [&](std::error_code& ec) { return bind(at, ec); });
 }
 
 std::size_t udp_socket::send_to(std::span<const std::byte> buf, const endpoint& to, std::error_code& ec,
@@ -529,10 +507,8 @@ std::size_t udp_socket::send_to(std::span<const std::byte> buf, const endpoint& 
 }
 
 std::size_t udp_socket::send_to(std::span<const std::byte> buf, const endpoint& to, clock::time_point deadline) {
-    std::error_code ec;
-    const std::size_t n = send_to(buf, to, ec, deadline);
-    check(ec, "weft::io::udp_socket::send_to");
-    return n;
+    return detail::or_throw("weft::io::udp_socket::send_to",
+                            [&](std::error_code& ec) { return send_to(buf, to, ec, deadline); });
 }
 
 std::size_t udp_socket::recv_from(std::span<std::byte> buf, endpoint& from, std::error_code& ec,
@@ -550,12 +526,8 @@ std::size_t udp_socket::recv_from(std::span<std::byte> buf, endpoint& from, std:
 }
 
 std::size_t udp_socket::recv_from(std::span<std::byte> buf, endpoint& from, clock::time_point deadline) {
-    std::error_code ec;
-    const std::size_t n = recv_from(buf, from, ec, deadline);
-    check(ec, "weft::io::udp_socket::recv_from");
-    return n;
+    return detail::or_throw("weft::io::udp_socket::recv_from",
+                            [&](std::error_code& ec) { return recv_from(buf, from, ec, deadline); });
 }
-
-endpoint udp_socket::local_endpoint() const { return name_of(h_.native_handle(), false); }
 
 }  // namespace weft::io

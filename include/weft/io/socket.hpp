@@ -90,13 +90,37 @@ WEFT_API std::vector<endpoint> resolve(std::string_view host, std::string_view s
 // shutdown_kind says which direction shutdown() ends.
 enum class shutdown_kind { read = SHUT_RD, write = SHUT_WR, both = SHUT_RDWR };
 
+// socket_base is what stream, listener and udp_socket share: the handle
+// and the calls that need nothing else. Not made on its own.
+class WEFT_API socket_base {
+public:
+    // local_endpoint(): getsockname. Throws std::system_error
+    // (bad_file_descriptor when closed). Requires: not being closed by
+    // another task meanwhile.
+    [[nodiscard]] endpoint local_endpoint() const;
+    // close(): see handle::close(); tasks blocked on this socket wake with
+    // operation_canceled.
+    std::error_code close() noexcept { return h_.close(); }
+    [[nodiscard]] bool is_open() const noexcept { return h_.is_open(); }
+    [[nodiscard]] handle& native() noexcept { return h_; }
+
+protected:
+    socket_base() noexcept = default;
+    explicit socket_base(handle h) noexcept : h_(std::move(h)) {}
+    ~socket_base() = default;
+    socket_base(socket_base&&) noexcept = default;
+    socket_base& operator=(socket_base&&) noexcept = default;
+
+    handle h_;
+};
+
 // stream is a connected stream socket: TCP (IPv4, IPv6) or Unix-domain.
 // tcp_stream and unix_stream name it.
-class WEFT_API stream {
+class WEFT_API stream : public socket_base {
 public:
     stream() noexcept = default;
     // stream(h) adopts a connected stream socket.
-    explicit stream(handle h) noexcept : h_(std::move(h)) {}
+    explicit stream(handle h) noexcept : socket_base(std::move(h)) {}
 
     // connect() opens a socket of to's family and connects it; the
     // deadline bounds the whole connect (timed_out; a deadline already
@@ -130,28 +154,18 @@ public:
     // set_keep_alive() sets SO_KEEPALIVE.
     std::error_code set_no_delay(bool on) noexcept;
     std::error_code set_keep_alive(bool on) noexcept;
-    // local_endpoint() / remote_endpoint(): getsockname / getpeername.
-    // Throw std::system_error (bad_file_descriptor when closed,
-    // not_connected when the peer has gone). Requires: not being closed by
-    // another task meanwhile.
-    [[nodiscard]] endpoint local_endpoint() const;
+    // remote_endpoint(): getpeername. Throws std::system_error
+    // (bad_file_descriptor when closed, not_connected when the peer has
+    // gone). Requires: not being closed by another task meanwhile.
     [[nodiscard]] endpoint remote_endpoint() const;
-
-    // close(): see handle::close(); tasks blocked on this stream wake with
-    // operation_canceled.
-    std::error_code close() noexcept { return h_.close(); }
-    [[nodiscard]] bool is_open() const noexcept { return h_.is_open(); }
-    [[nodiscard]] handle& native() noexcept { return h_; }
-
-private:
-    handle h_;
+    // local_endpoint(), close(), is_open(), native(): socket_base.
 };
 using tcp_stream = stream;
 using unix_stream = stream;
 
 // listener is a listening stream socket (TCP or Unix-domain); tcp_listener
 // and unix_listener name it.
-class WEFT_API listener {
+class WEFT_API listener : public socket_base {
 public:
     listener() noexcept = default;
     // bind() opens a socket of at's family, sets SO_REUSEADDR (TCP), binds
@@ -171,20 +185,13 @@ public:
     stream accept(std::error_code& ec, clock::time_point deadline = no_deadline, endpoint* peer = nullptr);
     stream accept(clock::time_point deadline = no_deadline, endpoint* peer = nullptr);
 
-    // local_endpoint(): getsockname; throws std::system_error.
-    [[nodiscard]] endpoint local_endpoint() const;
-    std::error_code close() noexcept { return h_.close(); }
-    [[nodiscard]] bool is_open() const noexcept { return h_.is_open(); }
-    [[nodiscard]] handle& native() noexcept { return h_; }
-
-private:
-    handle h_;
+    // local_endpoint(), close(), is_open(), native(): socket_base.
 };
 using tcp_listener = listener;
 using unix_listener = listener;
 
 // udp_socket is a datagram socket (IPv4 or IPv6).
-class WEFT_API udp_socket {
+class WEFT_API udp_socket : public socket_base {
 public:
     udp_socket() noexcept = default;
     // bind() opens a UDP socket of at's family bound to `at` (port 0: any);
@@ -202,14 +209,7 @@ public:
                           clock::time_point deadline = no_deadline);
     std::size_t recv_from(std::span<std::byte> buf, endpoint& from, clock::time_point deadline = no_deadline);
 
-    // local_endpoint(): getsockname; throws std::system_error.
-    [[nodiscard]] endpoint local_endpoint() const;
-    std::error_code close() noexcept { return h_.close(); }
-    [[nodiscard]] bool is_open() const noexcept { return h_.is_open(); }
-    [[nodiscard]] handle& native() noexcept { return h_; }
-
-private:
-    handle h_;
+    // local_endpoint(), close(), is_open(), native(): socket_base.
 };
 
 }  // namespace weft::io
