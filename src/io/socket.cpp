@@ -1,9 +1,11 @@
 // socket.cpp: weft/io/socket.hpp. Every socket is made non-blocking and
 // close-on-exec in the same call that creates it (socket(2), accept4(2)),
 // so no fork() in another thread can inherit it half set up. Waiting is the
-// handle's (edge-triggered: each wait comes after an EAGAIN), and every
-// syscall on the fd happens inside a handle::op, so a close() from another
-// task never lets it reach a reused fd number (H1 in handle.cpp).
+// handle's (edge-triggered: each wait comes after an EAGAIN): accept,
+// send_to and recv_from run their syscall in handle::retry_io() (IO-R1 in
+// weft/io/handle.hpp). Every syscall on the fd happens inside a
+// handle::op, so a close() from another task never lets it reach a reused
+// fd number (H1 in handle.cpp).
 
 #include "weft/io/socket.hpp"
 
@@ -320,6 +322,9 @@ stream stream::connect(const endpoint& to, std::error_code& ec, clock::time_poin
     }
     handle h = open_socket(to.family(), SOCK_STREAM, ec);
     if (ec) return {};
+    // Not retry_io(): a connect is started once and completed by one wait
+    // for writability, then SO_ERROR (a second connect() would only say
+    // EALREADY), and its Unix-domain EAGAIN has nothing to wait on.
     {
         handle::op g(h);
         auto pause = std::chrono::milliseconds(1);
