@@ -25,7 +25,7 @@
 //       watch_wait_ns() and add_timer()).
 //   T3  a timer fires at or after its deadline, never before: the wheel
 //       rounds deadlines up to its tick and hands out only nodes with
-//       when <= now (weft/detail/timer_wheel.hpp, E1); a worker's loop fires
+//       when <= now (src/runtime/timer_wheel.hpp, E1); a worker's loop fires
 //       its own and the shared wheel, and any other wheel whose lock is free,
 //       so a worker stuck in a long task does not hold up its timers while
 //       another worker runs its loop or the watcher wakes (docs/timers.md).
@@ -65,8 +65,8 @@
 #include <sys/mman.h>
 
 #include "weft/detail/support.hpp"
-#include "weft/detail/timer_wheel.hpp"
-#include "weft/detail/work_deque.hpp"
+#include "timer_wheel.hpp"
+#include "work_deque.hpp"
 #include "weft/waiter.hpp"
 
 #include "debug.hpp"

@@ -1,4 +1,4 @@
-// weft/detail/work_deque.hpp: the scheduler's work-stealing deque.
+// work_deque.hpp: layer L4, internal: the scheduler's work-stealing deque.
 //
 //   work_deque<T>    a Chase-Lev deque of T*: one owner pushes and pops at
 //                    the bottom (LIFO), any thread steals at the top (FIFO)
