@@ -37,6 +37,9 @@
 #include "weft/runtime.hpp"
 #include "weft/waiter.hpp"
 
+// The runtime's internal poller interface (L4, below this layer).
+#include "../runtime/poller.hpp"
+
 namespace weft::io::detail {
 
 class reactor;

@@ -71,6 +71,7 @@
 
 #include "debug.hpp"
 #include "observe.hpp"
+#include "poller.hpp"
 
 namespace weft::detail {
 
