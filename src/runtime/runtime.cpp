@@ -72,6 +72,7 @@
 #include "debug.hpp"
 #include "observe.hpp"
 #include "poller.hpp"
+#include "../stack/task_stacks.hpp"
 
 namespace weft::detail {
 
@@ -200,40 +201,6 @@ struct alignas(64) worker {
 
 }  // namespace
 
-// guarded_stack is the allocator of a task's own guarded stack: the
-// runtime's stack_pool, counted against the runtime's budget of guarded
-// stacks.
-class guarded_stack {
-public:
-    explicit guarded_stack(runtime_core* c) noexcept : c_(c) {}
-    stack_view allocate(std::size_t size);
-    void deallocate(stack_view v) noexcept;
-
-private:
-    runtime_core* c_;
-};
-
-// slab_stack is the allocator of the fallback stacks
-// (runtime_options::stack_fallback): stacks of the runtime's stack_size
-// carved from large regions (one mapping and one guard page per region, not
-// per stack), each with guard words just below its base, checked whenever
-// its task is switched out and when it ends. Memory comes from mmap, not
-// the heap, so it can still be had when malloc cannot map any more.
-class slab_stack {
-public:
-    static constexpr std::size_t guard_bytes = 16;
-    static constexpr std::uint64_t guard_value = 0x5745'4654'534c'4142;  // "WEFTSLAB"
-    explicit slab_stack(runtime_core* c) noexcept : c_(c) {}
-    stack_view allocate(std::size_t size);
-    void deallocate(stack_view v) noexcept;
-    [[nodiscard]] static const std::uint64_t* guard_word(stack_view v) noexcept {
-        return reinterpret_cast<const std::uint64_t*>(static_cast<const std::byte*>(v.base) - guard_bytes);
-    }
-
-private:
-    runtime_core* c_;
-};
-
 // task_body is every task's fiber body: the typed part is behind t->run.
 struct task_body {
     task_record* t;
@@ -275,7 +242,7 @@ public:
     unsigned nthreads;
     unsigned nworkers;
     std::vector<std::unique_ptr<worker>> ws;
-    stack_pool pool;
+    guarded_stacks guarded;
     std::atomic<std::int64_t> refs{1};  // the runtime object + one per task record
     std::atomic<std::int64_t> live{0};
     std::atomic<bool> stopping{false};
@@ -285,14 +252,10 @@ public:
     std::mutex stop_mu;
     std::atomic<bool> driving{false};
     std::atomic<unsigned> round_robin{0};
-    // Stacks: guarded ones from `pool` up to guarded_budget at once, then
-    // slab stacks (guarded_stack, slab_stack).
-    std::atomic<std::size_t> guarded_live{0};
+    // Stacks: guarded ones from `guarded` up to guarded_budget at once, then
+    // slab stacks (guarded_stack, slab_stack: src/stack/task_stacks.hpp).
     std::size_t guarded_budget = 0;
-    std::mutex slab_mu;
-    std::vector<std::byte*> slab_free;
-    std::vector<std::pair<void*, std::size_t>> slab_regions;
-    std::size_t slab_slot = 0;
+    slab_stacks slabs;
 
 private:
     friend struct hooks;
@@ -439,7 +402,7 @@ std::size_t guarded_stack_budget() noexcept {
 // The runtime's pool holds at most the budget of guarded stacks mapped,
 // idle ones included: a stack a task freed on one worker waits in that
 // worker's cache while another worker maps new ones, so counting only the
-// stacks in use (guarded_live) let the mappings outgrow the budget and use
+// stacks in use (guarded.live) let the mappings outgrow the budget and use
 // up vm.max_map_count, and then the slab fallback could not map either
 // (R7, a million sleeping tasks on two workers). At the limit the pool
 // throws stack_pool_error (ENOMEM) and make_fiber() takes a slab stack.
@@ -528,13 +491,13 @@ struct hooks {
 };
 
 runtime_core::runtime_core(const runtime_options& o)
-    : opts(o), nthreads(o.workers), nworkers(o.workers ? o.workers : 1), pool(pool_options(o)) {
+    : opts(o), nthreads(o.workers), nworkers(o.workers ? o.workers : 1), guarded(pool_options(o)) {
     if (o.workers > 1024) bad_option("workers must be at most 1024");
     if (o.blocking_threads == 0) bad_option("blocking_threads must be at least 1");
     shards = std::make_unique<shard[]>(nworkers + 1);
     guarded_budget = guarded_stack_budget();
     // A slab slot is the stack plus its guard word, in whole pages.
-    if (o.stack_size < 2 * page_size() || !round_up(o.stack_size + slab_stack::guard_bytes, page_size(), slab_slot))
+    if (o.stack_size < 2 * page_size() || !round_up(o.stack_size + slab_stack::guard_bytes, page_size(), slabs.slot))
         bad_option("stack_size must be at least two pages");
     std::random_device rd;
     for (unsigned i = 0; i < nworkers; ++i) {
@@ -581,9 +544,7 @@ runtime_core::runtime_core(const runtime_options& o)
     }
 }
 
-runtime_core::~runtime_core() {
-    for (auto& r : slab_regions) ::munmap(r.first, r.second);
-}
+runtime_core::~runtime_core() = default;
 
 // ---- queues ----------------------------------------------------------------
 
@@ -1611,64 +1572,6 @@ void runtime_core::blocking_main() {
 
 // ---- stacks ------------------------------------------------------------------------
 
-stack_view guarded_stack::allocate(std::size_t size) {
-    stack_view v = c_->pool.allocate(size);
-    c_->guarded_live.fetch_add(1, std::memory_order_relaxed);
-    return v;
-}
-
-void guarded_stack::deallocate(stack_view v) noexcept {
-    c_->pool.deallocate(v);
-    c_->guarded_live.fetch_sub(1, std::memory_order_relaxed);
-}
-
-// Slab layout: a region is one guard page and `per` slots of slab_slot
-// bytes. The stack of slot k starts at the slot's bottom and ends
-// guard_bytes below its top; those top guard_bytes hold the guard words of
-// slot k + 1's stack. So a stack's guard words lie in the page its
-// neighbour below keeps its own record in (touched anyway when that slot is
-// in use): a slab stack costs about one resident page, not two. Slot 0
-// only holds slot 1's guard words (its bottom borders the guard page).
-stack_view slab_stack::allocate(std::size_t size) {
-    runtime_core* c = c_;
-    const std::size_t slot = c->slab_slot;
-    if (size > slot - guard_bytes) throw stack_error(ENOMEM, size, "slab stack (larger than the runtime's stack_size)");
-    std::byte* p = nullptr;
-    {
-        std::lock_guard g(c->slab_mu);
-        if (c->slab_free.empty()) {
-            // A region holds at least 16 stacks and about 64 MiB.
-            const std::size_t per = std::max<std::size_t>(17, (std::size_t{64} << 20) / slot);
-            const std::size_t bytes = per * slot + page_size();
-            void* r = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-            if (r == MAP_FAILED) throw stack_error(errno, size, "mmap (slab stacks)");
-            if (::mprotect(r, page_size(), PROT_NONE) != 0) {
-                const int err = errno;
-                ::munmap(r, bytes);
-                throw stack_error(err, size, "mprotect (slab stacks)");
-            }
-            c->slab_regions.emplace_back(r, bytes);
-            c->slab_free.reserve(c->slab_free.size() + per - 1);
-            auto* first = static_cast<std::byte*>(r) + page_size();
-            for (std::size_t k = per; k-- > 1;) c->slab_free.push_back(first + k * slot);
-        }
-        p = c->slab_free.back();
-        c->slab_free.pop_back();
-    }
-    auto* guard = reinterpret_cast<std::uint64_t*>(p - guard_bytes);
-    guard[0] = guard_value;
-    guard[1] = guard_value;
-    stack_view v;
-    v.base = p;
-    v.size = slot - guard_bytes;
-    return v;
-}
-
-void slab_stack::deallocate(stack_view v) noexcept {
-    std::lock_guard g(c_->slab_mu);
-    c_->slab_free.push_back(static_cast<std::byte*>(v.base));
-}
-
 // make_fiber() gives a task that runs for the first time its fiber: a
 // guarded pooled stack while the budget lasts, then a slab stack; a
 // copy-stack task runs on its home worker's shared stacks.
@@ -1688,14 +1591,14 @@ fiber_record* runtime_core::make_fiber(task_record* t) {
     }
     fo.stack_size = t->stack_size ? t->stack_size : opts.stack_size;
     const bool slab_fits = opts.stack_fallback && fo.stack_size <= opts.stack_size;
-    if (slab_fits && guarded_live.load(std::memory_order_relaxed) >= guarded_budget)
-        return make_block<plain_fiber>(slab_stack(this), body, fo);
+    if (slab_fits && guarded.live.load(std::memory_order_relaxed) >= guarded_budget)
+        return make_block<plain_fiber>(slab_stack(&slabs), body, fo);
     try {
-        return make_block<plain_fiber>(guarded_stack(this), body, fo);
+        return make_block<plain_fiber>(guarded_stack(&guarded), body, fo);
     } catch (const stack_error& e) {
         // Out of mappings (or memory): a slab stack may still be had.
         if (!slab_fits || e.code() != std::errc::not_enough_memory) throw;
-        return make_block<plain_fiber>(slab_stack(this), body, fo);
+        return make_block<plain_fiber>(slab_stack(&slabs), body, fo);
     }
 }
 
