@@ -1,4 +1,4 @@
-// timers_bench.cpp: the runtime's timer structure (weft/detail/timer_wheel.hpp)
+// timers_bench.cpp: the runtime's timer structure (src/runtime/timer_wheel.hpp)
 // next to an indexed binary heap (the structure it replaced), one wheel or
 // heap as one worker holds it, no locks. docs/timers.md quotes the medians.
 //
@@ -21,7 +21,7 @@
 #include <random>
 #include <vector>
 
-#include "weft/detail/timer_wheel.hpp"
+#include "timer_wheel.hpp"
 
 namespace {
 

@@ -13,8 +13,8 @@
  * Code (weft): src/task/task.cpp: wait_finished, wait_any, complete,
  * join_guard, link, unlink, arm, try_end, arrive, park, park_until,
  * request_cancel; include/weft/detail/task_record.hpp (join_waiter,
- * join_lock, joiners, finished); src/runtime/runtime.cpp fire_shard (the
- * wait timer), finish_task (which calls complete).
+ * join_lock, joiners, finished); src/runtime/timers.cpp fire_shard (the
+ * wait timer), src/runtime/worker.cpp finish_task (which calls complete).
  *
  * Parties:
  *   X, Y     two tasks that each end at some moment: complete(t): under

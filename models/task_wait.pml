@@ -8,8 +8,8 @@
  *
  * Code (weft): include/weft/detail/task_record.hpp (wait word layout,
  * W1-W3, R1, timer_node), src/task/task.cpp (arm, try_end, arrive, park,
- * park_until, request_cancel), src/runtime/runtime.cpp (hooks::park,
- * fire_shard, remove_timer).
+ * park_until, request_cancel), src/runtime/runtime_core.hpp (hooks::park),
+ * src/runtime/timers.cpp (fire_shard, remove_timer).
  *
  * One task makes NWAITS waits in a row. Each wait is armed (fresh sequence,
  * cancellable or not), its word is handed to a notifier (the node a

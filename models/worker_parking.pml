@@ -6,10 +6,11 @@
  * wake-up) with two workers, the injection queue, a pinned task's inbox,
  * the LIFO slot, stealing and the searching count.
  *
- * Code (weft): src/runtime/runtime.cpp: runtime_core::ready, push_local,
- * push_inbox, inject, pop_injection, local_next, find_work, steal,
- * has_work, notify_one, wake, unpark_locked, stop_searching, park, loop,
- * hooks::requeue; docs/runtime.md "Parking, and why no wake-up is lost".
+ * Code (weft): src/runtime/worker.cpp: runtime_core::ready, push_inbox,
+ * inject, pop_injection, local_next, find_work, steal, has_work, loop;
+ * src/runtime/parking.cpp: wake, unpark_locked, stop_searching, park;
+ * src/runtime/runtime_core.hpp: push_local, notify_one, hooks::requeue;
+ * docs/runtime.md "Parking, and why no wake-up is lost".
  *
  * Abstractions:
  *   - tasks are identical, so each queue is a count; the Chase-Lev deque's

@@ -13,7 +13,7 @@
 // a task of that runtime: the same workers, queues, ids, states,
 // cancellation, deadlines, registry and join_handle as a stackful task, but
 // no stack of its own: the scheduler resumes it on the worker's stack
-// (run_stackless() in src/runtime/runtime.cpp, A1-A4). Awaited with
+// (run_stackless() in src/runtime/stackless.cpp, A1-A4). Awaited with
 // co_await from another coroutine, it runs in the awaiting coroutine's task,
 // by symmetric transfer (no stack growth however many awaits complete at
 // once: S1 in weft/detail/async_detail.hpp).

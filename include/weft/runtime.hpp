@@ -15,6 +15,10 @@
 //
 // docs/runtime.md has the design: the queues, the wake-up protocol and its
 // invariant, what migrates between workers, the stacks, stopping.
+//
+// In this file: the options (runtime_options, spawn_options), the runtime,
+// its statistics, then spawn(), blocking(), this_task::sleep_*, then(),
+// when_all() and when_any(); the implementation (namespace detail) last.
 #pragma once
 
 #include <chrono>
@@ -49,7 +53,7 @@ namespace weft {
 using unhandled_handler = void (*)(const task_info& task, std::exception_ptr e) noexcept;
 
 // io_backend chooses how a runtime waits for IO (weft/io/, docs/io.md).
-//   automatic  epoll, the faster here for sockets (docs/io.md, "Backends");
+//   automatic  epoll (docs/io.md, "Backends", says why);
 //   epoll      epoll, edge-triggered;
 //   io_uring   io_uring (liburing); when io_uring_setup() fails (EPERM in
 //              containers, ENOSYS on old kernels) the runtime falls back to
@@ -119,9 +123,10 @@ struct runtime_options {
     std::size_t stack_size = 64 * 1024;
     // stack_fallback: when guarded stacks cannot be had because the process
     // is out of memory mappings (vm.max_map_count; each guarded stack costs
-    // two), give the task an unguarded heap stack with a guard word below it
-    // instead, checked whenever the task is switched out and when it ends
-    // (docs/runtime.md, "Stacks"). false: the spawn fails with stack_error.
+    // two), give the task an unguarded stack (one of many in a larger
+    // mapping) with guard words below it instead, checked whenever the task
+    // is switched out and when it ends (docs/runtime.md, "Stacks"). false:
+    // the task fails with stack_error.
     bool stack_fallback = true;
     // copy_stack_size is the size of the shared stacks copy-stack tasks run
     // on (one pool per worker).
@@ -148,57 +153,6 @@ struct runtime_options {
     watchdog_options watchdog = {};
 };
 
-// worker_stats are one worker's counters since the runtime started, read
-// while it runs (each is exact for its worker; the set is not a snapshot
-// taken at one instant).
-struct worker_stats {
-    unsigned worker = 0;
-    std::uint64_t spawned = 0;   // tasks spawned by tasks running on this worker
-    std::uint64_t finished = 0;  // tasks that ended here
-    std::uint64_t switches = 0;  // switches into a task here (first runs, resumes and hand-offs)
-    std::uint64_t steals = 0;    // steals that took tasks from another worker's deque
-    std::uint64_t stolen = 0;    // tasks those steals moved here
-    std::uint64_t parks = 0;     // times it slept for want of work
-    std::uint64_t injected = 0;  // tasks it took from the injection queue
-    std::uint64_t timers = 0;    // timers it fired (sleeps, wait timeouts, task deadlines)
-    std::uint64_t io_waits = 0;  // IO waits begun by tasks running here
-    std::uint64_t io_polls = 0;  // polls for IO readiness it made
-    std::size_t deque = 0;       // tasks in its deque now (an estimate)
-    std::size_t inbox = 0;       // pinned tasks of its made ready by other threads, not yet taken
-    bool running = false;        // running a task now
-};
-
-// runtime_stats are a runtime's counters (runtime::stats()).
-struct runtime_stats {
-    std::vector<worker_stats> workers;  // one per worker (one for workers = 0)
-    std::uint64_t spawned_outside = 0;  // spawns from threads that are not its workers
-    std::size_t injection_queue = 0;    // tasks waiting in the injection queue now
-    std::size_t live_tasks = 0;         // spawned and not finished
-    std::uint64_t stalls = 0;             // stalls the watchdog saw
-    std::uint64_t stalls_suppressed = 0;  // of those, left unreported by the rate limit
-    // total() sums the workers' counters (worker = number of workers).
-    [[nodiscard]] worker_stats total() const noexcept {
-        worker_stats t;
-        t.worker = static_cast<unsigned>(workers.size());
-        for (const auto& w : workers) {
-            t.spawned += w.spawned;
-            t.finished += w.finished;
-            t.switches += w.switches;
-            t.steals += w.steals;
-            t.stolen += w.stolen;
-            t.parks += w.parks;
-            t.injected += w.injected;
-            t.timers += w.timers;
-            t.io_waits += w.io_waits;
-            t.io_polls += w.io_polls;
-            t.deque += w.deque;
-            t.inbox += w.inbox;
-            t.running = t.running || w.running;
-        }
-        return t;
-    }
-};
-
 // spawn_options configure one task.
 struct spawn_options {
     // name appears in errors, diagnostics and runtime::tasks(); copied.
@@ -218,137 +172,17 @@ struct spawn_options {
     std::chrono::nanoseconds timeout{0};
 };
 
+// What the runtime and the templates below need of the implementation; the
+// rest of it is at the end of this file, and runtime_core is in src/runtime/.
 namespace detail {
 class runtime_core;
-
-// check_spawn() throws task_error (runtime_stopping) if c refuses spawns.
-WEFT_API void check_spawn(runtime_core* c, std::string_view name);
-// submit() registers and queues a new task; false (nothing queued) if the
-// runtime began stopping meanwhile.
-[[nodiscard]] WEFT_API bool submit(runtime_core* c, task_record* t, const spawn_options& o);
-[[noreturn]] WEFT_API void spawn_refused(runtime_core* c, std::string_view name);
+// spawn_on() makes a task's block and queues it (defined below).
+template <class F, class R = std::invoke_result_t<std::decay_t<F>&>>
+join_handle<R> spawn_on(runtime_core* c, F&& f, const spawn_options& o);
 [[nodiscard]] WEFT_API runtime_core* current_core();
 WEFT_API void drive_until(runtime_core* c, task_record* root);
 
-// task_closure<R, F> is a task's heap block: record, result, callable; the
-// name follows it in the same allocation.
-template <class R, class F>
-struct task_closure final : task_block<R> {
-    std::optional<F> fn;  // destroyed as soon as the body has run
-    template <class G>
-    explicit task_closure(G&& g) : fn(std::in_place, std::forward<G>(g)) {}
-
-    // body() runs on the task's own stack: the callable between
-    // task_begin() and task_end(), the outcome recorded.
-    static void body(task_record* t) {
-        auto* self = static_cast<task_closure*>(t);
-        try {
-            task_begin(t);
-            if constexpr (std::is_void_v<R>)
-                std::invoke(*self->fn);
-            else
-                self->value.emplace(std::invoke(*self->fn));
-            t->outcome = task_state::done;
-        } catch (...) {
-            // Not catch (const forced_unwind&): see forced_unwind_in_flight().
-            if (forced_unwind_in_flight()) {
-                t->outcome = canceled_outcome(t);
-                self->fn.reset();
-                task_end(t);
-                throw;
-            }
-            t->exception = std::current_exception();
-            t->outcome = task_state::failed;
-        }
-        // The callable goes now, on the task's stack (what it captured may
-        // be large or hold resources), not when the handle goes.
-        self->fn.reset();
-        task_end(t);
-    }
-    static void drop_callable(task_record* t) noexcept { static_cast<task_closure*>(t)->fn.reset(); }
-    static void free_block(task_record* t) noexcept {
-        auto* self = static_cast<task_closure*>(t);
-        self->~task_closure();
-        deallocate(self);
-    }
-    // allocate() / deallocate(): the aligned operator new only when the
-    // block needs more than the default alignment (glibc's memalign path is
-    // several times slower than malloc's).
-    static void* allocate(std::size_t bytes) {
-        if constexpr (alignof(task_closure) > __STDCPP_DEFAULT_NEW_ALIGNMENT__)
-            return ::operator new(bytes, std::align_val_t(alignof(task_closure)));
-        else
-            return ::operator new(bytes);
-    }
-    static void deallocate(void* p) noexcept {
-        if constexpr (alignof(task_closure) > __STDCPP_DEFAULT_NEW_ALIGNMENT__)
-            ::operator delete(p, std::align_val_t(alignof(task_closure)));
-        else
-            ::operator delete(p);
-    }
-};
-
-// spawn_on() makes a task's block and queues it. No stack is taken here:
-// the task gets one when it first runs.
-template <class F, class R = std::invoke_result_t<std::decay_t<F>&>>
-join_handle<R> spawn_on(runtime_core* c, F&& f, const spawn_options& o) {
-    static_assert(!requires { typename R::weft_coroutine_task; },
-                  "weft: spawn(f) where f returns a weft::async would make a stackful task that returns an "
-                  "unstarted coroutine; spawn the coroutine itself: spawn(f())");
-    using block = task_closure<R, std::decay_t<F>>;
-    check_spawn(c, o.name);
-    void* mem = block::allocate(sizeof(block) + o.name.size() + 1);
-    block* t;
-    try {
-        t = ::new (mem) block(std::forward<F>(f));
-    } catch (...) {
-        block::deallocate(mem);
-        throw;
-    }
-    char* name = static_cast<char*>(mem) + sizeof(block);
-    if (!o.name.empty()) std::memcpy(name, o.name.data(), o.name.size());
-    name[o.name.size()] = '\0';
-    t->name = std::string_view(name, o.name.size());
-    t->run = &block::body;
-    t->destroy_block = &block::free_block;
-    t->discard = &block::drop_callable;
-    t->stack_size = o.stack_size;
-    t->copy_stack = o.copy_stack;
-    if (!submit(c, t, o)) {
-        block::free_block(t);
-        spawn_refused(c, o.name);
-    }
-    return join_handle<R>(t);
-}
-
 // blocking_job is one call for the blocking() pool.
-// poller is the IO layer's (L6) part of a runtime: what an idle worker
-// waits in. The runtime makes it on first use (runtime_poller()) and owns it.
-//   - poll(timeout_ns) waits up to timeout_ns (-1: no limit, 0: not at all)
-//     for IO, wakes the waiters whose IO is ready, and returns how many it
-//     woke. The runtime calls it from one thread at a time.
-//   - interrupt() makes a poll() in progress, or the next one, return soon;
-//     callable from any thread, also a signal-free one inside poll().
-class poller {
-public:
-    virtual ~poller() = default;
-    virtual std::size_t poll(std::int64_t timeout_ns) noexcept = 0;
-    virtual void interrupt() noexcept = 0;
-};
-using make_poller_fn = std::unique_ptr<poller> (*)(runtime_core* c, const runtime_options& o);
-// runtime_poller() is c's poller, made by `make` on the first call (once per
-// runtime; later calls return the same one whatever `make` is). Throws what
-// `make` throws.
-WEFT_API poller* runtime_poller(runtime_core* c, make_poller_fn make);
-// retain_core() / release_core() keep c's memory (and its poller) alive
-// while an IO registration refers to it, also after the runtime object is
-// gone.
-// note_io_wait() counts an IO wait begun by the calling task (worker_stats::
-// io_waits); nothing outside a worker.
-WEFT_API void note_io_wait() noexcept;
-WEFT_API void retain_core(runtime_core* c) noexcept;
-WEFT_API void release_core(runtime_core* c) noexcept;
-
 struct blocking_job {
     void (*run)(void* ctx) noexcept;
     void* ctx;
@@ -362,6 +196,8 @@ WEFT_API void run_blocking(blocking_job& job);
 // nor moved off the task's frame.
 [[noreturn]] WEFT_API void blocking_on_shared_stack();
 }  // namespace detail
+
+struct runtime_stats;  // what runtime::stats() returns (below)
 
 // runtime runs tasks; see the top of this file. Not copyable or movable.
 // Several runtimes may exist in one process.
@@ -459,6 +295,57 @@ public:
 
 private:
     detail::runtime_core* core_;
+};
+
+// worker_stats are one worker's counters since the runtime started, read
+// while it runs (each is exact for its worker; the set is not a snapshot
+// taken at one instant).
+struct worker_stats {
+    unsigned worker = 0;
+    std::uint64_t spawned = 0;   // tasks spawned by tasks running on this worker
+    std::uint64_t finished = 0;  // tasks that ended here
+    std::uint64_t switches = 0;  // switches into a task here (first runs, resumes and hand-offs)
+    std::uint64_t steals = 0;    // steals that took tasks from another worker's deque
+    std::uint64_t stolen = 0;    // tasks those steals moved here
+    std::uint64_t parks = 0;     // times it slept for want of work
+    std::uint64_t injected = 0;  // tasks it took from the injection queue
+    std::uint64_t timers = 0;    // timers it fired (sleeps, wait timeouts, task deadlines)
+    std::uint64_t io_waits = 0;  // IO waits begun by tasks running here
+    std::uint64_t io_polls = 0;  // polls for IO readiness it made
+    std::size_t deque = 0;       // tasks in its deque now (an estimate)
+    std::size_t inbox = 0;       // pinned tasks of its made ready by other threads, not yet taken
+    bool running = false;        // running a task now
+};
+
+// runtime_stats are a runtime's counters (runtime::stats()).
+struct runtime_stats {
+    std::vector<worker_stats> workers;  // one per worker (one for workers = 0)
+    std::uint64_t spawned_outside = 0;  // spawns from threads that are not its workers
+    std::size_t injection_queue = 0;    // tasks waiting in the injection queue now
+    std::size_t live_tasks = 0;         // spawned and not finished
+    std::uint64_t stalls = 0;             // stalls the watchdog saw
+    std::uint64_t stalls_suppressed = 0;  // of those, left unreported by the rate limit
+    // total() sums the workers' counters (worker = number of workers).
+    [[nodiscard]] worker_stats total() const noexcept {
+        worker_stats t;
+        t.worker = static_cast<unsigned>(workers.size());
+        for (const auto& w : workers) {
+            t.spawned += w.spawned;
+            t.finished += w.finished;
+            t.switches += w.switches;
+            t.steals += w.steals;
+            t.stolen += w.stolen;
+            t.parks += w.parks;
+            t.injected += w.injected;
+            t.timers += w.timers;
+            t.io_waits += w.io_waits;
+            t.io_polls += w.io_polls;
+            t.deque += w.deque;
+            t.inbox += w.inbox;
+            t.running = t.running || w.running;
+        }
+        return t;
+    }
 };
 
 // spawn() spawns into the runtime of the calling task. Throws: task_error
@@ -624,5 +511,106 @@ template <class T>
 std::size_t when_any(std::vector<join_handle<T>>& hs, bool cancel_losers = false) {
     return when_any(std::span<join_handle<T>>(hs), cancel_losers);
 }
+
+namespace detail {
+
+// check_spawn() throws task_error (runtime_stopping) if c refuses spawns.
+WEFT_API void check_spawn(runtime_core* c, std::string_view name);
+// submit() registers and queues a new task; false (nothing queued) if the
+// runtime began stopping meanwhile.
+[[nodiscard]] WEFT_API bool submit(runtime_core* c, task_record* t, const spawn_options& o);
+[[noreturn]] WEFT_API void spawn_refused(runtime_core* c, std::string_view name);
+
+// task_closure<R, F> is a task's heap block: record, result, callable; the
+// name follows it in the same allocation.
+template <class R, class F>
+struct task_closure final : task_block<R> {
+    std::optional<F> fn;  // destroyed as soon as the body has run
+    template <class G>
+    explicit task_closure(G&& g) : fn(std::in_place, std::forward<G>(g)) {}
+
+    // body() runs on the task's own stack: the callable between
+    // task_begin() and task_end(), the outcome recorded.
+    static void body(task_record* t) {
+        auto* self = static_cast<task_closure*>(t);
+        try {
+            task_begin(t);
+            if constexpr (std::is_void_v<R>)
+                std::invoke(*self->fn);
+            else
+                self->value.emplace(std::invoke(*self->fn));
+            t->outcome = task_state::done;
+        } catch (...) {
+            // Not catch (const forced_unwind&): see forced_unwind_in_flight().
+            if (forced_unwind_in_flight()) {
+                t->outcome = canceled_outcome(t);
+                self->fn.reset();
+                task_end(t);
+                throw;
+            }
+            t->exception = std::current_exception();
+            t->outcome = task_state::failed;
+        }
+        // The callable goes now, on the task's stack (what it captured may
+        // be large or hold resources), not when the handle goes.
+        self->fn.reset();
+        task_end(t);
+    }
+    static void drop_callable(task_record* t) noexcept { static_cast<task_closure*>(t)->fn.reset(); }
+    static void free_block(task_record* t) noexcept {
+        auto* self = static_cast<task_closure*>(t);
+        self->~task_closure();
+        deallocate(self);
+    }
+    // allocate() / deallocate(): the aligned operator new only when the
+    // block needs more than the default alignment.
+    static void* allocate(std::size_t bytes) {
+        if constexpr (alignof(task_closure) > __STDCPP_DEFAULT_NEW_ALIGNMENT__)
+            return ::operator new(bytes, std::align_val_t(alignof(task_closure)));
+        else
+            return ::operator new(bytes);
+    }
+    static void deallocate(void* p) noexcept {
+        if constexpr (alignof(task_closure) > __STDCPP_DEFAULT_NEW_ALIGNMENT__)
+            ::operator delete(p, std::align_val_t(alignof(task_closure)));
+        else
+            ::operator delete(p);
+    }
+};
+
+// spawn_on() makes a task's block and queues it. No stack is taken here:
+// the task gets one when it first runs.
+template <class F, class R>
+join_handle<R> spawn_on(runtime_core* c, F&& f, const spawn_options& o) {
+    static_assert(!requires { typename R::weft_coroutine_task; },
+                  "weft: spawn(f) where f returns a weft::async would make a stackful task that returns an "
+                  "unstarted coroutine; spawn the coroutine itself: spawn(f())");
+    using block = task_closure<R, std::decay_t<F>>;
+    check_spawn(c, o.name);
+    void* mem = block::allocate(sizeof(block) + o.name.size() + 1);
+    block* t;
+    try {
+        t = ::new (mem) block(std::forward<F>(f));
+    } catch (...) {
+        block::deallocate(mem);
+        throw;
+    }
+    char* name = static_cast<char*>(mem) + sizeof(block);
+    if (!o.name.empty()) std::memcpy(name, o.name.data(), o.name.size());
+    name[o.name.size()] = '\0';
+    t->name = std::string_view(name, o.name.size());
+    t->run = &block::body;
+    t->destroy_block = &block::free_block;
+    t->discard = &block::drop_callable;
+    t->stack_size = o.stack_size;
+    t->copy_stack = o.copy_stack;
+    if (!submit(c, t, o)) {
+        block::free_block(t);
+        spawn_refused(c, o.name);
+    }
+    return join_handle<R>(t);
+}
+
+}  // namespace detail
 
 }  // namespace weft

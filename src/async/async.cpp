@@ -1,6 +1,6 @@
 // async.cpp: layer L7 (weft/async.hpp): the bridge coroutine that lets any
 // C++20 awaitable wake a weft waiter, and the borrowed fiber's body of a
-// C++20 task (A3 in src/runtime/runtime.cpp).
+// C++20 task (A3 in src/runtime/stackless.cpp).
 
 #include "weft/async.hpp"
 

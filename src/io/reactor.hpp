@@ -1,6 +1,6 @@
 // reactor.hpp: layer L6's reactor, internal. One per runtime (made on the
 // first wait by runtime_poller()), it is the runtime's poller: the watcher
-// worker waits in poll() (runtime.cpp, I1/I2).
+// worker waits in poll() (src/runtime/parking.cpp, I1/I2).
 //
 // Invariants (docs/io.md):
 //   R1  a registration's memory is never freed while its reactor lives:
@@ -36,6 +36,9 @@
 #include "weft/io/handle.hpp"
 #include "weft/runtime.hpp"
 #include "weft/waiter.hpp"
+
+// The runtime's internal poller interface (L4, below this layer).
+#include "../runtime/poller.hpp"
 
 namespace weft::io::detail {
 

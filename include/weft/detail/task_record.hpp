@@ -53,7 +53,7 @@ inline constexpr int wait_sequence_shift = 4;
 }
 
 // timer_node is a deadline in one of a scheduler's timer wheels
-// (weft/detail/timer_wheel.hpp); it lives in the task record (a task has at
+// (src/runtime/timer_wheel.hpp); it lives in the task record (a task has at
 // most two: its own deadline and its current wait's). `owner` is the timer
 // structure add_timer() put it in, written only by add_timer(): the thread
 // that removes it (perhaps another worker, after the task migrated) finds

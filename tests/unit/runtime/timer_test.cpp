@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "unit/runtime/runtime_fixture.hpp"
-#include "weft/detail/timer_wheel.hpp"
+#include "timer_wheel.hpp"
 #include "weft/runtime.hpp"
 
 namespace {

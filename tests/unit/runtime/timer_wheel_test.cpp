@@ -1,5 +1,5 @@
 // timer_wheel_test.cpp: the hierarchical timing wheel
-// (weft/detail/timer_wheel.hpp) on its own, with a simulated clock: insert,
+// (src/runtime/timer_wheel.hpp) on its own, with a simulated clock: insert,
 // erase and expire; never early, and no later than the deadline rounded up
 // to a tick; cascades through every level; far deadlines (the overflow
 // list); next_due() as a game loop uses it; expiring in batches.
@@ -12,7 +12,7 @@
 #include <random>
 #include <vector>
 
-#include "weft/detail/timer_wheel.hpp"
+#include "timer_wheel.hpp"
 
 namespace {
 

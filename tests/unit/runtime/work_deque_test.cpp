@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "unit/runtime/runtime_fixture.hpp"
-#include "weft/detail/work_deque.hpp"
+#include "work_deque.hpp"
 
 namespace {
 

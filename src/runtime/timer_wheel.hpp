@@ -1,4 +1,4 @@
-// weft/detail/timer_wheel.hpp: layer L4, one hierarchical timing wheel of
+// timer_wheel.hpp: layer L4, internal: one hierarchical timing wheel of
 // timer nodes (the runtime keeps one per worker; docs/timers.md).
 //
 // Not synchronised: the owner guards each wheel with a lock of its own.

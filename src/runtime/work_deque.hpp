@@ -1,4 +1,4 @@
-// weft/detail/work_deque.hpp: the scheduler's work-stealing deque.
+// work_deque.hpp: layer L4, internal: the scheduler's work-stealing deque.
 //
 //   work_deque<T>    a Chase-Lev deque of T*: one owner pushes and pops at
 //                    the bottom (LIFO), any thread steals at the top (FIFO)
@@ -94,7 +94,7 @@ public:
         // Release (the paper's release fence + relaxed store): a thief that
         // acquires bottom_ >= b + 1 sees the slot, the item's contents and,
         // after a grow, the new ring. seq_cst on top of that: the runtime's
-        // wake-up protocol (P1 in src/runtime/runtime.cpp) orders this store
+        // wake-up protocol (P1 in src/runtime/parking.cpp) orders this store
         // before the pusher's seq_cst loads of the parked/searching counts,
         // against a parking worker's seq_cst increment and its seq_cst
         // empty_estimate(); a release store could pass those loads (x86

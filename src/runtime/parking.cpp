@@ -1,0 +1,191 @@
+// parking.cpp: layer L4, idle workers: parking and waking them without a
+// lost wake-up (P1), the watcher that sleeps until the earliest timer (T2),
+// and polling for IO, in the park and while running (I1, I2). The
+// invariants are listed in runtime_core.hpp.
+
+#include "runtime_core.hpp"
+
+#include <algorithm>
+#include <mutex>
+
+namespace weft::detail {
+
+// ---- parking (P1) ------------------------------------------------------------
+//
+// A publisher stores the task (seq_cst: the deque's push, the injection and
+// inbox locks), then notify_one() (inline, in runtime_core.hpp) reads
+// n_searching and n_parked (seq_cst). A worker going to sleep first stops
+// searching (seq_cst decrement), then registers as parked (seq_cst
+// increment, under idle_mu), then looks at every queue again (seq_cst
+// loads), and only then sleeps. In the single total order of these
+// operations either the publisher sees the worker parked (and wakes one) or
+// searching (and that searcher's later look finds the task), or the
+// worker's look comes after the publication and finds it.
+// A searcher that finds work and was the last searcher wakes another worker,
+// so work it did not take is not left to a searcher that has stopped.
+
+// Timers and parked workers (T2): one parked worker, the watcher, sleeps
+// until the earliest timer over all the wheels; the others sleep without a
+// timeout. When the watcher leaves (woken for work, or its timeout came),
+// another parked worker becomes the watcher, and is told to look at the
+// timers again if there are any; add_timer() tells the watcher when its
+// wheel's earliest time is earlier than the one the watcher sleeps until.
+// So while any worker is parked, one of them wakes for the next timer, and
+// the others stay asleep.
+//
+// Futex word values: 0 sleep, 1 leave parking (work), 2 the timers changed:
+// recompute the timeout and sleep again.
+
+worker* runtime_core::unpark_locked(worker* w) noexcept {
+    w->parked = false;
+    idle.erase(std::find(idle.begin(), idle.end(), w));
+    n_parked.fetch_sub(1, std::memory_order_seq_cst);
+    if (watcher != w) return nullptr;
+    // T2: the new watcher has published nothing yet (it may be asleep
+    // without a timeout): until it does, every add_timer() tells it.
+    watch_until.store(INT64_MAX, std::memory_order_seq_cst);
+    watcher = idle.empty() ? nullptr : idle.back();
+    // It must start watching if there is something to watch: a timer, or
+    // IO (I1).
+    if (!watcher || (earliest_timer() == INT64_MAX && !io.load(std::memory_order_acquire))) return nullptr;
+    std::uint32_t sleeping = 0;
+    return watcher->futex.compare_exchange_strong(sleeping, 2, std::memory_order_acq_rel) ? watcher : nullptr;
+}
+
+void runtime_core::wake(worker* w) noexcept {
+    worker* told = nullptr;
+    bool wp = false, tp = false;
+    {
+        std::lock_guard g(idle_mu);
+        if (w->parked) told = unpark_locked(w);
+        w->futex.store(1, std::memory_order_release);
+        wp = w->polling;
+        tp = told && told->polling;
+    }
+    kick(w, wp);
+    if (told) kick(told, tp);
+}
+
+void runtime_core::kick(worker* w, bool polling) noexcept {
+    futex_wake(&w->futex, 1);
+    // The poller itself, waking tasks from inside poll(), need not be
+    // interrupted.
+    if (polling && w != this_worker()) io.load(std::memory_order_acquire)->interrupt();
+}
+
+bool runtime_core::poll_now(worker* w) noexcept {
+    poller* p = io.load(std::memory_order_acquire);
+    if (!p) return false;
+    std::unique_lock l(poll_mu, std::try_to_lock);
+    if (!l.owns_lock()) return false;  // the watcher, or another worker, polls (I2)
+    w->view.io_polls.bump();
+    return p->poll(0) > 0;
+}
+
+void runtime_core::stop_searching(worker* w) noexcept {
+    w->searching = false;
+    if (n_searching.fetch_sub(1, std::memory_order_seq_cst) == 1) notify_one();
+}
+
+// watch_wait_ns() is how long the watcher sleeps (-1: no timer), called
+// under idle_mu by the watcher only. T2: it publishes the earliest time and
+// reads the wheels again; an add_timer() whose store to its wheel came
+// before that second read is seen by it, and one whose store came after
+// reads watch_until later than this publication (all seq_cst), and wakes
+// the watcher if its time is earlier. Only the current watcher publishes
+// (under idle_mu), so a worker that has stopped watching cannot overwrite
+// its successor's time.
+std::int64_t runtime_core::watch_wait_ns() noexcept {
+    std::int64_t e = earliest_timer();
+    for (;;) {
+        // Exchange: a store then loads of other words (C2 in
+        // src/task/task.cpp: qemu-user drops the barrier between them).
+        (void)watch_until.exchange(e, std::memory_order_seq_cst);
+        const std::int64_t again = earliest_timer();
+        if (again >= e) break;  // later: a timer went; waking early is harmless
+        e = again;
+    }
+    if (e == INT64_MAX) return -1;
+    const std::int64_t d = e - steady_now_ns();
+    return d < 0 ? 0 : d;
+}
+
+void runtime_core::park(worker* w) noexcept {
+    if (w->searching) {
+        w->searching = false;
+        n_searching.fetch_sub(1, std::memory_order_seq_cst);
+    }
+    {
+        std::lock_guard g(idle_mu);
+        w->futex.store(0, std::memory_order_relaxed);
+        w->parked = true;
+        idle.push_back(w);
+        if (!watcher) watcher = w;
+        n_parked.fetch_add(1, std::memory_order_seq_cst);
+    }
+    const bool sleeps = !has_work(w);
+    if (sleeps) {
+        w->view.parks.bump();
+        if (w->view.trace) [[unlikely]] w->view.trace->begin_park();
+    }
+    if (sleeps) {
+        for (;;) {
+            std::uint32_t f = w->futex.load(std::memory_order_acquire);
+            if (f == 1) break;
+            if (f == 2) {
+                (void)w->futex.compare_exchange_strong(f, 0, std::memory_order_acq_rel);
+                continue;
+            }
+            bool watching;
+            std::int64_t wait = -1;
+            {
+                std::lock_guard g(idle_mu);
+                watching = watcher == w;
+                if (watching) wait = watch_wait_ns();  // T2
+            }
+            if (poller* p = io.load(std::memory_order_acquire); watching && p) {
+                // I1, I2: the watcher waits in the poller. Only tried: the
+                // lock may be held by a running worker's poll(0) (for
+                // microseconds) or by the watcher this one replaced, which
+                // is being interrupted and may find its futex word still 0 for
+                // a while; and this worker may itself have been replaced and
+                // given work meanwhile (blocking here once hung a pinned
+                // task's home worker behind a new watcher's endless poll).
+                std::unique_lock pl(poll_mu, std::try_to_lock);
+                if (!pl.owns_lock()) {
+                    if (wait == 0) break;
+                    futex_wait(&w->futex, 0, wait < 0 || wait > 1'000'000 ? 1'000'000 : wait);
+                    continue;
+                }
+                {
+                    std::lock_guard g(idle_mu);
+                    if (w->futex.load(std::memory_order_acquire) != 0 || watcher != w) continue;
+                    w->polling = true;
+                }
+                w->view.io_polls.bump();
+                const std::size_t woke = p->poll(wait);
+                {
+                    std::lock_guard g(idle_mu);
+                    w->polling = false;
+                }
+                pl.unlock();
+                if (woke > 0 || earliest_timer() <= steady_now_ns()) break;
+                continue;
+            }
+            if (wait == 0) break;
+            futex_wait(&w->futex, 0, wait);
+            if (watching && earliest_timer() <= steady_now_ns()) break;
+        }
+    }
+    if (sleeps && w->view.trace) [[unlikely]] w->view.trace->end_park();
+    worker* told = nullptr;
+    bool tp = false;
+    {
+        std::lock_guard g(idle_mu);
+        if (w->parked) told = unpark_locked(w);
+        tp = told && told->polling;
+    }
+    if (told) kick(told, tp);
+}
+
+}  // namespace weft::detail

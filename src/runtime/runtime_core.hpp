@@ -1,0 +1,499 @@
+// runtime_core.hpp: layer L4, internal: the scheduler's shared
+// definitions: runtime_core (workers, their queues, parking, timers, the
+// registry, the blocking pool, stopping), a worker, the after-switch hooks.
+// The code is in this folder, one file a concern:
+//   runtime.cpp    construction, the choice of a task's stack, the entry
+//                  points the public headers call, weft::runtime
+//   worker.cpp     the queues (Q1, Q2) and running tasks: a worker's loop,
+//                  hand-off, a task's first run and its end, run_once()
+//   stackless.cpp  running a C++20 task (A1-A4)
+//   parking.cpp    parking and waking workers, the watcher, IO polling
+//                  (P1, T2, I1, I2)
+//   timers.cpp     the timer wheels (T1-T3)
+//   spawn.cpp      spawning, the registry, statistics, unhandled exceptions
+//   stop.cpp       stopping
+//   blocking.cpp   the blocking pool
+// The task stacks' allocators are in src/stack/task_stacks.hpp (L1).
+//
+// docs/runtime.md is the design; the invariants are repeated here, and the
+// code that keeps them names them:
+//   Q1  a task is in at most one queue (LIFO slot, deque, pinned FIFO, inbox,
+//       injection queue, a run_once batch) and only while it is ready;
+//   Q2  a pinned task is only ever in its home worker's LIFO slot, pinned
+//       FIFO or inbox: never in a deque (thieves take from deques only);
+//   P1  no lost wake-up: after a task is published to a queue that other
+//       workers may take from, either some worker looks at the queues later
+//       than the publication, or a parked worker is woken (see notify_one()
+//       and park());
+//   T1  a timer node is in a timer wheel only while its task is alive: the
+//       task takes its nodes out before it can end (remove_timer() finds the
+//       wheel through the node, whichever worker it runs on), and a firing
+//       timer takes a reference under the wheel's lock;
+//   T2  while any worker is parked and a timer exists, one parked worker
+//       (the watcher) sleeps no later than the earliest timer over all the
+//       wheels: it publishes that time (watch_until) and reads the wheels
+//       again, under idle_mu (INT64_MAX while the watcher has published
+//       nothing: unpark_locked() resets it when the watcher changes);
+//       add_timer() publishes its wheel's earliest time and then reads
+//       watch_until, and wakes the watcher when it is earlier (see
+//       watch_wait_ns() and add_timer()).
+//   T3  a timer fires at or after its deadline, never before: the wheel
+//       rounds deadlines up to its tick and hands out only nodes with
+//       when <= now (src/runtime/timer_wheel.hpp, E1); a worker's loop fires
+//       its own and the shared wheel, and any other wheel whose lock is free,
+//       so a worker stuck in a long task does not hold up its timers while
+//       another worker runs its loop or the watcher wakes (docs/timers.md).
+//   I1  once the runtime has a poller (L6, docs/io.md), the watcher of T2
+//       waits in poller::poll() instead of on its futex word, and
+//       everything that wakes a parked worker (notify_one(), wake(), a new
+//       watcher, add_timer()) also interrupts the poll when the worker is
+//       polling: the worker sets `polling` under idle_mu after reading its
+//       futex word there, and a waker stores the word and reads `polling`
+//       under idle_mu, so either the worker sees the store and does not
+//       wait, or the waker sees `polling` and interrupts (the interrupt
+//       stays pending until a poll sees it);
+//   I2  one thread at a time polls (poll_mu), and nobody waits for the
+//       lock: a running worker tries it every io_interval loop iterations
+//       and before it parks, so readiness is seen while every worker is
+//       busy (Go's findrunnable polls the same way); the watcher tries it
+//       and, when it is taken, naps on its futex word for at most 1 ms and
+//       looks again (the holder is a poll(0), or a replaced watcher being
+//       interrupted: nobody else polls with a timeout).
+
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "weft/detail/support.hpp"
+#include "weft/runtime.hpp"
+#include "weft/waiter.hpp"
+
+#include "../stack/task_stacks.hpp"
+#include "observe.hpp"
+#include "poller.hpp"
+#include "timer_wheel.hpp"
+#include "work_deque.hpp"
+
+namespace weft::detail {
+
+void set_current_task(task_record* t) noexcept;  // task.cpp
+
+struct worker;
+// this_worker() is the worker this thread is (or drives), or null;
+// set_this_worker() sets it (worker.cpp).
+worker* this_worker() noexcept;
+void set_this_worker(worker* w) noexcept;
+
+// task_fifo is an intrusive FIFO through task_record::next.
+struct task_fifo {
+    task_record* head = nullptr;
+    task_record* tail = nullptr;
+    std::size_t size = 0;
+    void push(task_record* t) noexcept {
+        t->next = nullptr;
+        if (tail)
+            tail->next = t;
+        else
+            head = t;
+        tail = t;
+        ++size;
+    }
+    task_record* pop() noexcept {
+        task_record* t = head;
+        if (!t) return nullptr;
+        head = t->next;
+        if (!head) tail = nullptr;
+        t->next = nullptr;
+        --size;
+        return t;
+    }
+    void append(task_fifo& o) noexcept {
+        if (!o.head) return;
+        if (tail)
+            tail->next = o.head;
+        else
+            head = o.head;
+        tail = o.tail;
+        size += o.size;
+        o = task_fifo{};
+    }
+};
+
+// worker is one worker's state: one per worker thread, or one for a
+// runtime without threads (its driver's).
+struct alignas(64) worker {
+    runtime_core* rt = nullptr;
+    unsigned index = 0;
+    work_deque<task_record> deque;
+    // Owner-only state.
+    task_record* lifo = nullptr;
+    unsigned lifo_streak = 0;
+    bool fifo_next = false;    // after a yield: take the deque's oldest task
+    bool searching = false;
+    bool switched = false;     // set by the after-switch hooks: the task left by suspending
+    bool batch = false;        // run_once() is running a batch: no hand-offs
+    task_record* stash = nullptr;  // taken for a hand-off that could not be made: runs next
+    task_fifo pinned;          // ready pinned tasks (Q2)
+    unsigned tick = 0;
+    std::uint64_t rng = 0;
+    std::int64_t now = 0;  // coarse clock, read once per task run (state stamps)
+    // Pinned tasks made ready by other threads.
+    std::mutex inbox_mu;
+    task_fifo inbox;
+    std::atomic<bool> inbox_nonempty{false};
+    // Parking: 0 = may sleep, 1 = woken.
+    std::atomic<std::uint32_t> futex{0};
+    bool parked = false;  // guarded by runtime_core::idle_mu
+    // polling: the worker is (about to be) inside poller::poll() with a
+    // timeout, as the watcher (I1); guarded by runtime_core::idle_mu.
+    bool polling = false;
+    unsigned io_tick = 0;  // loop iterations since the last IO poll
+    // Copy-stack tasks pinned here run on these stacks.
+    std::once_flag shared_once;
+    std::unique_ptr<shared_stack_pool> shared;
+    // Counters, the running task, the trace (observe.hpp, O1-O3).
+    worker_view view;
+
+    [[nodiscard]] task_record* current() const noexcept { return view.current.load(std::memory_order_relaxed); }
+    void set_current(task_record* t) noexcept { view.current.store(t, std::memory_order_relaxed); }
+
+    std::uint64_t next_random() noexcept {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        return rng;
+    }
+};
+
+class runtime_core final : public scheduler_base {
+public:
+    explicit runtime_core(const runtime_options& o);
+    ~runtime_core();
+
+    // scheduler_base
+    void ready(task_record* t) noexcept override;
+    void switch_out(task_record* t, bool yield) override;
+    void add_timer(timer_node* n) override;
+    void remove_timer(timer_node* n) noexcept override;
+    void unhandled(task_record* t, std::exception_ptr e) noexcept override;
+    void released() noexcept override {
+        if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+    }
+
+    bool submit(task_record* t, const spawn_options& o);
+    fiber_record* make_fiber(task_record* t);
+    bool run_stackless(worker* w, task_record* t);
+    void drive(task_record* root);
+    std::size_t run_once();
+    void stop();
+    std::vector<task_info> tasks() const;
+    void blocking(blocking_job& job);
+    // earliest_timer() is the earliest next_due() over the wheels, in
+    // steady_clock nanoseconds (INT64_MAX: no timer).
+    std::int64_t earliest_timer(std::memory_order mo = std::memory_order_seq_cst) const noexcept;
+    // earliest_deadline() is the earliest pending deadline over the wheels
+    // rounded up to a tick (timer_wheel::earliest()), under each wheel's
+    // lock; INT64_MAX: no timer. What next_timer_due() reports.
+    std::int64_t earliest_deadline() const noexcept;
+
+    runtime_options opts;
+    unsigned nthreads;
+    unsigned nworkers;
+    std::vector<std::unique_ptr<worker>> ws;
+    guarded_stacks guarded;
+    std::atomic<std::int64_t> refs{1};  // the runtime object + one per task record
+    std::atomic<std::int64_t> live{0};
+    std::atomic<bool> stopping{false};
+    std::atomic<bool> shutdown{false};
+    std::atomic<std::uint32_t> stop_word{0};
+    bool stopped = false;
+    std::mutex stop_mu;
+    std::atomic<bool> driving{false};
+    std::atomic<unsigned> round_robin{0};
+    // Stacks: guarded ones from `guarded` up to guarded_budget at once, then
+    // slab stacks (guarded_stack, slab_stack: src/stack/task_stacks.hpp).
+    std::size_t guarded_budget = 0;
+    slab_stacks slabs;
+
+private:
+    friend struct hooks;
+    // Queues.
+    void push_local(worker* w, task_record* t) noexcept;
+    void push_inbox(worker* home, task_record* t) noexcept;
+    void inject(task_record* t) noexcept;
+    task_record* pop_injection(worker* w) noexcept;
+    task_record* local_next(worker* w) noexcept;
+    task_record* steal(worker* w) noexcept;
+    task_record* find_work(worker* w) noexcept;
+    bool has_work(worker* w) noexcept;
+    // Parking.
+    void notify_one() noexcept;
+    void wake(worker* w) noexcept;
+    worker* unpark_locked(worker* w) noexcept;
+    void park(worker* w) noexcept;
+    void stop_searching(worker* w) noexcept;
+    // Running.
+    void loop(worker* w, task_record* until, bool until_empty);
+    void run_task(worker* w, task_record* t);
+    // Always inlined: out of line (gcc made one copy for its three callers)
+    // the call cost 12 instructions per switch, two thirds of what the
+    // bookkeeping added (callgrind, r3).
+    [[gnu::always_inline]] inline void begin_run(worker* w, task_record* t) noexcept;
+    void finish_task(worker* w, task_record* t) noexcept;
+    // Timers (T1-T3).
+    struct timer_shard;
+    void fire_timers(worker* w) noexcept;
+    std::size_t fire_shard(worker* w, timer_shard& s, bool wait) noexcept;
+    bool timers_due() const noexcept {
+        const std::int64_t next = earliest_timer(std::memory_order_relaxed);
+        return next != INT64_MAX && next <= steady_now_ns();
+    }
+    std::int64_t watch_wait_ns() noexcept;
+    void thread_main(worker* w);
+    void blocking_main();
+    // kick() ends w's sleep after its futex word was stored under idle_mu;
+    // `polling` is w->polling read there (I1).
+    void kick(worker* w, bool polling) noexcept;
+
+public:
+    // wake_parked() wakes w if it is parked (its loop looks again).
+    void wake_parked(worker* w) noexcept {
+        {
+            std::lock_guard g(idle_mu);
+            if (!w->parked) return;
+        }
+        wake(w);
+    }
+
+private:
+    // poll_now() polls for IO without waiting if no other thread polls (I2);
+    // true if it woke a waiter.
+    bool poll_now(worker* w) noexcept;
+
+public:
+    // The poller (I1, I2), made on first use by runtime_poller().
+    std::atomic<poller*> io{nullptr};
+    std::mutex io_make_mu;
+    std::unique_ptr<poller> io_owned;
+    std::mutex poll_mu;
+
+private:
+
+    // The injection queue: spawns and wakes from threads that are not
+    // workers of this runtime.
+    std::mutex inj_mu;
+    task_fifo inj;
+    std::atomic<std::size_t> inj_len{0};
+    // Parked workers.
+    std::mutex idle_mu;
+    std::vector<worker*> idle;
+    std::atomic<int> n_parked{0};
+    std::atomic<int> n_searching{0};
+    worker* watcher = nullptr;  // guarded by idle_mu (T2)
+    // Timers (T1-T3): one wheel per worker, and one (the last) for nodes
+    // added by threads that are not workers of this runtime. A node stays
+    // in the wheel it was added to (timer_node::owner) until it fires or is
+    // removed, also when its task migrates.
+    struct alignas(64) timer_shard {
+        std::mutex mu;
+        timer_wheel wheel;  // guarded by mu
+        // wheel.next_due(), stored under mu after every change (seq_cst, T2)
+        std::atomic<std::int64_t> next{INT64_MAX};
+        explicit timer_shard(std::chrono::steady_clock::time_point start) noexcept : wheel(start) {}
+    };
+    std::vector<std::unique_ptr<timer_shard>> timer_shards;
+    // The time the watcher sleeps until (T2); written under idle_mu.
+    std::atomic<std::int64_t> watch_until{INT64_MAX};
+    // The registry: one shard per worker and one for other threads. The
+    // shards are guarded by weft::spin_lock (weft/waiter.hpp): a spawn on one
+    // worker and the end of the same task on another take the same shard,
+    // and std::mutex would put a contended thread to sleep in the kernel,
+    // which costs far more than the few instructions held here.
+    struct shard {
+        mutable spin_lock mu;
+        task_record* head = nullptr;
+    };
+    std::unique_ptr<shard[]> shards;
+    // The blocking pool.
+    std::mutex bl_mu;
+    std::condition_variable bl_cv;
+    blocking_job* bl_head = nullptr;
+    blocking_job* bl_tail = nullptr;
+    unsigned bl_threads = 0;
+    unsigned bl_idle = 0;
+    bool bl_stop = false;
+    std::vector<std::thread> bl_pool;
+    std::vector<std::thread> threads;
+
+public:
+    // Observation (observe.hpp): spawns from other threads, the trace (one
+    // buffer per worker and the shared one, last), the watchdog.
+    std::atomic<std::uint64_t> spawned_outside{0};
+    std::string trace_path;
+    std::vector<std::unique_ptr<trace_buffer>> traces;
+    trace_buffer* outside_trace = nullptr;
+    std::int64_t trace_origin = 0;
+    std::unique_ptr<watchdog> dog;
+    runtime_stats stats() const;
+    // trace_outside() records an event of a thread that is not a worker.
+    void trace_outside(trace_event::kind k, const task_record* t) noexcept {
+        std::lock_guard g(outside_trace->mu);
+        if (k == trace_event::spawn) outside_trace->name(t);
+        outside_trace->instant(k, t->id);
+    }
+};
+
+// push_local() queues t on w, the worker running this (Q2: a pinned task
+// goes to its pinned FIFO). Inline: spawns (spawn.cpp) and wakes
+// (worker.cpp) go through it.
+inline void runtime_core::push_local(worker* w, task_record* t) noexcept {
+    if (t->pinned) {
+        w->pinned.push(t);  // Q2
+        return;
+    }
+    w->deque.push(t);
+    notify_one();
+}
+
+// notify_one() is the publishers' side of P1 (parking.cpp): after a task
+// is published, wake a parked worker unless one is searching. Here, inline,
+// so that its quick exit costs every queue push two loads.
+inline void runtime_core::notify_one() noexcept {
+    if (n_searching.load(std::memory_order_seq_cst) > 0) return;
+    if (n_parked.load(std::memory_order_seq_cst) == 0) return;
+    worker* w = nullptr;
+    worker* told = nullptr;
+    bool wp = false, tp = false;
+    {
+        std::lock_guard g(idle_mu);
+        if (idle.empty()) return;
+        // Leave the watcher asleep when another worker can go.
+        w = idle.back();
+        if (w == watcher && idle.size() > 1) w = idle[idle.size() - 2];
+        told = unpark_locked(w);
+        w->futex.store(1, std::memory_order_release);
+        wp = w->polling;
+        tp = told && told->polling;
+    }
+    kick(w, wp);
+    if (told) kick(told, tp);
+}
+
+// earliest_timer(): inline, since timers_due() reads it at every pass of a
+// worker's loop and every hand-off.
+inline std::int64_t runtime_core::earliest_timer(std::memory_order mo) const noexcept {
+    std::int64_t e = INT64_MAX;
+    for (const auto& s : timer_shards) e = std::min(e, s->next.load(mo));
+    return e;
+}
+
+// begin_run() is the bookkeeping of a switch into t on w: the running task,
+// its worker, state and stamp, and (O2) the one store of the statistics.
+inline void runtime_core::begin_run(worker* w, task_record* t) noexcept {
+    w->set_current(t);
+    set_current_task(t);
+    t->worker.store(static_cast<int>(w->index), std::memory_order_relaxed);
+    w->now = coarse_now_ns();
+    t->state.store(task_state::running, std::memory_order_release);
+    t->state_since.store(w->now, std::memory_order_relaxed);
+    w->view.switches.bump();
+    if (w->view.trace) [[unlikely]] w->view.trace->begin_run(t);
+}
+
+// guard_check() aborts, naming the task, when the guard word below an
+// unguarded fallback stack was overwritten (the task overflowed its stack).
+// The check is inline (the after-switch hooks make it at every switch); the
+// report is task_guard_broken() (worker.cpp).
+[[noreturn]] void task_guard_broken(task_record* t) noexcept;
+inline void guard_check(task_record* t) noexcept {
+    fiber_record* f = t->fiber;
+    if (f->guard_word && *f->guard_word != f->guard_value) [[unlikely]]
+        task_guard_broken(t);
+}
+
+// The after-switch hooks run on the worker's thread once the task's
+// context is saved: only then may another thread resume it.
+//
+// The worker is found through the task (it ran it last) rather than the
+// thread-local: cheaper, and the same worker, since the hook runs where the
+// task was running.
+struct hooks {
+    static worker* worker_of(task_record* t) noexcept {
+        return static_cast<runtime_core*>(t->sched)->ws[static_cast<unsigned>(t->worker.load(std::memory_order_relaxed))].get();
+    }
+    static void park(void* p) noexcept {
+        auto* t = static_cast<task_record*>(p);
+        guard_check(t);
+        worker_of(t)->switched = true;
+        arrive(t);
+    }
+    // handoff_park / handoff_yield run on the side of the task that was
+    // handed the worker (switch_to), once the leaving task is saved. They do
+    // not set `switched`: the worker's resume() is still running a task.
+    static void handoff_park(void* p) noexcept {
+        auto* t = static_cast<task_record*>(p);
+        guard_check(t);
+        arrive(t);
+    }
+    static void handoff_yield(void* p) noexcept {
+        auto* t = static_cast<task_record*>(p);
+        guard_check(t);
+        requeue(worker_of(t), t);
+    }
+    // requeue() puts a task that yielded back in its worker's queue. The
+    // stamp is this run's start: the coarse clock ticks every few
+    // milliseconds, far longer than a run between two yields.
+    static void requeue(worker* w, task_record* t) noexcept {
+        t->state.store(task_state::ready, std::memory_order_release);
+        t->state_since.store(w->now, std::memory_order_relaxed);
+        if (t->pinned) {
+            w->pinned.push(t);
+        } else {
+            w->deque.push(t);
+            w->fifo_next = true;
+            w->rt->notify_one();
+        }
+    }
+    static void yield(void* p) noexcept {
+        auto* t = static_cast<task_record*>(p);
+        guard_check(t);
+        worker* w = worker_of(t);
+        w->switched = true;
+        requeue(w, t);
+    }
+};
+
+// driver_guard marks the calling thread as the driver of a runtime without
+// worker threads (one at a time).
+struct driver_guard {
+    runtime_core* c;
+    worker* saved;
+    explicit driver_guard(runtime_core* core) : c(core) {
+        if (task_record* t = current_task()) task_misuse(t, task_errc::inside_task);
+        bool expected = false;
+        if (!c->driving.compare_exchange_strong(expected, true, std::memory_order_acquire))
+            task_misuse(nullptr, task_errc::driver_busy);
+        saved = this_worker();
+        set_this_worker(c->ws[0].get());
+        c->ws[0]->view.set_thread(true);
+    }
+    ~driver_guard() {
+        c->ws[0]->view.set_thread(false);
+        set_this_worker(saved);
+        c->driving.store(false, std::memory_order_release);
+    }
+};
+
+}  // namespace weft::detail

@@ -1,0 +1,157 @@
+// spawn.cpp: layer L4, spawning (registering and queueing a new task), the
+// registry of live tasks (runtime::tasks()), the statistics
+// (runtime::stats()) and a detached task's unhandled exception.
+
+#include "runtime_core.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace weft::detail {
+
+namespace {
+
+std::atomic<std::uint64_t> next_task_id{1};
+
+}  // namespace
+
+// ---- spawning, the registry ------------------------------------------------------------
+
+bool runtime_core::submit(task_record* t, const spawn_options& o) {
+    t->sched = this;
+    t->pinned = o.pinned || o.copy_stack;
+    worker* w = this_worker();
+    const bool local = w && w->rt == this;
+    t->home = local ? w->index : round_robin.fetch_add(1, std::memory_order_relaxed) % nworkers;
+    t->shard = local ? w->index : nworkers;
+    {
+        shard& s = shards[t->shard];
+        std::lock_guard g(s.mu);
+        // Checked under the shard lock: stop() sets `stopping` and then
+        // visits every shard under its lock, so a task listed here after
+        // that visit cannot exist.
+        if (stopping.load(std::memory_order_acquire)) return false;
+        t->id = next_task_id.fetch_add(1, std::memory_order_relaxed);
+        t->reg_prev = nullptr;
+        t->reg_next = s.head;
+        if (s.head) s.head->reg_prev = t;
+        s.head = t;
+        live.fetch_add(1, std::memory_order_relaxed);
+    }
+    refs.fetch_add(1, std::memory_order_relaxed);
+    auto deadline = o.deadline;
+    if (o.timeout.count() > 0) deadline = std::min(deadline, std::chrono::steady_clock::now() + o.timeout);
+    if (deadline != std::chrono::steady_clock::time_point::max()) {
+        t->deadline_timer.when = deadline;
+        t->deadline_timer.task = t;
+        t->deadline_timer.what = timer_node::kind::task_deadline;
+        t->has_deadline = true;
+        add_timer(&t->deadline_timer);
+    }
+    set_state(t, task_state::ready);
+    if (local) {
+        w->view.spawned.bump();
+        if (w->view.trace) [[unlikely]] {
+            w->view.trace->name(t);
+            w->view.trace->instant(trace_event::spawn, t->id);
+        }
+    } else {
+        spawned_outside.fetch_add(1, std::memory_order_relaxed);
+        if (outside_trace) [[unlikely]] trace_outside(trace_event::spawn, t);
+    }
+    if (local)
+        push_local(w, t);
+    else if (t->pinned)
+        push_inbox(ws[t->home].get(), t);
+    else
+        inject(t);
+    return true;
+}
+
+std::vector<task_info> runtime_core::tasks() const {
+    std::vector<task_info> out;
+    const std::int64_t now = coarse_now_ns();
+    for (unsigned i = 0; i <= nworkers; ++i) {
+        std::lock_guard g(shards[i].mu);
+        for (task_record* t = shards[i].head; t; t = t->reg_next) {
+            task_info info;
+            info.id = t->id;
+            info.name = std::string(t->name);
+            info.state = t->state.load(std::memory_order_acquire);
+            info.worker = t->worker.load(std::memory_order_relaxed);
+            const std::int64_t since = t->state_since.load(std::memory_order_relaxed);
+            info.time_in_state = std::chrono::nanoseconds(now > since ? now - since : 0);
+            info.pinned = t->pinned;
+            out.push_back(std::move(info));
+        }
+    }
+    return out;
+}
+
+runtime_stats runtime_core::stats() const {
+    runtime_stats out;
+    out.workers.reserve(nworkers);
+    for (const auto& w : ws) {
+        const worker_view& v = w->view;
+        worker_stats s;
+        s.worker = w->index;
+        s.spawned = v.spawned.get();
+        s.finished = v.finished.get();
+        s.switches = v.switches.get();
+        s.steals = v.steals.get();
+        s.stolen = v.stolen.get();
+        s.parks = v.parks.get();
+        s.injected = v.injected.get();
+        s.timers = v.timers.get();
+        s.io_waits = v.io_waits.get();
+        s.io_polls = v.io_polls.get();
+        s.deque = static_cast<std::size_t>(w->deque.size_estimate());
+        {
+            std::lock_guard g(w->inbox_mu);
+            s.inbox = w->inbox.size;
+        }
+        s.running = v.current.load(std::memory_order_relaxed) != nullptr;
+        out.workers.push_back(s);
+    }
+    out.spawned_outside = spawned_outside.load(std::memory_order_relaxed);
+    out.injection_queue = inj_len.load(std::memory_order_relaxed);
+    out.live_tasks = static_cast<std::size_t>(live.load(std::memory_order_relaxed));
+    if (dog) {
+        out.stalls = dog->stalls();
+        out.stalls_suppressed = dog->suppressed();
+    }
+    return out;
+}
+
+void runtime_core::unhandled(task_record* t, std::exception_ptr e) noexcept {
+    task_info info;
+    try {
+        info.id = t->id;
+        info.name = std::string(t->name);
+        info.state = t->outcome;
+        info.worker = t->worker.load(std::memory_order_relaxed);
+    } catch (...) {
+    }
+    if (opts.unhandled) {
+        opts.unhandled(info, e);
+        return;
+    }
+    std::string what = "unknown exception";
+    try {
+        std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+        what = x.what();
+    } catch (...) {
+    }
+    std::fprintf(stderr, "weft: detached %s (id %llu) failed: %s\n",
+                 describe_named("task", info.name, t).c_str(), static_cast<unsigned long long>(info.id),
+                 what.c_str());
+    std::terminate();
+}
+
+}  // namespace weft::detail
