@@ -25,11 +25,9 @@
 namespace {
 
 using namespace std::chrono_literals;
-using weft::task_errc;
 using weft::task_state;
 using weft::test::counted;
 using weft::test::driver;
-using weft::test::errc_of;
 using weft::test::eventually;
 using clk = std::chrono::steady_clock;
 
