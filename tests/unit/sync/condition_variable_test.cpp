@@ -176,8 +176,7 @@ TEST_P(condition_variable_test, a_canceled_waiter_relocks_before_unwinding) {
     EXPECT_EQ(held_at_unwind.load(), 1);
     cv.notify_one();  // the canceled waiter took none: this reaches `other`
     other.join();
-    EXPECT_TRUE(m.try_lock());
-    m.unlock();
+    EXPECT_TRUE(unlocked(m));
 }
 
 // notify_one racing waiters' timeouts: waiters that time out absorb no

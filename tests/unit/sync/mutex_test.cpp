@@ -71,12 +71,7 @@ TEST_P(mutex_test, excludes_tasks_and_threads_together) {
             inside.fetch_sub(1);
         }
     };
-    std::vector<join_handle<void>> hs;
-    for (int i = 0; i < tasks; ++i) hs.push_back(rt.spawn(body));
-    std::vector<std::thread> ts;
-    for (int i = 0; i < threads; ++i) ts.emplace_back(body);
-    for (auto& h : hs) h.join();
-    for (auto& t : ts) t.join();
+    in_tasks_and_threads(rt, tasks, threads, body);
     EXPECT_FALSE(overlap);
     EXPECT_EQ(counter, static_cast<long>(tasks + threads) * per);
 }
@@ -96,8 +91,7 @@ TEST_P(mutex_test, a_waiting_task_gets_the_lock_when_a_thread_unlocks) {
     m.unlock();
     h.join();
     EXPECT_TRUE(got);
-    EXPECT_TRUE(m.try_lock());
-    m.unlock();
+    EXPECT_TRUE(unlocked(m));
 }
 
 TEST_P(mutex_test, timed_lock_times_out_and_leaves_the_mutex_usable) {
@@ -124,8 +118,7 @@ TEST_P(mutex_test, timed_lock_times_out_and_leaves_the_mutex_usable) {
     auto h2 = rt.spawn([&] { return m.try_lock_for(10s); });
     EXPECT_TRUE(h2.join());
     m.unlock();
-    EXPECT_TRUE(m.try_lock());
-    m.unlock();
+    EXPECT_TRUE(unlocked(m));
 }
 
 TEST_P(mutex_test, a_task_canceled_in_lock_holds_nothing) {
@@ -144,8 +137,7 @@ TEST_P(mutex_test, a_task_canceled_in_lock_holds_nothing) {
     EXPECT_TRUE(canceled_by_join(h));
     EXPECT_FALSE(got);
     m.unlock();
-    EXPECT_TRUE(m.try_lock());  // not held by the dead waiter
-    m.unlock();
+    EXPECT_TRUE(unlocked(m));  // not held by the dead waiter
     // Still usable from tasks, with a waiter queued and canceled again.
     m.lock();
     auto a = rt.spawn([&] { std::lock_guard g(m); });
@@ -156,8 +148,7 @@ TEST_P(mutex_test, a_task_canceled_in_lock_holds_nothing) {
     EXPECT_TRUE(canceled_by_join(a));
     m.unlock();
     b.join();
-    EXPECT_TRUE(m.try_lock());
-    m.unlock();
+    EXPECT_TRUE(unlocked(m));
 }
 
 // Starvation mode: one waiter must be served while others keep re-locking
@@ -196,8 +187,7 @@ TEST_P(mutex_test, starvation_mode_serves_a_waiter_among_relockers) {
     stop = true;
     for (auto& t : hogs) t.join();
     for (auto& h : hs) h.join();
-    EXPECT_TRUE(m.try_lock());
-    m.unlock();
+    EXPECT_TRUE(unlocked(m));
 }
 
 // The race of a timed-out waiter against the unlock that would hand it the

@@ -62,12 +62,7 @@ TEST_P(semaphore_test, bounds_concurrency) {
             s.release();
         }
     };
-    std::vector<join_handle<void>> hs;
-    for (int i = 0; i < 12; ++i) hs.push_back(rt.spawn(body));
-    std::thread t1(body), t2(body);
-    for (auto& h : hs) h.join();
-    t1.join();
-    t2.join();
+    in_tasks_and_threads(rt, 12, 2, body);
     EXPECT_LE(most.load(), 3);
     EXPECT_EQ(s.available(), 3);
 }

@@ -34,6 +34,15 @@ bool canceled_by_join(join_handle<T>& h) {
     return false;
 }
 
+// unlocked() says whether nobody holds m (a mutex or a shared_mutex): it
+// takes the lock and gives it back if it can.
+template <class M>
+bool unlocked(M& m) {
+    if (!m.try_lock()) return false;
+    m.unlock();
+    return true;
+}
+
 // reps() scales a repetition count down under sanitizers and qemu-user.
 inline int reps(const char* env, int normal, int slow) {
     if (under_user_mode_emulator()) return static_cast<int>(env_count(env, static_cast<std::size_t>(slow), static_cast<std::size_t>(slow)));
