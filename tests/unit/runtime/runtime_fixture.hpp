@@ -13,6 +13,7 @@
 //   driver           drives a runtime without workers from a thread of its own
 //                    (run_for in a loop), so that plain threads may join its
 //                    tasks; does nothing for a runtime with workers;
+//   driven_runtime   a runtime with its driver;
 //   eventually()     polls a condition, bounded (10 s by default);
 //   counted          an RAII object counting constructions and destructions;
 //   errc_of()        the task_errc that a call throws, if any;
@@ -213,6 +214,17 @@ private:
     weft::runtime& rt_;
     std::atomic<bool> stop_{false};
     std::thread thread_;
+};
+
+// driven_runtime is a runtime with its driver: plain threads may join its
+// tasks whatever its worker count. The driver stops before the runtime goes
+// (a class's members are destroyed before its base).
+class driven_runtime : public weft::runtime {
+public:
+    explicit driven_runtime(const weft::runtime_options& o) : weft::runtime(o), driver_(*this) {}
+
+private:
+    driver driver_;
 };
 
 // eventually() polls pred until it holds (true) or `limit` has passed (false).

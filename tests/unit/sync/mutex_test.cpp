@@ -15,8 +15,6 @@
 namespace weft::test {
 namespace {
 
-using namespace std::chrono_literals;
-
 class mutex_test : public sync_fixture {};
 
 TEST_P(mutex_test, try_lock_and_unlock_from_a_thread) {
@@ -55,8 +53,7 @@ TEST_P(mutex_test, unlock_of_an_unlocked_mutex_names_the_task) {
 // A non-atomic counter incremented under the lock by tasks on the workers
 // and by plain threads at once reaches exactly the expected total.
 TEST_P(mutex_test, excludes_tasks_and_threads_together) {
-    weft::runtime rt(options());
-    driver d(rt);
+    driven_runtime rt(options());
     weft::mutex m;
     long counter = 0;
     std::atomic<int> inside{0};
@@ -77,8 +74,7 @@ TEST_P(mutex_test, excludes_tasks_and_threads_together) {
 }
 
 TEST_P(mutex_test, a_waiting_task_gets_the_lock_when_a_thread_unlocks) {
-    weft::runtime rt(options());
-    driver d(rt);
+    driven_runtime rt(options());
     weft::mutex m;
     m.lock();
     std::atomic<bool> got{false};
@@ -95,8 +91,7 @@ TEST_P(mutex_test, a_waiting_task_gets_the_lock_when_a_thread_unlocks) {
 }
 
 TEST_P(mutex_test, timed_lock_times_out_and_leaves_the_mutex_usable) {
-    weft::runtime rt(options());
-    driver d(rt);
+    driven_runtime rt(options());
     weft::mutex m;
     m.lock();
     // From a task ...
@@ -122,8 +117,7 @@ TEST_P(mutex_test, timed_lock_times_out_and_leaves_the_mutex_usable) {
 }
 
 TEST_P(mutex_test, a_task_canceled_in_lock_holds_nothing) {
-    weft::runtime rt(options());
-    driver d(rt);
+    driven_runtime rt(options());
     weft::mutex m;
     m.lock();
     std::atomic<bool> got{false};
@@ -155,8 +149,7 @@ TEST_P(mutex_test, a_task_canceled_in_lock_holds_nothing) {
 // (with a holder that works a while under the lock, a woken waiter would
 // keep losing to the running re-lockers in normal mode).
 TEST_P(mutex_test, starvation_mode_serves_a_waiter_among_relockers) {
-    weft::runtime rt(options());
-    driver d(rt);
+    driven_runtime rt(options());
     weft::mutex m;
     std::atomic<bool> stop{false};
     std::atomic<long> relocks{0};
@@ -194,8 +187,7 @@ TEST_P(mutex_test, starvation_mode_serves_a_waiter_among_relockers) {
 // lock: whatever wins, afterwards the mutex is free (no lock held by a
 // waiter that left, none lost).
 TEST_P(mutex_test, timeout_racing_unlock_loses_nothing) {
-    weft::runtime rt(options());
-    driver d(rt);
+    driven_runtime rt(options());
     weft::mutex m;
     const int n = reps("WEFT_TEST_SYNC_RACES", 300, 40);
     int got = 0, timed_out = 0;
@@ -218,8 +210,7 @@ TEST_P(mutex_test, timeout_racing_unlock_loses_nothing) {
 // Cancel racing an unlock: the task either got the lock (and released it
 // while unwinding or normally) or not; the mutex ends free either way.
 TEST_P(mutex_test, cancel_racing_unlock_loses_nothing) {
-    weft::runtime rt(options());
-    driver d(rt);
+    driven_runtime rt(options());
     weft::mutex m;
     const int n = reps("WEFT_TEST_SYNC_RACES", 200, 30);
     for (int i = 0; i < n; ++i) {

@@ -16,8 +16,6 @@
 namespace weft::test {
 namespace {
 
-using namespace std::chrono_literals;
-
 class shared_mutex_test : public sync_fixture {};
 
 TEST_P(shared_mutex_test, readers_share_writers_exclude) {
@@ -38,8 +36,7 @@ TEST_P(shared_mutex_test, readers_share_writers_exclude) {
 }
 
 TEST_P(shared_mutex_test, excludes_under_contention_from_tasks_and_threads) {
-    weft::runtime rt(options());
-    driver d(rt);
+    driven_runtime rt(options());
     weft::shared_mutex m;
     long value = 0;
     std::atomic<int> readers{0}, writers{0};
@@ -74,8 +71,7 @@ TEST_P(shared_mutex_test, excludes_under_contention_from_tasks_and_threads) {
 }
 
 TEST_P(shared_mutex_test, a_waiting_writer_blocks_new_readers_until_it_gives_up) {
-    weft::runtime rt(options());
-    driver d(rt);
+    driven_runtime rt(options());
     weft::shared_mutex m;
     m.lock_shared();
     auto w = rt.spawn([&] {
@@ -107,8 +103,7 @@ TEST_P(shared_mutex_test, a_waiting_writer_blocks_new_readers_until_it_gives_up)
 }
 
 TEST_P(shared_mutex_test, unlock_hands_over_to_readers_then_writers) {
-    weft::runtime rt(options());
-    driver d(rt);
+    driven_runtime rt(options());
     weft::shared_mutex m;
     m.lock();
     std::vector<join_handle<void>> hs;

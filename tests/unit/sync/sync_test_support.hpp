@@ -1,5 +1,6 @@
 // sync_test_support.hpp: what the tests of the L5 primitives share, on top
-// of the runtime's fixture (runtime_fixture.hpp).
+// of the runtime's fixture (runtime_fixture.hpp), the chrono literals
+// included.
 #pragma once
 
 #include <chrono>
@@ -12,6 +13,7 @@
 
 namespace weft::test {
 
+using namespace std::chrono_literals;
 using sync_clock = std::chrono::steady_clock;
 
 // sync_fixture is the leak-checked fixture of the primitives' tests.
