@@ -23,17 +23,11 @@
 #include <string>
 #include <vector>
 
+#include "example_support.hpp"  // check() and failures
+
 using namespace std::chrono_literals;
 
 namespace {
-
-int failures = 0;
-void check(bool ok, const char* what) {
-    if (!ok) {
-        std::printf("  FAILED: %s\n", what);
-        ++failures;
-    }
-}
 
 // A task's locals are destroyed when it is canceled: the cancellation is a
 // forced unwind at the point where the task waits.

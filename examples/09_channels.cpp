@@ -27,19 +27,9 @@
 #include <thread>
 #include <vector>
 
+#include "example_support.hpp"  // check() and failures
+
 using namespace std::chrono_literals;
-
-namespace {
-
-int failures = 0;
-void check(bool ok, const char* what) {
-    if (!ok) {
-        std::printf("  FAILED: %s\n", what);
-        ++failures;
-    }
-}
-
-}  // namespace
 
 int main() {
     weft::runtime rt({.workers = 2});

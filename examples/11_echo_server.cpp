@@ -28,17 +28,11 @@
 #include <string>
 #include <vector>
 
+#include "example_support.hpp"  // check() and failures
+
 using namespace std::chrono_literals;
 
 namespace {
-
-int failures = 0;
-void check(bool ok, const char* what) {
-    if (!ok) {
-        std::printf("  FAILED: %s\n", what);
-        ++failures;
-    }
-}
 
 // 1. echo() serves one connection. read_some() returns what has arrived
 //    (0 once the client has shut down its side); write_all() loops over

@@ -31,18 +31,12 @@
 #include <string>
 #include <vector>
 
+#include "example_support.hpp"  // check() and failures
+
 using namespace std::chrono_literals;
 namespace io = weft::io;
 
 namespace {
-
-int failures = 0;
-void check(bool ok, const char* what) {
-    if (!ok) {
-        std::printf("  FAILED: %s\n", what);
-        ++failures;
-    }
-}
 
 // send_frame() / recv_frame(): the protocol, with one deadline per frame.
 void send_frame(io::tcp_stream& s, const std::string& text, io::clock::time_point deadline) {

@@ -28,17 +28,11 @@
 #include <thread>
 #include <vector>
 
+#include "example_support.hpp"  // check() and failures
+
 using namespace std::chrono_literals;
 
 namespace {
-
-int failures = 0;
-void check(bool ok, const char* what) {
-    if (!ok) {
-        std::printf("  FAILED: %s\n", what);
-        ++failures;
-    }
-}
 
 // 1. A C++20 producer: co_await on each send (the channel is unbuffered, so
 // every send waits for the consumer).

@@ -26,17 +26,11 @@
 #include <string>
 #include <vector>
 
+#include "example_support.hpp"  // check() and failures
+
 using namespace std::chrono_literals;
 
 namespace {
-
-int failures = 0;
-void check(bool ok, const char* what) {
-    if (!ok) {
-        std::printf("  FAILED: %s\n", what);
-        ++failures;
-    }
-}
 
 // The watchdog's handler: here it counts and prints the first line of the
 // report (the default prints the whole report, backtrace included, to

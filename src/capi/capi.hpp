@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <utility>
 
 #include "weft/fiber.hpp"
@@ -74,6 +75,16 @@ ref<T> take(std::uint64_t h, weft_result* why) noexcept {
     return ref<T>(remove(h, T::kind_of, why));
 }
 
+// forget<T>() takes h out of the table and drops the table's reference (a
+// caller holding one of its own keeps the object alive): WEFT_OK, or why
+// not as remove().
+template <class T>
+weft_result forget(std::uint64_t h) noexcept {
+    weft_result why;
+    const ref<T> table_ref = take<T>(h, &why);
+    return table_ref ? WEFT_OK : why;
+}
+
 // current_exception_result() maps the exception being handled (never a
 // forced unwind) to a result. Call it inside a catch (...) only.
 weft_result current_exception_result() noexcept;
@@ -106,16 +117,62 @@ weft_result guarded(F&& f) noexcept {
     return WEFT_CANCELED;
 }
 
-// deadline() converts an absolute CLOCK_MONOTONIC deadline in ns
-// (WEFT_NO_DEADLINE: none) to steady_clock; false for a negative one other
-// than WEFT_NO_DEADLINE.
-inline bool deadline(std::int64_t ns, std::chrono::steady_clock::time_point& tp, bool& none) noexcept {
-    none = ns == WEFT_NO_DEADLINE;
-    if (none) return true;
-    if (ns < 0) return false;
-    tp = std::chrono::steady_clock::time_point(
-        std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::nanoseconds(ns)));
-    return true;
+// c_deadline reads a C deadline argument: an absolute CLOCK_MONOTONIC time
+// in ns as steady_clock's `at`, or WEFT_NO_DEADLINE (`none`: no limit). Not
+// `valid`: a negative one other than WEFT_NO_DEADLINE.
+struct c_deadline {
+    explicit c_deadline(std::int64_t ns) noexcept : none(ns == WEFT_NO_DEADLINE), valid(none || ns >= 0) {
+        if (valid && !none)
+            at = std::chrono::steady_clock::time_point(
+                std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::nanoseconds(ns)));
+    }
+    bool none;
+    bool valid;
+    std::chrono::steady_clock::time_point at{};
+};
+
+// with<T>() is the handle lookup of the calls that take one: it runs f on
+// the live T named by h (the call holds a reference meanwhile) and returns
+// f's result, or, for a bad handle, acquire()'s.
+template <class T, class F>
+weft_result with(std::uint64_t h, F&& f) {
+    weft_result why;
+    const ref<T> o = get<T>(h, &why);
+    return o ? f(*o.get()) : why;
+}
+
+// removing<T>() is with<T>() for a destroy: h leaves the table first (it is
+// stale from then on), then f runs on the object, which the calls still
+// under way keep alive.
+template <class T, class F>
+weft_result removing(std::uint64_t h, F&& f) {
+    weft_result why;
+    const ref<T> o = take<T>(h, &why);
+    return o ? f(*o.get()) : why;
+}
+
+// fetch<T>() is a getter: *out = f(the T named by h). WEFT_INVALID_ARGUMENT
+// for a null out (before the handle is looked at), or with()'s result.
+template <class T, class Out, class F>
+weft_result fetch(std::uint64_t h, Out* out, F&& f) {
+    if (!out) return WEFT_INVALID_ARGUMENT;
+    return with<T>(h, [&](T& o) {
+        *out = f(o);
+        return WEFT_OK;
+    });
+}
+
+// make<T>() puts a new T(args...) in the table and stores its handle in
+// *out (never null); a failure (of new, of T's constructor or of the table)
+// is its result, guarded().
+template <class T, class... Args>
+weft_result make(std::uint64_t* out, Args&&... args) noexcept {
+    return guarded([&] {
+        std::unique_ptr<T> o(new T(std::forward<Args>(args)...));
+        *out = insert(o.get());
+        o.release();
+        return WEFT_OK;
+    });
 }
 
 }  // namespace weft::capi

@@ -111,36 +111,33 @@ weft_result weft_coroutine_create(const weft_coroutine_desc* desc, weft_coroutin
 }
 
 weft_result weft_coroutine_destroy(weft_coroutine co) noexcept {
-    weft_result why;
-    ref<coro> c = get<coro>(co.id, &why);
-    if (!c) return why;
-    if (weft_result r = claim(c.get()); r != WEFT_OK) return r;
-    // The body runs to its end here, on this thread, while the handle is
-    // still valid (its cleanup may use it); busy stays set: it is gone.
-    const weft_result r = guarded([&] {
-        c->fib.unwind();
-        return WEFT_OK;
+    return with<coro>(co.id, [&](coro& c) {
+        if (weft_result r = claim(&c); r != WEFT_OK) return r;
+        // The body runs to its end here, on this thread, while the handle is
+        // still valid (its cleanup may use it); busy stays set: it is gone.
+        const weft_result r = guarded([&] {
+            c.fib.unwind();
+            return WEFT_OK;
+        });
+        if (r != WEFT_OK) {
+            c.busy.store(false, std::memory_order_release);
+            return r;
+        }
+        return forget<coro>(co.id);
     });
-    if (r != WEFT_OK) {
-        c->busy.store(false, std::memory_order_release);
-        return r;
-    }
-    ref<coro> table_ref = take<coro>(co.id, &why);
-    return table_ref ? WEFT_OK : why;
 }
 
 weft_result weft_coroutine_resume(weft_coroutine co) noexcept {
-    weft_result why;
-    ref<coro> c = get<coro>(co.id, &why);
-    if (!c) return why;
-    if (weft_result r = claim(c.get()); r != WEFT_OK) return r;
-    const weft_result r = guarded([&] {
-        if (c->fib.done()) return WEFT_WRONG_STATE;
-        c->fib.resume();
-        return c->fib.done() ? c->body_result : WEFT_OK;
+    return with<coro>(co.id, [](coro& c) {
+        if (weft_result r = claim(&c); r != WEFT_OK) return r;
+        const weft_result r = guarded([&] {
+            if (c.fib.done()) return WEFT_WRONG_STATE;
+            c.fib.resume();
+            return c.fib.done() ? c.body_result : WEFT_OK;
+        });
+        c.busy.store(false, std::memory_order_release);
+        return r;
     });
-    c->busy.store(false, std::memory_order_release);
-    return r;
 }
 
 weft_result weft_coroutine_yield(weft_coroutine co) noexcept {
@@ -162,29 +159,20 @@ weft_result weft_coroutine_yield(weft_coroutine co) noexcept {
 }
 
 weft_result weft_coroutine_status(weft_coroutine co, weft_coroutine_state* out) noexcept {
-    if (!out) return WEFT_INVALID_ARGUMENT;
-    weft_result why;
-    ref<coro> c = get<coro>(co.id, &why);
-    if (!c) return why;
-    const fiber_ref f = c->fib.ref();
-    switch (f.state()) {
-    case fiber_state::created:
-    case fiber_state::suspended: *out = WEFT_COROUTINE_SUSPENDED; break;
-    case fiber_state::done: *out = WEFT_COROUTINE_DEAD; break;
-    case fiber_state::running:
-        *out = this_fiber::current() != f && in_chain(f.record()) ? WEFT_COROUTINE_NORMAL : WEFT_COROUTINE_RUNNING;
-        break;
-    }
-    return WEFT_OK;
+    return fetch<coro>(co.id, out, [](coro& c) {
+        const fiber_ref f = c.fib.ref();
+        switch (f.state()) {
+        case fiber_state::created:
+        case fiber_state::suspended: return WEFT_COROUTINE_SUSPENDED;
+        case fiber_state::done: return WEFT_COROUTINE_DEAD;
+        case fiber_state::running: break;
+        }
+        return this_fiber::current() != f && in_chain(f.record()) ? WEFT_COROUTINE_NORMAL : WEFT_COROUTINE_RUNNING;
+    });
 }
 
 weft_result weft_coroutine_user_data(weft_coroutine co, void** out) noexcept {
-    if (!out) return WEFT_INVALID_ARGUMENT;
-    weft_result why;
-    ref<coro> c = get<coro>(co.id, &why);
-    if (!c) return why;
-    *out = c->user_data;
-    return WEFT_OK;
+    return fetch<coro>(co.id, out, [](coro& c) { return c.user_data; });
 }
 
 weft_result weft_coroutine_running(weft_coroutine* out) noexcept {
@@ -205,25 +193,23 @@ weft_result weft_coroutine_running(weft_coroutine* out) noexcept {
 
 weft_result weft_coroutine_push(weft_coroutine co, const void* src, size_t len) noexcept {
     if (!src && len) return WEFT_INVALID_ARGUMENT;
-    weft_result why;
-    ref<coro> c = get<coro>(co.id, &why);
-    if (!c) return why;
-    std::lock_guard g(c->storage_mu);
-    if (len > c->capacity - c->used) return WEFT_NOT_ENOUGH_SPACE;
-    if (len) std::memcpy(c->storage.get() + c->used, src, len);
-    c->used += len;
-    return WEFT_OK;
+    return with<coro>(co.id, [&](coro& c) {
+        std::lock_guard g(c.storage_mu);
+        if (len > c.capacity - c.used) return WEFT_NOT_ENOUGH_SPACE;
+        if (len) std::memcpy(c.storage.get() + c.used, src, len);
+        c.used += len;
+        return WEFT_OK;
+    });
 }
 
 static weft_result take_bytes(weft_coroutine co, void* dest, size_t len, bool pop) noexcept {
-    weft_result why;
-    ref<coro> c = get<coro>(co.id, &why);
-    if (!c) return why;
-    std::lock_guard g(c->storage_mu);
-    if (len > c->used) return WEFT_NOT_ENOUGH_SPACE;
-    if (dest && len) std::memcpy(dest, c->storage.get() + c->used - len, len);
-    if (pop) c->used -= len;
-    return WEFT_OK;
+    return with<coro>(co.id, [&](coro& c) {
+        std::lock_guard g(c.storage_mu);
+        if (len > c.used) return WEFT_NOT_ENOUGH_SPACE;
+        if (dest && len) std::memcpy(dest, c.storage.get() + c.used - len, len);
+        if (pop) c.used -= len;
+        return WEFT_OK;
+    });
 }
 
 weft_result weft_coroutine_pop(weft_coroutine co, void* dest, size_t len) noexcept {
@@ -236,22 +222,14 @@ weft_result weft_coroutine_peek(weft_coroutine co, void* dest, size_t len) noexc
 }
 
 weft_result weft_coroutine_bytes_stored(weft_coroutine co, size_t* out) noexcept {
-    if (!out) return WEFT_INVALID_ARGUMENT;
-    weft_result why;
-    ref<coro> c = get<coro>(co.id, &why);
-    if (!c) return why;
-    std::lock_guard g(c->storage_mu);
-    *out = c->used;
-    return WEFT_OK;
+    return fetch<coro>(co.id, out, [](coro& c) {
+        std::lock_guard g(c.storage_mu);
+        return c.used;
+    });
 }
 
 weft_result weft_coroutine_storage_size(weft_coroutine co, size_t* out) noexcept {
-    if (!out) return WEFT_INVALID_ARGUMENT;
-    weft_result why;
-    ref<coro> c = get<coro>(co.id, &why);
-    if (!c) return why;
-    *out = c->capacity;
-    return WEFT_OK;
+    return fetch<coro>(co.id, out, [](coro& c) { return c.capacity; });
 }
 
 }  // extern "C"

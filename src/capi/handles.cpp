@@ -41,13 +41,22 @@ table& the_table() {
     return *t;
 }
 
-slot* find(table& t, std::uint64_t h, kind k) noexcept {
+// find() is the slot of the live object of kind k named by h, with t.mu
+// held; null with *why set (WEFT_INVALID_ARGUMENT for 0, WEFT_INVALID_HANDLE
+// for a stale or foreign handle).
+slot* find(table& t, std::uint64_t h, kind k, weft_result* why) noexcept {
+    if (h == 0) {
+        *why = WEFT_INVALID_ARGUMENT;
+        return nullptr;
+    }
     const std::uint64_t index = (h & 0xffffffffu) - 1;
     const std::uint32_t gen = static_cast<std::uint32_t>(h >> 32);
-    if (index >= t.slots.size()) return nullptr;
-    slot& s = t.slots[index];
-    if (s.generation != gen || !s.obj || s.obj->what != k) return nullptr;
-    return &s;
+    slot* s = index < t.slots.size() ? &t.slots[index] : nullptr;
+    if (!s || s->generation != gen || !s->obj || s->obj->what != k) {
+        *why = WEFT_INVALID_HANDLE;
+        return nullptr;
+    }
+    return s;
 }
 
 }  // namespace
@@ -72,33 +81,19 @@ std::uint64_t insert(object* o) {
 }
 
 object* acquire(std::uint64_t h, kind k, weft_result* why) noexcept {
-    if (h == 0) {
-        *why = WEFT_INVALID_ARGUMENT;
-        return nullptr;
-    }
     table& t = the_table();
     std::lock_guard g(t.mu);
-    slot* s = find(t, h, k);
-    if (!s) {
-        *why = WEFT_INVALID_HANDLE;
-        return nullptr;
-    }
+    slot* s = find(t, h, k, why);
+    if (!s) return nullptr;
     s->obj->refs.fetch_add(1, std::memory_order_relaxed);
     return s->obj;
 }
 
 object* remove(std::uint64_t h, kind k, weft_result* why) noexcept {
-    if (h == 0) {
-        *why = WEFT_INVALID_ARGUMENT;
-        return nullptr;
-    }
     table& t = the_table();
     std::lock_guard g(t.mu);
-    slot* s = find(t, h, k);
-    if (!s) {
-        *why = WEFT_INVALID_HANDLE;
-        return nullptr;
-    }
+    slot* s = find(t, h, k, why);
+    if (!s) return nullptr;
     object* o = s->obj;
     s->obj = nullptr;
     s->generation = s->generation == 0xffffffffu ? 1 : s->generation + 1;

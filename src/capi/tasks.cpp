@@ -63,10 +63,9 @@ bool make_spawn_options(const weft_spawn_options* in, spawn_options& o) noexcept
     if (in->name) o.name = in->name;
     o.stack_size = in->stack_size;
     o.pinned = in->pinned != 0;
-    bool none = true;
-    std::chrono::steady_clock::time_point tp;
-    if (!deadline(in->deadline_ns, tp, none)) return false;
-    if (!none) o.deadline = tp;
+    const c_deadline d(in->deadline_ns);
+    if (!d.valid) return false;
+    if (!d.none) o.deadline = d.at;
     return true;
 }
 
@@ -92,8 +91,7 @@ weft_result spawn_into(runtime* r, void (*fn)(void*), void* arg, const weft_spaw
             raw->rec = raw->h.record();
             raw->rec->refs.fetch_add(1, std::memory_order_relaxed);
         } catch (...) {
-            weft_result why;
-            ref<task> gone = take<task>(h, &why);
+            (void)forget<task>(h);
             throw;
         }
         out->id = h;
@@ -142,34 +140,23 @@ weft_result weft_runtime_create(const weft_runtime_options* options, weft_runtim
         o.stack_size = options->stack_size;
     }
     o.unhandled = &report_unhandled;
-    return guarded([&] {
-        std::unique_ptr<rt> r(new rt(o));
-        out->id = insert(r.get());
-        r.release();
-        return WEFT_OK;
-    });
+    return make<rt>(&out->id, o);
 }
 
 weft_result weft_runtime_destroy(weft_runtime h) noexcept {
-    weft_result why;
-    ref<rt> r = get<rt>(h.id, &why);
-    if (!r) return why;
-    if (this_task::inside()) return WEFT_WRONG_THREAD;
-    const weft_result res = guarded([&] {
-        r->r.stop();
-        return WEFT_OK;
+    return with<rt>(h.id, [&](rt& r) {
+        if (this_task::inside()) return WEFT_WRONG_THREAD;
+        const weft_result res = guarded([&] {
+            r.r.stop();
+            return WEFT_OK;
+        });
+        return res != WEFT_OK ? res : forget<rt>(h.id);
     });
-    if (res != WEFT_OK) return res;
-    ref<rt> table_ref = take<rt>(h.id, &why);
-    return table_ref ? WEFT_OK : why;
 }
 
 weft_result weft_runtime_spawn(weft_runtime h, void (*fn)(void* arg), void* arg, const weft_spawn_options* options,
                                weft_task* out) noexcept {
-    weft_result why;
-    ref<rt> r = get<rt>(h.id, &why);
-    if (!r) return why;
-    return spawn_into(&r->r, fn, arg, options, out);
+    return with<rt>(h.id, [&](rt& r) { return spawn_into(&r.r, fn, arg, options, out); });
 }
 
 weft_result weft_spawn(void (*fn)(void* arg), void* arg, const weft_spawn_options* options, weft_task* out) noexcept {
@@ -179,86 +166,68 @@ weft_result weft_spawn(void (*fn)(void* arg), void* arg, const weft_spawn_option
 
 weft_result weft_runtime_block_on(weft_runtime h, void (*fn)(void* arg), void* arg,
                                   const weft_spawn_options* options) noexcept {
-    weft_result why;
-    ref<rt> r = get<rt>(h.id, &why);
-    if (!r) return why;
-    spawn_options o;
-    if (!fn || !make_spawn_options(options, o)) return WEFT_INVALID_ARGUMENT;
-    if (this_task::inside()) return WEFT_WRONG_THREAD;
-    return guarded([&] { return r->r.block_on([fn, arg] { return run_c_task(fn, arg); }, o); });
+    return with<rt>(h.id, [&](rt& r) {
+        spawn_options o;
+        if (!fn || !make_spawn_options(options, o)) return WEFT_INVALID_ARGUMENT;
+        if (this_task::inside()) return WEFT_WRONG_THREAD;
+        return guarded([&] { return r.r.block_on([fn, arg] { return run_c_task(fn, arg); }, o); });
+    });
 }
 
 weft_result weft_runtime_run_once(weft_runtime h, size_t* ran) noexcept {
-    weft_result why;
-    ref<rt> r = get<rt>(h.id, &why);
-    if (!r) return why;
-    return guarded([&] {
-        const std::size_t n = r->r.run_once();
-        if (ran) *ran = n;
-        return WEFT_OK;
+    return with<rt>(h.id, [&](rt& r) {
+        return guarded([&] {
+            const std::size_t n = r.r.run_once();
+            if (ran) *ran = n;
+            return WEFT_OK;
+        });
     });
 }
 
 weft_result weft_task_join(weft_task h, int64_t deadline_ns) noexcept {
-    std::chrono::steady_clock::time_point tp;
-    bool none = true;
-    if (!capi::deadline(deadline_ns, tp, none)) return WEFT_INVALID_ARGUMENT;
-    weft_result why;
-    ref<task> t = get<task>(h.id, &why);
-    if (!t) return why;
-    if (t->joining.exchange(true, std::memory_order_acquire)) return WEFT_WRONG_STATE;
-    if (detail::current_task() == t->rec) {
-        t->joining.store(false, std::memory_order_release);
-        return WEFT_WRONG_STATE;
-    }
-    const weft_result waited = guarded([&] {
-        return detail::wait_finished(t->rec, none ? nullptr : &tp) ? WEFT_OK : WEFT_TIMED_OUT;
+    const c_deadline d(deadline_ns);
+    if (!d.valid) return WEFT_INVALID_ARGUMENT;
+    return with<task>(h.id, [&](task& t) {
+        if (t.joining.exchange(true, std::memory_order_acquire)) return WEFT_WRONG_STATE;
+        if (detail::current_task() == t.rec) {
+            t.joining.store(false, std::memory_order_release);
+            return WEFT_WRONG_STATE;
+        }
+        const weft_result waited = guarded([&] {
+            return detail::wait_finished(t.rec, d.none ? nullptr : &d.at) ? WEFT_OK : WEFT_TIMED_OUT;
+        });
+        if (waited != WEFT_OK) {
+            t.joining.store(false, std::memory_order_release);
+            return waited;
+        }
+        // Finished: the handle goes, the outcome is the result.
+        if (const weft_result r = forget<task>(h.id); r != WEFT_OK) return r;
+        return outcome_of(t.h);
     });
-    if (waited != WEFT_OK) {
-        t->joining.store(false, std::memory_order_release);
-        return waited;
-    }
-    // Finished: the handle goes, the outcome is the result.
-    ref<task> table_ref = take<task>(h.id, &why);
-    if (!table_ref) return why;
-    return outcome_of(t->h);
 }
 
 weft_result weft_task_is_done(weft_task h, int* out) noexcept {
-    if (!out) return WEFT_INVALID_ARGUMENT;
-    weft_result why;
-    ref<task> t = get<task>(h.id, &why);
-    if (!t) return why;
-    *out = t->rec->finished.load(std::memory_order_acquire) ? 1 : 0;
-    return WEFT_OK;
+    return fetch<task>(h.id, out, [](task& t) { return t.rec->finished.load(std::memory_order_acquire) ? 1 : 0; });
 }
 
 weft_result weft_task_detach(weft_task h) noexcept {
-    weft_result why;
-    ref<task> t = get<task>(h.id, &why);
-    if (!t) return why;
-    if (t->joining.exchange(true, std::memory_order_acquire)) return WEFT_WRONG_STATE;
-    ref<task> table_ref = take<task>(h.id, &why);
-    if (!table_ref) return why;
-    t->h.detach();
-    return WEFT_OK;
+    return with<task>(h.id, [&](task& t) {
+        if (t.joining.exchange(true, std::memory_order_acquire)) return WEFT_WRONG_STATE;
+        if (const weft_result r = forget<task>(h.id); r != WEFT_OK) return r;
+        t.h.detach();
+        return WEFT_OK;
+    });
 }
 
 weft_result weft_task_cancel(weft_task h) noexcept {
-    weft_result why;
-    ref<task> t = get<task>(h.id, &why);
-    if (!t) return why;
-    detail::request_cancel(t->rec, detail::wait_status::canceled);
-    return WEFT_OK;
+    return with<task>(h.id, [](task& t) {
+        detail::request_cancel(t.rec, detail::wait_status::canceled);
+        return WEFT_OK;
+    });
 }
 
 weft_result weft_task_id(weft_task h, uint64_t* out) noexcept {
-    if (!out) return WEFT_INVALID_ARGUMENT;
-    weft_result why;
-    ref<task> t = get<task>(h.id, &why);
-    if (!t) return why;
-    *out = t->rec->id;
-    return WEFT_OK;
+    return fetch<task>(h.id, out, [](task& t) { return t.rec->id; });
 }
 
 weft_result weft_current_task_id(uint64_t* out) noexcept {
@@ -281,11 +250,9 @@ weft_result weft_yield(void) noexcept {
 weft_result weft_sleep_until(int64_t deadline_ns) noexcept {
     if (deadline_ns < 0) return WEFT_INVALID_ARGUMENT;
     if (!this_task::inside()) return WEFT_NOT_IN_TASK;
-    std::chrono::steady_clock::time_point tp;
-    bool none;
-    (void)capi::deadline(deadline_ns, tp, none);
+    const c_deadline d(deadline_ns);
     return guarded([&] {
-        this_task::sleep_until(tp);
+        this_task::sleep_until(d.at);
         return WEFT_OK;
     });
 }

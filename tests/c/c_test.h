@@ -1,6 +1,7 @@
 /* c_test.h: the C tests' few helpers (no gtest in C). Each test file's main()
  * runs its test functions with RUN(); a failing CHECK prints where and what,
- * and ends the process with status 1 at once (also from a task or thread). */
+ * and ends the process with status 1 at once (also from a task or thread).
+ * now_ns() and make_runtime() make what most tests need. */
 #ifndef WEFT_C_TEST_H
 #define WEFT_C_TEST_H
 
@@ -54,5 +55,14 @@ static inline int64_t now_ns(void) {
 }
 
 #define MS ((int64_t)1000000)
+
+/* make_runtime() is a runtime with `workers` worker threads. */
+static inline weft_runtime make_runtime(unsigned workers) {
+    weft_runtime_options o = weft_runtime_options_init();
+    o.workers = workers;
+    weft_runtime rt;
+    CHECK_OK(weft_runtime_create(&o, &rt));
+    return rt;
+}
 
 #endif

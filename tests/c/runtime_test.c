@@ -11,14 +11,6 @@
 
 void weft_test_throwing_task(void* arg); /* throwing_body.cpp */
 
-static weft_runtime make_runtime(unsigned workers) {
-    weft_runtime_options o = weft_runtime_options_init();
-    o.workers = workers;
-    weft_runtime rt;
-    CHECK_OK(weft_runtime_create(&o, &rt));
-    return rt;
-}
-
 /* drive_until_done() runs a 0-worker runtime on this thread until t ends. */
 static void drive_until_done(weft_runtime rt, weft_task t) {
     int done = 0;
@@ -210,17 +202,25 @@ static void init_blocked(struct blocked* b) {
     CHECK_OK(weft_channel_create(sizeof(int), 0, &b->ch));
 }
 
-static void cancel_of_a_task_blocked_in_recv_with(unsigned workers) {
-    weft_runtime rt = make_runtime(workers);
-    struct blocked b;
-    init_blocked(&b);
+/* start_blocked() spawns blocked_body on rt (with `workers` workers) and
+ * returns its task once the body has started: with 0 workers it is run here
+ * into its recv. */
+static weft_task start_blocked(weft_runtime rt, unsigned workers, struct blocked* b) {
+    init_blocked(b);
     weft_task t;
-    CHECK_OK(weft_runtime_spawn(rt, blocked_body, &b, NULL, &t));
+    CHECK_OK(weft_runtime_spawn(rt, blocked_body, b, NULL, &t));
     if (workers == 0) {
         CHECK_OK(weft_runtime_run_once(rt, NULL)); /* runs it into its recv */
     } else {
-        while (!atomic_load(&b.started)) sched_yield(); /* valgrind runs one thread at a time */
+        while (!atomic_load(&b->started)) sched_yield(); /* valgrind runs one thread at a time */
     }
+    return t;
+}
+
+static void cancel_of_a_task_blocked_in_recv_with(unsigned workers) {
+    weft_runtime rt = make_runtime(workers);
+    struct blocked b;
+    weft_task t = start_blocked(rt, workers, &b);
     /* The join times out while it is blocked; the handle stays. */
     CHECK_RESULT(weft_task_join(t, now_ns() + 2 * MS), WEFT_TIMED_OUT);
     int done = 1;
@@ -309,14 +309,7 @@ static void a_spawn_deadline_cancels_the_task_which_ends_timed_out(void) {
 static void destroying_a_runtime_cancels_its_tasks_with(unsigned workers) {
     weft_runtime rt = make_runtime(workers);
     struct blocked b;
-    init_blocked(&b);
-    weft_task t;
-    CHECK_OK(weft_runtime_spawn(rt, blocked_body, &b, NULL, &t));
-    if (workers == 0) {
-        CHECK_OK(weft_runtime_run_once(rt, NULL));
-    } else {
-        while (!atomic_load(&b.started)) sched_yield(); /* valgrind runs one thread at a time */
-    }
+    weft_task t = start_blocked(rt, workers, &b);
     CHECK_OK(weft_runtime_destroy(rt));
     CHECK(b.returned == 1);
     CHECK(b.first == WEFT_CANCELED);

@@ -10,14 +10,6 @@
 
 #include "c_test.h"
 
-static weft_runtime make_runtime(unsigned workers) {
-    weft_runtime_options o = weft_runtime_options_init();
-    o.workers = workers;
-    weft_runtime rt;
-    CHECK_OK(weft_runtime_create(&o, &rt));
-    return rt;
-}
-
 /* ---- channels -------------------------------------------------------------- */
 
 static void channel_create_checks_its_arguments(void) {

@@ -154,38 +154,37 @@ TEST_F(coroutine_death, move_assigning_over_a_running_coroutine_from_inside_abor
 // weft::compact_coroutine aborts the same way, naming it by address.
 using compact_death = coroutine_death;
 
+// destroyed_at_first_yield() runs body as a compact coroutine on a pool of
+// one shared stack up to its first yield, then destroys it: the forced
+// unwind meets body's handler.
+template <class Body>
+void destroyed_at_first_yield(Body body) {
+    weft::shared_stack_pool pool({.stack_size = 64 * 1024, .stacks = 1});
+    weft::compact_coroutine<> co(weft::shared_stack(pool), body);
+    (void)co.resume();
+    co.reset();
+}
+
 TEST_F(compact_death, swallowing_the_forced_unwind_aborts_naming_the_coroutine) {
-    EXPECT_DEATH(
-        {
-            weft::shared_stack_pool pool({.stack_size = 64 * 1024, .stacks = 1});
-            weft::compact_coroutine<> co(weft::shared_stack(pool), [](auto& y) {
-                try {
-                    y.yield();
-                } catch (...) {
-                }
-            });
-            (void)co.resume();
-            co.reset();
-        },
-        "compact coroutine .* swallowed weft::forced_unwind");
+    EXPECT_DEATH(destroyed_at_first_yield([](auto& y) {
+                     try {
+                         y.yield();
+                     } catch (...) {
+                     }
+                 }),
+                 "compact coroutine .* swallowed weft::forced_unwind");
 }
 
 TEST_F(compact_death, yielding_while_being_destroyed_aborts) {
-    EXPECT_DEATH(
-        {
-            weft::shared_stack_pool pool({.stack_size = 64 * 1024, .stacks = 1});
-            weft::compact_coroutine<> co(weft::shared_stack(pool), [](auto& y) {
-                try {
-                    y.yield();
-                } catch (...) {
-                    y.yield();
-                    throw;
-                }
-            });
-            (void)co.resume();
-            co.reset();
-        },
-        "compact coroutine .* yielded while being destroyed");
+    EXPECT_DEATH(destroyed_at_first_yield([](auto& y) {
+                     try {
+                         y.yield();
+                     } catch (...) {
+                         y.yield();
+                         throw;
+                     }
+                 }),
+                 "compact coroutine .* yielded while being destroyed");
 }
 
 TEST_F(compact_death, destroying_a_running_coroutine_aborts) {

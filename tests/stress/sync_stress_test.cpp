@@ -38,12 +38,7 @@ TEST_F(sync_stress_test, mutex_counter_from_tasks_and_threads) {
             ++counter;
         }
     };
-    std::vector<join_handle<void>> hs;
-    for (int i = 0; i < tasks; ++i) hs.push_back(rt.spawn(body));
-    std::vector<std::thread> ts;
-    for (int i = 0; i < threads; ++i) ts.emplace_back(body);
-    for (auto& h : hs) h.join();
-    for (auto& t : ts) t.join();
+    in_tasks_and_threads(rt, tasks, threads, body);
     EXPECT_EQ(counter, (tasks + threads) * per);
 }
 
@@ -61,12 +56,7 @@ TEST_F(sync_stress_test, semaphore_and_timed_waits_lose_no_permit) {
             s.release();
         }
     };
-    std::vector<join_handle<void>> hs;
-    for (int i = 0; i < 50; ++i) hs.push_back(rt.spawn(body));
-    std::thread t1(body), t2(body);
-    for (auto& h : hs) h.join();
-    t1.join();
-    t2.join();
+    in_tasks_and_threads(rt, 50, 2, body);
     EXPECT_FALSE(over);
     EXPECT_EQ(s.available(), 2);
 }

@@ -29,9 +29,7 @@ using namespace std::chrono_literals;
 using clk = std::chrono::steady_clock;
 using weft::async;
 using weft::channel;
-using weft::test::counted;
-using weft::test::driver;
-using weft::test::eventually;
+using namespace weft::test;  // counted, driver, eventually
 
 class async_test : public weft::test::runtime_fixture {};
 

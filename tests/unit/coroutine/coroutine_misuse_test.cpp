@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <initializer_list>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -39,6 +40,19 @@ caught_error catch_error(F&& f) {
 
 bool mentions(const std::string& message, const char* part) { return message.find(part) != std::string::npos; }
 
+// reports() checks that c holds a coroutine_error with `code` whose message
+// mentions each of `parts`.
+::testing::AssertionResult reports(const caught_error& c, weft::coroutine_errc code,
+                                   std::initializer_list<const char*> parts = {}) {
+    if (!c.thrown) return ::testing::AssertionFailure() << "no coroutine_error was thrown";
+    if (c.code != code)
+        return ::testing::AssertionFailure() << "code " << static_cast<int>(c.code) << ", expected "
+                                             << static_cast<int>(code) << ": " << c.message;
+    for (const char* part : parts)
+        if (!mentions(c.message, part)) return ::testing::AssertionFailure() << "no " << part << " in: " << c.message;
+    return ::testing::AssertionSuccess();
+}
+
 TEST_F(coroutine_misuse, coroutine_error_is_a_logic_error) {
     static_assert(std::is_base_of_v<std::logic_error, weft::coroutine_error>);
     weft::coroutine_error e(weft::coroutine_errc::resume_done, "text");
@@ -50,10 +64,7 @@ TEST_F(coroutine_misuse, resume_of_a_done_coroutine) {
     weft::coroutine<int> co(std::allocator_arg, weft::test::stack(), [](weft::yielder<int>&) {}, {.name = "finished"});
     EXPECT_FALSE(co.resume());
     caught_error c = catch_error([&] { (void)co.resume(); });
-    ASSERT_TRUE(c.thrown);
-    EXPECT_EQ(c.code, weft::coroutine_errc::resume_done);
-    EXPECT_TRUE(mentions(c.message, "'finished'")) << c.message;
-    EXPECT_TRUE(mentions(c.message, "done")) << c.message;
+    ASSERT_TRUE(reports(c, weft::coroutine_errc::resume_done, {"'finished'", "done"}));
     EXPECT_TRUE(co.done()) << "the failed resume must not change the state";
 }
 
@@ -68,10 +79,7 @@ TEST_F(coroutine_misuse, resume_of_itself_from_inside) {
         {.name = "selfish"});
     self = &co;
     EXPECT_TRUE(co.resume());
-    ASSERT_TRUE(c.thrown);
-    EXPECT_EQ(c.code, weft::coroutine_errc::resume_self);
-    EXPECT_TRUE(mentions(c.message, "'selfish'")) << c.message;
-    EXPECT_TRUE(mentions(c.message, "running")) << c.message;
+    ASSERT_TRUE(reports(c, weft::coroutine_errc::resume_self, {"'selfish'", "running"}));
     EXPECT_EQ(co.state(), weft::coroutine_state::suspended);
     EXPECT_FALSE(co.resume());
 }
@@ -84,10 +92,7 @@ TEST_F(coroutine_misuse, resume_of_a_coroutine_that_is_running_further_up) {
     weft::coroutine<> a(std::allocator_arg, weft::test::stack(), [&](weft::yielder<>&) { (void)b.resume(); }, {.name = "a"});
     a_ptr = &a;
     EXPECT_FALSE(a.resume());
-    ASSERT_TRUE(c.thrown);
-    EXPECT_EQ(c.code, weft::coroutine_errc::resume_running);
-    EXPECT_TRUE(mentions(c.message, "'a'")) << c.message;
-    EXPECT_TRUE(mentions(c.message, "running")) << c.message;
+    ASSERT_TRUE(reports(c, weft::coroutine_errc::resume_running, {"'a'", "running"}));
     EXPECT_TRUE(b.done());
 }
 
@@ -105,9 +110,7 @@ TEST_F(coroutine_misuse, operations_on_a_moved_from_handle) {
              [&] { (void)a.result(); },
          }) {
         caught_error c = catch_error(op);
-        ASSERT_TRUE(c.thrown);
-        EXPECT_EQ(c.code, weft::coroutine_errc::empty_handle);
-        EXPECT_TRUE(mentions(c.message, "empty")) << c.message;
+        ASSERT_TRUE(reports(c, weft::coroutine_errc::empty_handle, {"empty"}));
     }
     EXPECT_FALSE(a.ref());
     a.reset();  // harmless
@@ -120,8 +123,7 @@ TEST_F(coroutine_misuse, operations_on_a_default_constructed_handle) {
     weft::coroutine<> co;
     EXPECT_FALSE(co);
     caught_error c = catch_error([&] { (void)co.resume(); });
-    ASSERT_TRUE(c.thrown);
-    EXPECT_EQ(c.code, weft::coroutine_errc::empty_handle);
+    ASSERT_TRUE(reports(c, weft::coroutine_errc::empty_handle));
 }
 
 TEST_F(coroutine_misuse, yield_through_a_yielder_leaked_to_the_resumer) {
@@ -136,10 +138,7 @@ TEST_F(coroutine_misuse, yield_through_a_yielder_leaked_to_the_resumer) {
     EXPECT_EQ(co.resume(), std::optional<int>(1));
     ASSERT_NE(leaked, nullptr);
     caught_error c = catch_error([&] { leaked->yield(99); });
-    ASSERT_TRUE(c.thrown);
-    EXPECT_EQ(c.code, weft::coroutine_errc::yield_outside);
-    EXPECT_TRUE(mentions(c.message, "'leaky'")) << c.message;
-    EXPECT_TRUE(mentions(c.message, "suspended")) << c.message;
+    ASSERT_TRUE(reports(c, weft::coroutine_errc::yield_outside, {"'leaky'", "suspended"}));
     // The coroutine is unharmed.
     EXPECT_EQ(co.state(), weft::coroutine_state::suspended);
     EXPECT_EQ(co.resume(), std::optional<int>(2));
@@ -158,17 +157,13 @@ TEST_F(coroutine_misuse, yield_through_an_outer_yielder_from_an_inner_coroutine)
         },
         {.name = "outer"});
     EXPECT_TRUE(outer.resume());
-    ASSERT_TRUE(c.thrown);
-    EXPECT_EQ(c.code, weft::coroutine_errc::yield_outside);
-    EXPECT_TRUE(mentions(c.message, "'outer'")) << c.message;
+    ASSERT_TRUE(reports(c, weft::coroutine_errc::yield_outside, {"'outer'"}));
     EXPECT_FALSE(outer.resume());
 }
 
 TEST_F(coroutine_misuse, this_coroutine_yield_outside_any_coroutine) {
     caught_error c = catch_error([] { weft::this_coroutine::yield(); });
-    ASSERT_TRUE(c.thrown);
-    EXPECT_EQ(c.code, weft::coroutine_errc::yield_outside);
-    EXPECT_TRUE(mentions(c.message, "outside")) << c.message;
+    ASSERT_TRUE(reports(c, weft::coroutine_errc::yield_outside, {"outside"}));
 }
 
 TEST_F(coroutine_misuse, this_coroutine_yield_in_a_coroutine_that_yields_values) {
@@ -179,10 +174,7 @@ TEST_F(coroutine_misuse, this_coroutine_yield_in_a_coroutine_that_yields_values)
     },
                             {.name = "typed"});
     EXPECT_EQ(co.resume(), std::optional<int>(5));
-    ASSERT_TRUE(c.thrown);
-    EXPECT_EQ(c.code, weft::coroutine_errc::yield_type);
-    EXPECT_TRUE(mentions(c.message, "'typed'")) << c.message;
-    EXPECT_TRUE(mentions(c.message, "running")) << c.message;
+    ASSERT_TRUE(reports(c, weft::coroutine_errc::yield_type, {"'typed'", "running"}));
     EXPECT_FALSE(co.resume());
 }
 
@@ -190,8 +182,7 @@ TEST_F(coroutine_misuse, this_coroutine_yield_in_a_coroutine_that_receives_value
     caught_error c;
     weft::coroutine<void, int> co(std::allocator_arg, weft::test::stack(), [&c](weft::yielder<void, int>&, int) { c = catch_error([] { weft::this_coroutine::yield(); }); });
     EXPECT_FALSE(co.resume(1));
-    ASSERT_TRUE(c.thrown);
-    EXPECT_EQ(c.code, weft::coroutine_errc::yield_type);
+    ASSERT_TRUE(reports(c, weft::coroutine_errc::yield_type));
 }
 
 TEST_F(coroutine_misuse, this_coroutine_yield_works_in_plain_coroutines_from_any_depth) {
@@ -221,10 +212,7 @@ TEST_F(coroutine_misuse, stack_too_small_names_the_coroutine) {
         weft::coroutine<> co(std::allocator_arg, weft::malloc_stack{}, [](weft::yielder<>&) {},
                              {.stack_size = 512, .name = "cramped"});
     });
-    ASSERT_TRUE(c.thrown);
-    EXPECT_EQ(c.code, weft::coroutine_errc::stack_too_small);
-    EXPECT_TRUE(mentions(c.message, "'cramped'")) << c.message;
-    EXPECT_TRUE(mentions(c.message, "512")) << c.message;
+    ASSERT_TRUE(reports(c, weft::coroutine_errc::stack_too_small, {"'cramped'", "512"}));
 }
 
 TEST_F(coroutine_misuse, anonymous_coroutines_are_described_by_address) {

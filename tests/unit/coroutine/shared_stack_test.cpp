@@ -22,7 +22,7 @@
 #include <thread>
 #include <vector>
 
-#include "support/address_space_cap.hpp"
+#include "support/coroutine_checks.hpp"
 #include "support/leak_check.hpp"
 #include "weft/coroutine.hpp"
 #include "weft/generator.hpp"
@@ -252,12 +252,7 @@ TEST_F(shared_stack_test, exceptions_reach_the_resumer_and_the_stack_mate_is_int
     EXPECT_EQ(mate.resume(), std::optional<int>(8));
     EXPECT_TRUE(thrower.resume());
     EXPECT_EQ(mate.resume(), std::optional<int>(8));
-    try {
-        (void)thrower.resume();
-        ADD_FAILURE() << "no exception";
-    } catch (const std::runtime_error& e) {
-        EXPECT_STREQ(e.what(), "from a shared stack");
-    }
+    EXPECT_EQ(weft::test::what_thrown<std::runtime_error>([&] { (void)thrower.resume(); }), "from a shared stack");
     EXPECT_TRUE(thrower.done());
     EXPECT_EQ(mate.resume(), std::optional<int>(8));
 }
@@ -508,56 +503,17 @@ TEST_F(shared_stack_test, check_shared_stack_pointer_rejects_dead_stack_memory) 
     EXPECT_FALSE(mate.resume());
 }
 
-// big_frame_survives() keeps 1 MiB of a pattern live across one yield and
-// says whether it came back intact. (Unused in sanitizer builds, which skip
-// the test that calls it.)
-[[gnu::noinline, maybe_unused]] bool big_frame_survives(weft::yielder<>& y) {
-    std::array<unsigned char, std::size_t{1} << 20> buf;
-    for (std::size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<unsigned char>(i * 7 + 3);
-    y.yield();
-    for (std::size_t i = 0; i < buf.size(); ++i)
-        if (buf[i] != static_cast<unsigned char>(i * 7 + 3)) return false;
-    asm volatile("" ::"r"(buf.data()) : "memory");
-    return true;
-}
-
-using weft::test::address_space_cap;
-
 TEST_F(shared_stack_test, a_save_without_memory_throws_bad_alloc_and_loses_nothing) {
-#if WEFT_ASAN || WEFT_TSAN
-    GTEST_SKIP() << "the sanitizers' allocators abort instead of failing when the address space runs out";
-#else
     weft::shared_stack_pool pool({.stack_size = 2 * 1024 * 1024, .stacks = 1});
     bool intact = false;
     weft::coroutine<> big(std::allocator_arg, weft::shared_stack(pool),
-                          [&](weft::yielder<>& y) { intact = big_frame_survives(y); }, {.name = "big"});
+                          [&](weft::yielder<>& y) { intact = weft::test::big_frame_survives(y); }, {.name = "big"});
     int other_ran = 0;
     weft::coroutine<> other(std::allocator_arg, weft::shared_stack(pool), [&](weft::yielder<>& y) {
         ++other_ran;
         y.yield();
     });
-    ASSERT_TRUE(big.resume());  // 1 MiB live on the shared stack, nothing saved yet
-    {
-        address_space_cap cap;
-        if (!cap.effective())
-            GTEST_SKIP() << "RLIMIT_AS is not enforced here (qemu-user and valgrind ignore it), so no allocation "
-                            "can be made to fail";
-        // Taking the stack over needs a 1 MiB buffer for big's bytes: the
-        // resume fails before anything moves.
-        EXPECT_THROW((void)other.resume(), std::bad_alloc);
-    }
-    EXPECT_EQ(other_ran, 0);
-    EXPECT_EQ(other.state(), weft::coroutine_state::created);
-    EXPECT_EQ(big.state(), weft::coroutine_state::suspended);
-    EXPECT_EQ(big.copy_stats().saves, 0u);
-    // With memory back, the same takeover saves big, and big comes back whole.
-    EXPECT_TRUE(other.resume());
-    EXPECT_EQ(other_ran, 1);
-    EXPECT_EQ(big.copy_stats().saves, 1u);
-    EXPECT_GE(big.copy_stats().last_saved, std::size_t{1} << 20);
-    EXPECT_FALSE(big.resume());
-    EXPECT_TRUE(intact);
-#endif
+    weft::test::takeover_without_memory_loses_nothing(big, other, other_ran, intact, /*counts_saves=*/true);
 }
 
 }  // namespace

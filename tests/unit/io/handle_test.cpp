@@ -57,15 +57,7 @@ TEST_P(handle_test, closing_from_another_task_wakes_the_reader_with_an_error) {
     runtime rt(options());
     rt.block_on([] {
         pipe_pair p;
-        std::atomic<bool> waiting{false};
-        auto reader = spawn([&] {
-            std::array<std::byte, 4> buf{};
-            std::error_code ec;
-            waiting = true;
-            const std::size_t n = p.r.read_some(buf, ec, io::after(30s));
-            return std::make_pair(n, ec);
-        });
-        while (!waiting || reader.state() != task_state::waiting) this_task::yield();
+        auto reader = blocked_read(p.r);
         EXPECT_FALSE(p.r.close());
         auto [n, ec] = reader.join();
         EXPECT_EQ(n, 0u);
@@ -78,19 +70,10 @@ TEST_P(handle_test, canceling_a_blocked_read_unwinds_the_task) {
     runtime rt(options());
     rt.block_on([] {
         pipe_pair p;
-        std::atomic<bool> unwound{false};
-        auto reader = spawn([&] {
-            struct on_unwind {
-                std::atomic<bool>& f;
-                ~on_unwind() { f = true; }
-            } guard{unwound};
+        EXPECT_TRUE(cancel_unwinds([&] {
             std::array<std::byte, 4> buf{};
             (void)p.r.read_some(buf);
-        });
-        while (reader.state() != task_state::waiting) this_task::yield();
-        reader.cancel();
-        EXPECT_THROW(reader.join(), task_canceled);
-        EXPECT_TRUE(unwound);
+        }));
         // The registration is intact: a read still works.
         (void)p.w.write_some(bytes("y"));
         std::array<std::byte, 4> buf{};

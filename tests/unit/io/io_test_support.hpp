@@ -11,13 +11,19 @@
 //   settled_open_fds()  the same once it stops moving (the sanitizers'
 //                 own short-lived pipes);
 //   bytes()       a string's bytes as a span;
-//   pipe_pair     a pipe as two handles (read end r, write end w).
+//   pipe_pair     a pipe as two handles (read end r, write end w);
+//   blocked_read()    a task suspended in a read_some() of a handle or
+//                 stream, whose join() is what the read gave;
+//   cancel_unwinds()  cancels a task blocked in a call and says whether its
+//                 stack was unwound.
 #pragma once
 
 #include <dirent.h>
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <array>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <thread>
@@ -27,6 +33,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <utility>
 
 #include "runtime_fixture.hpp"
 #include "weft/io/handle.hpp"
@@ -76,6 +83,48 @@ struct pipe_pair {
         w = io::handle(fds[1]);
     }
 };
+
+// read_result is what a read_some() with an error_code gave: the bytes read
+// and the error.
+using read_result = std::pair<std::size_t, std::error_code>;
+
+// blocked_read() spawns a task that reads once from `from` (an io::handle or
+// an io::stream; up to 16 bytes, a 30 s deadline) and returns once that task
+// is suspended in the read. Call it from a task; the task's join() is the
+// read's read_result.
+template <class Readable>
+join_handle<read_result> blocked_read(Readable& from) {
+    std::atomic<bool> reading{false};  // the task touches it before its read only
+    auto reader = spawn([&from, &reading] {
+        std::array<std::byte, 16> buf{};
+        std::error_code ec;
+        reading = true;
+        const std::size_t n = from.read_some(buf, ec, io::after(std::chrono::seconds(30)));
+        return read_result(n, ec);
+    });
+    while (!reading || reader.state() != task_state::waiting) this_task::yield();
+    return reader;
+}
+
+// cancel_unwinds() spawns a task that calls wait() (a call that blocks),
+// cancels the task once it is suspended and joins it, which must throw
+// task_canceled. It returns whether the task's stack was unwound: a local
+// of the task was destroyed. Call it from a task.
+template <class F>
+bool cancel_unwinds(F wait) {
+    std::atomic<bool> unwound{false};
+    auto waiter = spawn([&] {
+        struct on_unwind {
+            std::atomic<bool>& f;
+            ~on_unwind() { f = true; }
+        } guard{unwound};
+        wait();
+    });
+    while (waiter.state() != task_state::waiting) this_task::yield();
+    waiter.cancel();
+    EXPECT_THROW(waiter.join(), task_canceled);
+    return unwound;
+}
 
 using io_param = std::tuple<unsigned, weft::io_backend>;
 

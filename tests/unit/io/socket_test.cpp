@@ -25,7 +25,21 @@ namespace {
 
 using namespace std::chrono_literals;
 
-class socket_test : public io_fixture {};
+class socket_test : public io_fixture {
+protected:
+    // on_connection() runs f(listener, client end, accepted end) over one
+    // loopback TCP connection, in a task of a runtime of this instance.
+    template <class F>
+    void on_connection(F f) {
+        runtime rt(options());
+        rt.block_on([&] {
+            auto l = io::tcp_listener::bind(io::endpoint::loopback_v4(0));
+            auto c = io::tcp_stream::connect(l.local_endpoint(), io::after(30s));
+            auto s = l.accept(io::after(30s));
+            f(l, c, s);
+        });
+    }
+};
 
 std::string text(std::span<const std::byte> b) { return std::string(reinterpret_cast<const char*>(b.data()), b.size()); }
 
@@ -107,11 +121,7 @@ TEST_P(socket_test, many_connections_echo_many_messages) {
 }
 
 TEST_P(socket_test, small_buffers_give_partial_writes_and_write_all_finishes) {
-    runtime rt(options());
-    rt.block_on([] {
-        auto l = io::tcp_listener::bind(io::endpoint::loopback_v4(0));
-        auto c = io::tcp_stream::connect(l.local_endpoint(), io::after(30s));
-        auto s = l.accept(io::after(30s));
+    on_connection([](io::listener&, io::stream& c, io::stream& s) {
         // A small send buffer: few bytes in flight, so the message goes in
         // many pieces (each waiting for ACKs; keep it modest, loopback TCP
         // with a 4 KB send buffer moves ~2 MB/s).
@@ -280,18 +290,8 @@ TEST_P(socket_test, accept_keeps_up_with_many_concurrent_connectors) {
 }
 
 TEST_P(socket_test, a_peer_reset_fails_a_blocked_read_with_connection_reset) {
-    runtime rt(options());
-    rt.block_on([] {
-        auto l = io::tcp_listener::bind(io::endpoint::loopback_v4(0));
-        auto c = io::tcp_stream::connect(l.local_endpoint(), io::after(30s));
-        auto s = l.accept(io::after(30s));
-        auto reader = spawn([&] {
-            std::array<std::byte, 16> buf{};
-            std::error_code ec;
-            const std::size_t n = c.read_some(buf, ec, io::after(30s));
-            return std::pair(n, ec);
-        });
-        while (reader.state() != task_state::waiting) this_task::yield();
+    on_connection([](io::listener&, io::stream& c, io::stream& s) {
+        auto reader = blocked_read(c);
         const linger lg{1, 0};  // close() sends RST instead of FIN
         ASSERT_EQ(::setsockopt(s.native().native_handle(), SOL_SOCKET, SO_LINGER, &lg, sizeof lg), 0);
         EXPECT_FALSE(s.close());
@@ -302,18 +302,8 @@ TEST_P(socket_test, a_peer_reset_fails_a_blocked_read_with_connection_reset) {
 }
 
 TEST_P(socket_test, closing_a_stream_from_another_task_wakes_its_reader) {
-    runtime rt(options());
-    rt.block_on([] {
-        auto l = io::tcp_listener::bind(io::endpoint::loopback_v4(0));
-        auto c = io::tcp_stream::connect(l.local_endpoint(), io::after(30s));
-        auto s = l.accept(io::after(30s));
-        auto reader = spawn([&] {
-            std::array<std::byte, 16> buf{};
-            std::error_code ec;
-            const std::size_t n = c.read_some(buf, ec, io::after(30s));
-            return std::pair(n, ec);
-        });
-        while (reader.state() != task_state::waiting) this_task::yield();
+    on_connection([](io::listener&, io::stream& c, io::stream& s) {
+        auto reader = blocked_read(c);
         EXPECT_FALSE(c.close());
         auto [n, ec] = reader.join();
         EXPECT_EQ(n, 0u);
@@ -343,11 +333,7 @@ TEST_P(socket_test, closing_a_listener_wakes_its_acceptor) {
 }
 
 TEST_P(socket_test, a_read_deadline_fires_mid_read_and_the_stream_stays_usable) {
-    runtime rt(options());
-    rt.block_on([] {
-        auto l = io::tcp_listener::bind(io::endpoint::loopback_v4(0));
-        auto c = io::tcp_stream::connect(l.local_endpoint(), io::after(30s));
-        auto s = l.accept(io::after(30s));
+    on_connection([](io::listener& l, io::stream& c, io::stream& s) {
         // Half a message arrives, then nothing: read_exact returns what it
         // has with timed_out.
         s.write_all(bytes("half"), io::after(30s));
@@ -367,24 +353,11 @@ TEST_P(socket_test, a_read_deadline_fires_mid_read_and_the_stream_stays_usable) 
 }
 
 TEST_P(socket_test, canceling_a_task_blocked_in_read_unwinds_it) {
-    runtime rt(options());
-    rt.block_on([] {
-        auto l = io::tcp_listener::bind(io::endpoint::loopback_v4(0));
-        auto c = io::tcp_stream::connect(l.local_endpoint(), io::after(30s));
-        auto s = l.accept(io::after(30s));
-        std::atomic<bool> unwound{false};
-        auto reader = spawn([&] {
-            struct on_unwind {
-                std::atomic<bool>& f;
-                ~on_unwind() { f = true; }
-            } guard{unwound};
+    on_connection([](io::listener&, io::stream& c, io::stream& s) {
+        EXPECT_TRUE(cancel_unwinds([&] {
             std::array<std::byte, 4> buf{};
             (void)c.read_exact(buf);
-        });
-        while (reader.state() != task_state::waiting) this_task::yield();
-        reader.cancel();
-        EXPECT_THROW(reader.join(), task_canceled);
-        EXPECT_TRUE(unwound);
+        }));
         // The stream still works afterwards.
         s.write_all(bytes("ok"), io::after(30s));
         std::array<std::byte, 2> buf{};
@@ -394,11 +367,7 @@ TEST_P(socket_test, canceling_a_task_blocked_in_read_unwinds_it) {
 }
 
 TEST_P(socket_test, read_exact_reports_eof_with_the_bytes_it_got) {
-    runtime rt(options());
-    rt.block_on([] {
-        auto l = io::tcp_listener::bind(io::endpoint::loopback_v4(0));
-        auto c = io::tcp_stream::connect(l.local_endpoint(), io::after(30s));
-        auto s = l.accept(io::after(30s));
+    on_connection([](io::listener&, io::stream& c, io::stream& s) {
         s.write_all(bytes("abc"), io::after(30s));
         EXPECT_FALSE(s.shutdown(io::shutdown_kind::write));
         std::array<std::byte, 8> buf{};

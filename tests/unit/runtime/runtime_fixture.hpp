@@ -13,9 +13,12 @@
 //   driver           drives a runtime without workers from a thread of its own
 //                    (run_for in a loop), so that plain threads may join its
 //                    tasks; does nothing for a runtime with workers;
+//   driven_runtime   a runtime with its driver;
 //   eventually()     polls a condition, bounded (10 s by default);
 //   counted          an RAII object counting constructions and destructions;
-//   errc_of()        the task_errc that a call throws, if any.
+//   errc_of()        the task_errc that a call throws, if any;
+//   in_tasks_and_threads()  runs one body in many tasks and plain threads
+//                    at once.
 #pragma once
 
 #include <fcntl.h>
@@ -34,6 +37,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "support/leak_check.hpp"
 #include "weft/runtime.hpp"
@@ -212,6 +216,17 @@ private:
     std::thread thread_;
 };
 
+// driven_runtime is a runtime with its driver: plain threads may join its
+// tasks whatever its worker count. The driver stops before the runtime goes
+// (a class's members are destroyed before its base).
+class driven_runtime : public weft::runtime {
+public:
+    explicit driven_runtime(const weft::runtime_options& o) : weft::runtime(o), driver_(*this) {}
+
+private:
+    driver driver_;
+};
+
 // eventually() polls pred until it holds (true) or `limit` has passed (false).
 template <class P>
 bool eventually(P&& pred, std::chrono::milliseconds limit = std::chrono::seconds(10)) {
@@ -248,6 +263,18 @@ std::optional<weft::task_errc> errc_of(F&& f) {
         return e.code();
     }
     return std::nullopt;
+}
+
+// in_tasks_and_threads() runs body at once in `tasks` tasks of rt and in
+// `threads` plain threads, and returns when all of them have finished.
+template <class F>
+void in_tasks_and_threads(weft::runtime& rt, int tasks, int threads, const F& body) {
+    std::vector<weft::join_handle<void>> hs;
+    for (int i = 0; i < tasks; ++i) hs.push_back(rt.spawn(body));
+    std::vector<std::thread> ts;
+    for (int i = 0; i < threads; ++i) ts.emplace_back(body);
+    for (auto& h : hs) h.join();
+    for (auto& t : ts) t.join();
 }
 
 }  // namespace weft::test

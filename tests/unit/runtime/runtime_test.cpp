@@ -31,10 +31,7 @@ namespace {
 using namespace std::chrono_literals;
 using weft::task_errc;
 using weft::task_state;
-using weft::test::counted;
-using weft::test::driver;
-using weft::test::errc_of;
-using weft::test::eventually;
+using namespace weft::test;  // counted, driver, errc_of, eventually
 using clk = std::chrono::steady_clock;
 
 class runtime_test : public weft::test::runtime_fixture {};

@@ -25,12 +25,8 @@
 namespace {
 
 using namespace std::chrono_literals;
-using weft::task_errc;
 using weft::task_state;
-using weft::test::counted;
-using weft::test::driver;
-using weft::test::errc_of;
-using weft::test::eventually;
+using namespace weft::test;  // counted, driver, eventually
 using clk = std::chrono::steady_clock;
 
 class task_state_test : public weft::test::runtime_fixture {};

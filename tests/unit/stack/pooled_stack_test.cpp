@@ -36,6 +36,7 @@
 #include <utility>
 #include <vector>
 
+#include "support/guard_page.hpp"
 #include "support/leak_check.hpp"
 #include "support/proc_maps.hpp"
 #include "weft/config.hpp"
@@ -97,6 +98,110 @@ weft::stack_pool::options small_pool() {
     return o;
 }
 
+// expected_stats names the statistics a check expects; a field left unset
+// is not checked.
+struct expected_stats {
+    std::optional<std::uint64_t> hits{}, reserve_hits{}, misses{}, unpooled{}, limit_failures{}, trims{}, unmaps{},
+        flushes{};
+    std::optional<std::size_t> in_use{}, cached{}, reserved{}, mapped{}, mapped_bytes{}, peak_mapped{},
+        unpooled_in_use{}, thread_caches{}, cache_capacity{};
+};
+
+// stats_are() checks every statistic that `want` names, and names each one
+// that differs.
+::testing::AssertionResult stats_are(const weft::stack_pool::statistics& st, const expected_stats& want) {
+    std::ostringstream wrong;
+    auto check = [&](const char* name, auto have, const auto& expected) {
+        if (expected && have != *expected) wrong << " " << name << " is " << have << ", expected " << *expected << ";";
+    };
+    check("hits", st.hits, want.hits);
+    check("reserve_hits", st.reserve_hits, want.reserve_hits);
+    check("misses", st.misses, want.misses);
+    check("unpooled", st.unpooled, want.unpooled);
+    check("limit_failures", st.limit_failures, want.limit_failures);
+    check("trims", st.trims, want.trims);
+    check("unmaps", st.unmaps, want.unmaps);
+    check("flushes", st.flushes, want.flushes);
+    check("in_use", st.in_use, want.in_use);
+    check("cached", st.cached, want.cached);
+    check("reserved", st.reserved, want.reserved);
+    check("mapped", st.mapped, want.mapped);
+    check("mapped_bytes", st.mapped_bytes, want.mapped_bytes);
+    check("peak_mapped", st.peak_mapped, want.peak_mapped);
+    check("unpooled_in_use", st.unpooled_in_use, want.unpooled_in_use);
+    check("thread_caches", st.thread_caches, want.thread_caches);
+    check("cache_capacity", st.cache_capacity, want.cache_capacity);
+    if (wrong.str().empty()) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << "statistics:" << wrong.str();
+}
+
+// takes_back_newest_first() checks that the next two allocations from
+// `from`, to which a and then b were freed, take back b and then a; it frees
+// them again in that order.
+template <class Allocator>
+::testing::AssertionResult takes_back_newest_first(Allocator& from, weft::stack_view a, weft::stack_view b) {
+    const weft::stack_view first = from.allocate(small);
+    const weft::stack_view second = from.allocate(small);
+    from.deallocate(a);
+    from.deallocate(b);
+    if (first.base == b.base && second.base == a.base) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << "took back " << first.base << " then " << second.base << ", not "
+                                         << b.base << " then " << a.base;
+}
+
+// paused_thread runs before() on a thread of its own, then waits there
+// until resume() and runs after(); the constructor returns once before()
+// has returned, join() once after() has.
+class paused_thread {
+public:
+    template <class Before, class After>
+    paused_thread(Before before, After after)
+        : t_([this, before = std::move(before), after = std::move(after)]() mutable {
+              before();
+              set(1);
+              wait_for(2);
+              after();
+          }) {
+        wait_for(1);
+    }
+    ~paused_thread() {
+        if (t_.joinable()) join();
+    }
+    paused_thread(const paused_thread&) = delete;
+    paused_thread& operator=(const paused_thread&) = delete;
+
+    void resume() { set(2); }
+    void join() {
+        resume();
+        t_.join();
+    }
+
+private:
+    void set(int p) {
+        {
+            std::lock_guard<std::mutex> lk(m_);
+            phase_ = p;
+        }
+        cv_.notify_all();
+    }
+    void wait_for(int p) {
+        std::unique_lock<std::mutex> lk(m_);
+        cv_.wait(lk, [&] { return phase_ == p; });
+    }
+    std::mutex m_;
+    std::condition_variable cv_;
+    int phase_ = 0;
+    std::thread t_;  // last: started once the rest is constructed
+};
+
+// cache_two() takes two stacks from pool and frees them, into the calling
+// thread's cache.
+void cache_two(weft::stack_pool& pool) {
+    weft::stack_view a = pool.allocate(small), b = pool.allocate(small);
+    pool.deallocate(a);
+    pool.deallocate(b);
+}
+
 class pooled_stack_test : public weft::test::leak_checked {};
 class pooled_stack_reuse : public weft::test::leak_checked {};
 class pooled_stack_threads : public weft::test::leak_checked {};
@@ -121,10 +226,8 @@ TEST_F(pooled_stack_test, handle_refers_to_its_pool_or_the_global_one) {
 }
 
 TEST_F(pooled_stack_test, stack_geometry_matches_mmap_stack) {
-    weft::stack_pool::options o = small_pool();
-    o.stack_size = small + 1;  // rounded up to a page
-    o.guard_pages = 2;
-    weft::stack_pool pool(o);
+    weft::stack_pool pool({.stack_size = small + 1,  // rounded up to a page
+                           .guard_pages = 2});
     const std::size_t page = weft::page_size();
     EXPECT_EQ(pool.stack_size(), small + page);
     EXPECT_EQ(pool.guard_size(), 2 * page);
@@ -167,14 +270,9 @@ TEST_F(pooled_stack_reuse, last_freed_is_first_reused) {
     ASSERT_NE(a.base, b.base);
     alloc.deallocate(a);
     alloc.deallocate(b);
-    EXPECT_EQ(alloc.allocate(small).base, b.base);
-    EXPECT_EQ(alloc.allocate(small).base, a.base);
-    alloc.deallocate(a);
-    alloc.deallocate(b);
+    EXPECT_TRUE(takes_back_newest_first(alloc, a, b));
     const weft::stack_pool::statistics st = pool.stats();
-    EXPECT_EQ(st.misses, 2u);
-    EXPECT_EQ(st.hits, 2u);
-    EXPECT_EQ(st.reserve_hits, 0u);
+    EXPECT_TRUE(stats_are(st, {.hits = 2u, .reserve_hits = 0u, .misses = 2u}));
 }
 
 TEST_F(pooled_stack_reuse, statistics_count_hits_misses_and_gauges) {
@@ -184,31 +282,18 @@ TEST_F(pooled_stack_reuse, statistics_count_hits_misses_and_gauges) {
     for (int i = 0; i < 5; ++i) v.push_back(pool.allocate(small));
     EXPECT_EQ(weft::stats::live_stacks(), live + 5);
     weft::stack_pool::statistics st = pool.stats();
-    EXPECT_EQ(st.misses, 5u);
-    EXPECT_EQ(st.hits, 0u);
-    EXPECT_EQ(st.in_use, 5u);
-    EXPECT_EQ(st.cached, 0u);
-    EXPECT_EQ(st.mapped, 5u);
-    EXPECT_EQ(st.mapped_bytes, 5 * one_stack_bytes(small));
-    EXPECT_EQ(st.peak_mapped, 5u);
-    EXPECT_EQ(st.thread_caches, 1u);
+    EXPECT_TRUE(stats_are(st, {.hits = 0u, .misses = 5u, .in_use = 5u, .cached = 0u, .mapped = 5u,
+                            .mapped_bytes = 5 * one_stack_bytes(small), .peak_mapped = 5u, .thread_caches = 1u}));
     for (int i = 0; i < 3; ++i) pool.deallocate(v[i]);
     EXPECT_EQ(weft::stats::live_stacks(), live + 2);
     st = pool.stats();
-    EXPECT_EQ(st.in_use, 2u);
-    EXPECT_EQ(st.cached, 3u);
-    EXPECT_EQ(st.mapped, 5u);
+    EXPECT_TRUE(stats_are(st, {.in_use = 2u, .cached = 3u, .mapped = 5u}));
     for (int i = 0; i < 3; ++i) v[i] = pool.allocate(small);
     st = pool.stats();
-    EXPECT_EQ(st.hits, 3u);
-    EXPECT_EQ(st.misses, 5u);
+    EXPECT_TRUE(stats_are(st, {.hits = 3u, .misses = 5u}));
     for (auto& s : v) pool.deallocate(s);
     st = pool.stats();
-    EXPECT_EQ(st.in_use, 0u);
-    EXPECT_EQ(st.cached, 5u);
-    EXPECT_EQ(st.peak_mapped, 5u);
-    EXPECT_EQ(st.trims, 0u);
-    EXPECT_EQ(st.unmaps, 0u);
+    EXPECT_TRUE(stats_are(st, {.trims = 0u, .unmaps = 0u, .in_use = 0u, .cached = 5u, .peak_mapped = 5u}));
     EXPECT_EQ(weft::stats::live_stacks(), live);
 }
 
@@ -232,21 +317,17 @@ TEST_F(pooled_stack_reuse, larger_requests_are_unpooled_and_unmapped_on_release)
     EXPECT_EQ(big.guard, pool.guard_size() + page) << "unpooled stacks carry one more guard page";
     std::memset(big.base, 1, big.size);
     weft::stack_pool::statistics st = pool.stats();
-    EXPECT_EQ(st.unpooled, 1u);
-    EXPECT_EQ(st.unpooled_in_use, 1u);
-    EXPECT_EQ(st.mapped, 0u);
+    EXPECT_TRUE(stats_are(st, {.unpooled = 1u, .mapped = 0u, .unpooled_in_use = 1u}));
     EXPECT_TRUE(is_mapped(big));
     pool.deallocate(big);
     EXPECT_FALSE(is_mapped(big));
     st = pool.stats();
-    EXPECT_EQ(st.unpooled_in_use, 0u);
-    EXPECT_EQ(st.cached, 0u);
+    EXPECT_TRUE(stats_are(st, {.cached = 0u, .unpooled_in_use = 0u}));
 }
 
 TEST_F(pooled_stack_reuse, many_coroutine_lifetimes_reuse_one_stack) {
     weft::stack_pool pool(small_pool());
-    weft::coroutine_options opts;
-    opts.stack_size = small;
+    weft::coroutine_options opts{.stack_size = small};
     int sum = 0;
     for (int i = 0; i < 1000; ++i) {
         weft::coroutine<int> co(std::allocator_arg, weft::pooled_stack(pool), [i](weft::yielder<int>& y) { y.yield(i); },
@@ -255,17 +336,14 @@ TEST_F(pooled_stack_reuse, many_coroutine_lifetimes_reuse_one_stack) {
     }
     EXPECT_EQ(sum, 999 * 1000 / 2);
     const weft::stack_pool::statistics st = pool.stats();
-    EXPECT_EQ(st.misses, 1u);
-    EXPECT_EQ(st.hits, 999u);
-    EXPECT_EQ(st.mapped, 1u);
+    EXPECT_TRUE(stats_are(st, {.hits = 999u, .misses = 1u, .mapped = 1u}));
 }
 
 TEST_F(pooled_stack_reuse, warm_path_allocates_nothing_on_the_heap) {
     weft::stack_pool pool(small_pool());
     weft::pooled_stack alloc(pool);
     alloc.deallocate(alloc.allocate(small));  // creates this thread's cache
-    weft::coroutine_options opts;
-    opts.stack_size = small;
+    weft::coroutine_options opts{.stack_size = small};
     const std::uint64_t before = weft::test::new_calls();
     for (int i = 0; i < 1000; ++i) alloc.deallocate(alloc.allocate(small));
     // Creating and destroying coroutines on pooled stacks (not resuming
@@ -296,9 +374,7 @@ TEST_F(pooled_stack_reuse, two_pools_on_one_thread_keep_their_own_stacks) {
 }
 
 TEST_F(pooled_stack_reuse, full_thread_cache_spills_to_the_reserve) {
-    weft::stack_pool::options o = small_pool();
-    o.max_cached_per_thread = 4;
-    weft::stack_pool pool(o);
+    weft::stack_pool pool({.stack_size = small, .max_cached_per_thread = 4});
     std::vector<weft::stack_view> v;
     for (int i = 0; i < 10; ++i) v.push_back(pool.allocate(small));
     for (auto& s : v) pool.deallocate(s);
@@ -375,9 +451,7 @@ TEST_F(pooled_stack_reuse, capacity_grows_again_when_demand_rises) {
 // The capacity is bounded by max_cached_per_thread: above it the cache
 // flushes to the reserve as before and refills from it.
 TEST_F(pooled_stack_reuse, capacity_stops_at_max_cached_per_thread) {
-    weft::stack_pool::options o = small_pool();
-    o.max_cached_per_thread = 100;
-    weft::stack_pool pool(o);
+    weft::stack_pool pool({.stack_size = small, .max_cached_per_thread = 100});
     const auto after = steady_loop(pool, 300, 3);
     EXPECT_EQ(after[0].cache_capacity, 100u);
     EXPECT_GE(after[0].flushes, 1u);
@@ -386,22 +460,15 @@ TEST_F(pooled_stack_reuse, capacity_stops_at_max_cached_per_thread) {
 }
 
 TEST_F(pooled_stack_reuse, without_thread_caches_the_reserve_is_lifo) {
-    weft::stack_pool::options o = small_pool();
-    o.max_cached_per_thread = 0;
-    weft::stack_pool pool(o);
+    weft::stack_pool pool({.stack_size = small, .max_cached_per_thread = 0});
     weft::stack_view a = pool.allocate(small);
     weft::stack_view b = pool.allocate(small);
     pool.deallocate(a);
     pool.deallocate(b);
     EXPECT_EQ(pool.stats().reserved, 2u);
-    EXPECT_EQ(pool.allocate(small).base, b.base);
-    EXPECT_EQ(pool.allocate(small).base, a.base);
-    pool.deallocate(a);
-    pool.deallocate(b);
+    EXPECT_TRUE(takes_back_newest_first(pool, a, b));
     const weft::stack_pool::statistics st = pool.stats();
-    EXPECT_EQ(st.reserve_hits, 2u);
-    EXPECT_EQ(st.hits, 0u);
-    EXPECT_EQ(st.thread_caches, 0u);
+    EXPECT_TRUE(stats_are(st, {.hits = 0u, .reserve_hits = 2u, .thread_caches = 0u}));
 }
 
 // ---------------------------------------------------------------- fresh as new
@@ -440,10 +507,7 @@ TEST_F(pooled_stack_DeathTest, touching_the_guard_of_a_reused_stack_kills_the_pr
             std::fprintf(stderr, "not reused\n");
             std::exit(0);
         }
-        static_cast<volatile unsigned char*>(t.base)[0] = 1;   // fine
-        static_cast<volatile unsigned char*>(t.base)[-1] = 1;  // the guard
-        std::fprintf(stderr, "guard page was writable\n");
-        std::exit(0);
+        weft::test::write_below(t);
     };
     EXPECT_DEATH(statement(), "");
 }
@@ -484,8 +548,7 @@ WEFT_NOINLINE void dirty_frame() {
 
 TEST_F(pooled_stack_coroutine, reused_stack_runs_a_coroutine_like_a_fresh_one) {
     weft::stack_pool pool(small_pool());
-    weft::coroutine_options opts;
-    opts.stack_size = small;
+    weft::coroutine_options opts{.stack_size = small};
     int destroyed = 0;
     void* first_base = nullptr;
     {
@@ -534,8 +597,7 @@ TEST_F(pooled_stack_coroutine, reused_stack_runs_a_coroutine_like_a_fresh_one) {
 
 TEST_F(pooled_stack_coroutine, exceptions_and_unwinding_on_reused_stacks) {
     weft::stack_pool pool(small_pool());
-    weft::coroutine_options opts;
-    opts.stack_size = small;
+    weft::coroutine_options opts{.stack_size = small};
     int destroyed = 0;
     for (int round = 0; round < 3; ++round) {
         weft::coroutine<> thrower(
@@ -561,14 +623,12 @@ TEST_F(pooled_stack_coroutine, exceptions_and_unwinding_on_reused_stacks) {
     }
     EXPECT_EQ(destroyed, 6);
     const weft::stack_pool::statistics st = pool.stats();
-    EXPECT_EQ(st.misses, 2u);
-    EXPECT_EQ(st.hits, 4u);
+    EXPECT_TRUE(stats_are(st, {.hits = 4u, .misses = 2u}));
 }
 
 TEST_F(pooled_stack_coroutine, painted_high_water_on_a_reused_stack) {
     weft::stack_pool pool(small_pool());
-    weft::coroutine_options opts;
-    opts.stack_size = small;
+    weft::coroutine_options opts{.stack_size = small};
     opts.paint_stack = true;
     std::size_t first = 0;
     for (int round = 0; round < 2; ++round) {
@@ -602,15 +662,13 @@ TEST_F(pooled_stack_threads, stack_freed_on_another_thread_is_reused_there) {
     });  // exit: this thread's cache goes to the reserve
     EXPECT_EQ(again, s.base);
     weft::stack_pool::statistics st = pool.stats();
-    EXPECT_EQ(st.hits, 1u);
-    EXPECT_EQ(st.reserved, 1u);
+    EXPECT_TRUE(stats_are(st, {.hits = 1u, .reserved = 1u}));
     EXPECT_EQ(st.thread_caches, 1u) << "only this thread's cache is still registered";
     weft::stack_view u = pool.allocate(small);  // from the reserve
     EXPECT_EQ(u.base, s.base);
     pool.deallocate(u);
     st = pool.stats();
-    EXPECT_EQ(st.reserve_hits, 1u);
-    EXPECT_EQ(st.misses, 1u);
+    EXPECT_TRUE(stats_are(st, {.reserve_hits = 1u, .misses = 1u}));
 }
 
 TEST_F(pooled_stack_threads, thread_exit_returns_its_cache_for_other_threads) {
@@ -626,10 +684,7 @@ TEST_F(pooled_stack_threads, thread_exit_returns_its_cache_for_other_threads) {
         EXPECT_EQ(pool.stats().reserved, 0u) << "still in the thread's cache";
     });
     weft::stack_pool::statistics st = pool.stats();
-    EXPECT_EQ(st.reserved, 3u);
-    EXPECT_EQ(st.cached, 3u);
-    EXPECT_EQ(st.thread_caches, 0u);
-    EXPECT_EQ(st.misses, 3u);
+    EXPECT_TRUE(stats_are(st, {.misses = 3u, .cached = 3u, .reserved = 3u, .thread_caches = 0u}));
     std::set<void*> got;
     in_thread([&] {
         std::vector<weft::stack_view> v;
@@ -697,33 +752,11 @@ TEST_F(pooled_stack_threads, consumer_thread_passes_freed_stacks_back_to_the_pro
 }
 
 TEST_F(pooled_stack_threads, limits_count_idle_stacks_and_exit_releases_them) {
-    weft::stack_pool::options o = small_pool();
-    o.max_stacks = 2;
-    weft::stack_pool pool(o);
-    std::mutex m;
-    std::condition_variable cv;
-    int phase = 0;
-    std::thread t([&] {
-        weft::stack_view a = pool.allocate(small), b = pool.allocate(small);
-        pool.deallocate(a);
-        pool.deallocate(b);
-        std::unique_lock<std::mutex> lk(m);
-        phase = 1;
-        cv.notify_all();
-        cv.wait(lk, [&] { return phase == 2; });
-    });
-    {
-        std::unique_lock<std::mutex> lk(m);
-        cv.wait(lk, [&] { return phase == 1; });
-    }
+    weft::stack_pool pool({.stack_size = small, .max_stacks = 2});
+    paused_thread t([&] { cache_two(pool); }, [] {});
     // Both stacks sit idle in the other thread's cache, which only that
     // thread touches: this thread is at the limit.
     EXPECT_THROW((void)pool.allocate(small), weft::stack_pool_error);
-    {
-        std::lock_guard<std::mutex> lk(m);
-        phase = 2;
-    }
-    cv.notify_all();
     t.join();
     weft::stack_view s = pool.allocate(small);  // from the reserve now
     pool.deallocate(s);
@@ -731,10 +764,8 @@ TEST_F(pooled_stack_threads, limits_count_idle_stacks_and_exit_releases_them) {
 }
 
 TEST_F(pooled_stack_threads, concurrent_use_with_cross_thread_frees) {
-    weft::stack_pool::options o = small_pool();
-    o.max_cached_per_thread = 4;
-    o.decay = std::chrono::milliseconds(0);  // decay steps at every check, racing with everything
-    weft::stack_pool pool(o);
+    // decay: steps at every check, racing with everything
+    weft::stack_pool pool({.stack_size = small, .max_cached_per_thread = 4, .decay = std::chrono::milliseconds(0)});
     constexpr int threads = 4;
     constexpr int ops = 4000;
     std::mutex m;
@@ -788,9 +819,7 @@ TEST_F(pooled_stack_threads, concurrent_use_with_cross_thread_frees) {
     for (auto& t : ts) t.join();
     for (auto& s : handoff) pool.deallocate(s);
     const weft::stack_pool::statistics st = pool.stats();
-    EXPECT_EQ(st.in_use, 0u);
-    EXPECT_EQ(st.cached, st.mapped);
-    EXPECT_EQ(st.unpooled_in_use, 0u);
+    EXPECT_TRUE(stats_are(st, {.in_use = 0u, .cached = st.mapped, .unpooled_in_use = 0u}));
     EXPECT_LE(st.thread_caches, 1u) << "the workers' caches were retired; this thread may have one";
 }
 
@@ -805,10 +834,7 @@ TEST_F(pooled_stack_decay, trim_releases_the_pages_of_idle_stacks) {
     pool.deallocate(s);
     pool.trim();
     weft::stack_pool::statistics st = pool.stats();
-    EXPECT_EQ(st.trims, 1u);
-    EXPECT_EQ(st.unmaps, 0u);
-    EXPECT_EQ(st.mapped, 1u);
-    EXPECT_EQ(st.cached, 1u);
+    EXPECT_TRUE(stats_are(st, {.trims = 1u, .unmaps = 0u, .cached = 1u, .mapped = 1u}));
     weft::stack_view t = pool.allocate(small);
     ASSERT_EQ(t.base, s.base);
     // Reading memory nobody wrote since it was handed out, on purpose: tell
@@ -826,9 +852,7 @@ TEST_F(pooled_stack_decay, trim_releases_the_pages_of_idle_stacks) {
 }
 
 TEST_F(pooled_stack_decay, second_trim_unmaps_surplus_down_to_min_retained) {
-    weft::stack_pool::options o = small_pool();
-    o.min_retained = 2;
-    weft::stack_pool pool(o);
+    weft::stack_pool pool({.stack_size = small, .min_retained = 2});
     std::vector<weft::stack_view> v;
     for (int i = 0; i < 5; ++i) v.push_back(pool.allocate(small));
     for (auto& s : v) {
@@ -837,19 +861,12 @@ TEST_F(pooled_stack_decay, second_trim_unmaps_surplus_down_to_min_retained) {
     }
     pool.trim();  // step 1: pages released, nothing unmapped
     weft::stack_pool::statistics st = pool.stats();
-    EXPECT_EQ(st.trims, 5u);
-    EXPECT_EQ(st.unmaps, 0u);
-    EXPECT_EQ(st.mapped, 5u);
+    EXPECT_TRUE(stats_are(st, {.trims = 5u, .unmaps = 0u, .mapped = 5u}));
     for (auto& s : v) EXPECT_TRUE(is_mapped(s));
     pool.trim();  // step 2: idle through a second period: unmapped, 2 retained
     st = pool.stats();
-    EXPECT_EQ(st.trims, 5u);
-    EXPECT_EQ(st.unmaps, 3u);
-    EXPECT_EQ(st.mapped, 2u);
-    EXPECT_EQ(st.cached, 2u);
-    EXPECT_EQ(st.reserved, 2u);
-    EXPECT_EQ(st.mapped_bytes, 2 * one_stack_bytes(small));
-    EXPECT_EQ(st.peak_mapped, 5u);
+    EXPECT_TRUE(stats_are(st, {.trims = 5u, .unmaps = 3u, .cached = 2u, .reserved = 2u, .mapped = 2u,
+                            .mapped_bytes = 2 * one_stack_bytes(small), .peak_mapped = 5u}));
     const auto still = std::count_if(v.begin(), v.end(), [](const weft::stack_view& s) { return is_mapped(s); });
     EXPECT_EQ(still, 2) << "exactly the retained stacks are still mapped";
     pool.trim();  // min_retained holds
@@ -872,10 +889,7 @@ std::chrono::steady_clock::time_point fake_clock() noexcept {
 
 TEST_F(pooled_stack_decay, decay_follows_the_clock_and_keeps_what_is_used) {
     fake_now_ns = 1'000'000'000;
-    weft::stack_pool::options o = small_pool();
-    o.decay = std::chrono::milliseconds(100);
-    o.clock = &fake_clock;
-    weft::stack_pool pool(o);
+    weft::stack_pool pool({.stack_size = small, .decay = std::chrono::milliseconds(100), .clock = &fake_clock});
     std::vector<weft::stack_view> v;
     for (int i = 0; i < 3; ++i) v.push_back(pool.allocate(small));
     for (auto& s : v) pool.deallocate(s);
@@ -898,23 +912,16 @@ TEST_F(pooled_stack_decay, decay_follows_the_clock_and_keeps_what_is_used) {
     EXPECT_EQ(pool.stats().trims, 0u);
     step(150);  // two stacks stayed idle for a whole period
     weft::stack_pool::statistics st = pool.stats();
-    EXPECT_EQ(st.trims, 2u);
-    EXPECT_EQ(st.unmaps, 0u);
-    EXPECT_EQ(st.mapped, 3u);
+    EXPECT_TRUE(stats_are(st, {.trims = 2u, .unmaps = 0u, .mapped = 3u}));
     step(150);  // idle for another period: surplus, unmapped
     st = pool.stats();
-    EXPECT_EQ(st.trims, 2u);
-    EXPECT_EQ(st.unmaps, 2u);
-    EXPECT_EQ(st.mapped, 1u);
-    EXPECT_EQ(st.cached, 1u);
+    EXPECT_TRUE(stats_are(st, {.trims = 2u, .unmaps = 2u, .cached = 1u, .mapped = 1u}));
     EXPECT_FALSE(is_mapped(v[0]));
     EXPECT_FALSE(is_mapped(v[1]));
     EXPECT_TRUE(is_mapped(v[2]));
     step(1000);  // the busy stack is never trimmed
     st = pool.stats();
-    EXPECT_EQ(st.trims, 2u);
-    EXPECT_EQ(st.mapped, 1u);
-    EXPECT_EQ(st.misses, 3u);
+    EXPECT_TRUE(stats_are(st, {.misses = 3u, .trims = 2u, .mapped = 1u}));
 }
 
 // When demand falls, decay returns the stacks and the capacity follows: one
@@ -923,10 +930,7 @@ TEST_F(pooled_stack_decay, decay_follows_the_clock_and_keeps_what_is_used) {
 // grows it back.
 TEST_F(pooled_stack_decay, capacity_shrinks_when_demand_falls) {
     fake_now_ns = 1'000'000'000;
-    weft::stack_pool::options o = small_pool();
-    o.decay = std::chrono::milliseconds(100);
-    o.clock = &fake_clock;
-    weft::stack_pool pool(o);
+    weft::stack_pool pool({.stack_size = small, .decay = std::chrono::milliseconds(100), .clock = &fake_clock});
     constexpr std::size_t n = 1000;
     auto after = steady_loop(pool, n, 2);
     ASSERT_EQ(after[1].flushes, 0u);
@@ -943,13 +947,10 @@ TEST_F(pooled_stack_decay, capacity_shrinks_when_demand_falls) {
     EXPECT_EQ(st.trims, 0u);
     EXPECT_GE(st.cache_capacity, n) << "the loop's demand is measured";
     st = step();  // a period with a demand of one: the idle stacks' pages go
-    EXPECT_EQ(st.trims, n - 1);
-    EXPECT_EQ(st.unmaps, 0u);
+    EXPECT_TRUE(stats_are(st, {.trims = n - 1, .unmaps = 0u}));
     EXPECT_GE(st.cache_capacity, n) << "the previous period's demand still counts";
     st = step();  // a second such period: the surplus is unmapped
-    EXPECT_EQ(st.unmaps, n - 1);
-    EXPECT_EQ(st.mapped, 1u);
-    EXPECT_EQ(st.cached, 1u);
+    EXPECT_TRUE(stats_are(st, {.unmaps = n - 1, .cached = 1u, .mapped = 1u}));
     EXPECT_EQ(st.cache_capacity, 16u) << "back to min_cached_per_thread";
     EXPECT_EQ(st.flushes, 0u);
     // Demand rises again: one round to map and grow, then steady.
@@ -970,37 +971,18 @@ TEST_F(pooled_stack_decay, trim_shrinks_the_capacity_with_the_stacks) {
     EXPECT_GE(pool.stats().cache_capacity, 300u) << "the stacks are still in the cache";
     pool.trim();
     const weft::stack_pool::statistics st = pool.stats();
-    EXPECT_EQ(st.mapped, 0u);
-    EXPECT_EQ(st.cache_capacity, 16u);
+    EXPECT_TRUE(stats_are(st, {.mapped = 0u, .cache_capacity = 16u}));
 }
 
 TEST_F(pooled_stack_decay, trim_reaches_other_threads_caches_at_their_next_check) {
     weft::stack_pool pool(small_pool());  // default decay: 10 s, never reached here
-    std::mutex m;
-    std::condition_variable cv;
-    int phase = 0;
-    std::thread t([&] {
-        weft::stack_view a = pool.allocate(small), b = pool.allocate(small);
-        pool.deallocate(a);
-        pool.deallocate(b);
-        std::unique_lock<std::mutex> lk(m);
-        phase = 1;
-        cv.notify_all();
-        cv.wait(lk, [&] { return phase == 2; });
-        lk.unlock();
-        for (std::uint32_t i = 0; i < weft::stack_pool::ops_per_decay_check; ++i) pool.deallocate(pool.allocate(small));
-    });
-    {
-        std::unique_lock<std::mutex> lk(m);
-        cv.wait(lk, [&] { return phase == 1; });
-    }
+    paused_thread t([&] { cache_two(pool); },
+                    [&] {
+                        for (std::uint32_t i = 0; i < weft::stack_pool::ops_per_decay_check; ++i)
+                            pool.deallocate(pool.allocate(small));
+                    });
     pool.trim();
     EXPECT_EQ(pool.stats().trims, 0u) << "another thread's cache is not touched from here";
-    {
-        std::lock_guard<std::mutex> lk(m);
-        phase = 2;
-    }
-    cv.notify_all();
     t.join();
     EXPECT_GE(pool.stats().trims, 1u) << "the thread trimmed its own cache at its next check";
 }
@@ -1008,10 +990,7 @@ TEST_F(pooled_stack_decay, trim_reaches_other_threads_caches_at_their_next_check
 // ---------------------------------------------------------------- limits
 
 TEST_F(pooled_stack_limits, fresh_unpooled_at_max_stacks) {
-    weft::stack_pool::options o = small_pool();
-    o.max_stacks = 2;
-    o.on_limit = weft::limit_policy::fresh_unpooled;
-    weft::stack_pool pool(o);
+    weft::stack_pool pool({.stack_size = small, .max_stacks = 2, .on_limit = weft::limit_policy::fresh_unpooled});
     const std::int64_t live = weft::stats::live_stacks();
     weft::stack_view a = pool.allocate(small), b = pool.allocate(small);
     weft::stack_view c = pool.allocate(small);
@@ -1020,15 +999,11 @@ TEST_F(pooled_stack_limits, fresh_unpooled_at_max_stacks) {
     std::memset(c.base, 3, c.size);
     EXPECT_EQ(weft::stats::live_stacks(), live + 3);
     weft::stack_pool::statistics st = pool.stats();
-    EXPECT_EQ(st.mapped, 2u);
-    EXPECT_EQ(st.unpooled, 1u);
-    EXPECT_EQ(st.unpooled_in_use, 1u);
-    EXPECT_EQ(st.limit_failures, 0u);
+    EXPECT_TRUE(stats_are(st, {.unpooled = 1u, .limit_failures = 0u, .mapped = 2u, .unpooled_in_use = 1u}));
     pool.deallocate(c);
     EXPECT_FALSE(is_mapped(c)) << "an unpooled stack is unmapped on release";
     st = pool.stats();
-    EXPECT_EQ(st.unpooled_in_use, 0u);
-    EXPECT_EQ(st.cached, 0u);
+    EXPECT_TRUE(stats_are(st, {.cached = 0u, .unpooled_in_use = 0u}));
     pool.deallocate(a);
     pool.deallocate(b);
     EXPECT_EQ(pool.allocate(small).base, b.base) << "pooled ones are still pooled";
@@ -1037,21 +1012,17 @@ TEST_F(pooled_stack_limits, fresh_unpooled_at_max_stacks) {
 }
 
 TEST_F(pooled_stack_limits, fresh_unpooled_at_max_bytes) {
-    weft::stack_pool::options o = small_pool();
-    o.max_bytes = 2 * one_stack_bytes(small) + 1;  // room for two
-    o.on_limit = weft::limit_policy::fresh_unpooled;
-    weft::stack_pool pool(o);
+    weft::stack_pool pool({.stack_size = small,
+                           .max_bytes = 2 * one_stack_bytes(small) + 1,  // room for two
+                           .on_limit = weft::limit_policy::fresh_unpooled});
     weft::stack_view a = pool.allocate(small), b = pool.allocate(small), c = pool.allocate(small);
-    EXPECT_EQ(pool.stats().mapped, 2u);
-    EXPECT_EQ(pool.stats().unpooled, 1u);
+    EXPECT_TRUE(stats_are(pool.stats(), {.unpooled = 1u, .mapped = 2u}));
     for (auto s : {a, b, c}) pool.deallocate(s);
     EXPECT_EQ(pool.stats().cached, 2u);
 }
 
 TEST_F(pooled_stack_limits, fail_throws_an_error_naming_max_stacks) {
-    weft::stack_pool::options o = small_pool();
-    o.max_stacks = 2;
-    weft::stack_pool pool(o);
+    weft::stack_pool pool({.stack_size = small, .max_stacks = 2});
     weft::stack_view a = pool.allocate(small), b = pool.allocate(small);
     const std::int64_t live = weft::stats::live_stacks();
     try {
@@ -1069,8 +1040,7 @@ TEST_F(pooled_stack_limits, fail_throws_an_error_naming_max_stacks) {
         EXPECT_EQ(base.code().value(), ENOMEM);
     }
     EXPECT_EQ(weft::stats::live_stacks(), live);
-    EXPECT_EQ(pool.stats().limit_failures, 1u);
-    EXPECT_EQ(pool.stats().mapped, 2u);
+    EXPECT_TRUE(stats_are(pool.stats(), {.limit_failures = 1u, .mapped = 2u}));
     pool.deallocate(a);
     weft::stack_view again = pool.allocate(small);  // an idle one is fine
     EXPECT_EQ(again.base, a.base);
@@ -1097,11 +1067,8 @@ TEST_F(pooled_stack_limits, fail_throws_an_error_naming_max_bytes) {
 }
 
 TEST_F(pooled_stack_limits, coroutine_creation_at_the_limit_fails_cleanly) {
-    weft::stack_pool::options o = small_pool();
-    o.max_stacks = 1;
-    weft::stack_pool pool(o);
-    weft::coroutine_options opts;
-    opts.stack_size = small;
+    weft::stack_pool pool({.stack_size = small, .max_stacks = 1});
+    weft::coroutine_options opts{.stack_size = small};
     weft::coroutine<> first(std::allocator_arg, weft::pooled_stack(pool), [](weft::yielder<>&) {}, opts);
     EXPECT_THROW(weft::coroutine<>(std::allocator_arg, weft::pooled_stack(pool), [](weft::yielder<>&) {}, opts),
                  weft::stack_pool_error);
@@ -1169,27 +1136,18 @@ TEST_F(pooled_stack_limits, invalid_options_are_rejected_with_a_message) {
 
 TEST_F(pooled_stack_threads, destruction_unmaps_idle_stacks_of_running_threads) {
     auto pool = std::make_unique<weft::stack_pool>(small_pool());
-    std::mutex m;
-    std::condition_variable cv;
-    int phase = 0;
     std::vector<weft::stack_view> theirs;
-    std::thread t([&] {
-        for (int i = 0; i < 2; ++i) theirs.push_back(pool->allocate(small));
-        for (auto& s : theirs) pool->deallocate(s);
-        std::unique_lock<std::mutex> lk(m);
-        phase = 1;
-        cv.notify_all();
-        cv.wait(lk, [&] { return phase == 2; });
-        lk.unlock();
-        // The old pool's record is orphaned; a new pool works on this thread.
-        weft::stack_pool other(small_pool());
-        other.deallocate(other.allocate(small));
-        EXPECT_EQ(other.stats().thread_caches, 1u);
-    });
-    {
-        std::unique_lock<std::mutex> lk(m);
-        cv.wait(lk, [&] { return phase == 1; });
-    }
+    paused_thread t(
+        [&] {
+            for (int i = 0; i < 2; ++i) theirs.push_back(pool->allocate(small));
+            for (auto& s : theirs) pool->deallocate(s);
+        },
+        [] {
+            // The old pool's record is orphaned; a new pool works on this thread.
+            weft::stack_pool other(small_pool());
+            other.deallocate(other.allocate(small));
+            EXPECT_EQ(other.stats().thread_caches, 1u);
+        });
     weft::stack_view mine = pool->allocate(small);
     pool->deallocate(mine);
     pool->deallocate(pool->allocate(small * 2));  // unpooled, gone already
@@ -1202,11 +1160,6 @@ TEST_F(pooled_stack_threads, destruction_unmaps_idle_stacks_of_running_threads) 
         for (auto& s : theirs) EXPECT_FALSE(is_mapped(s)) << "another thread's idle stack outlived the pool";
         EXPECT_FALSE(is_mapped(mine));
     }
-    {
-        std::lock_guard<std::mutex> lk(m);
-        phase = 2;
-    }
-    cv.notify_all();
     t.join();
     // This thread's record of the destroyed pool is freed on its next slow path.
     weft::stack_pool again(small_pool());

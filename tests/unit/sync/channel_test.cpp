@@ -27,7 +27,7 @@ using namespace std::chrono_literals;
 using clk = std::chrono::steady_clock;
 using weft::channel;
 using weft::channel_status;
-using weft::test::driver;
+using weft::test::driven_runtime;
 using weft::test::eventually;
 
 class channel_test : public weft::test::runtime_fixture {};
@@ -223,8 +223,7 @@ TEST_P(channel_test, timed_operations_time_out_never_early) {
 }
 
 TEST_P(channel_test, a_plain_thread_and_tasks_share_a_channel) {
-    weft::runtime rt(options());
-    driver d(rt);
+    driven_runtime rt(options());
     channel<int> to_thread, to_tasks(4);
     auto h = rt.spawn([&] {
         int sum = 0;
@@ -243,8 +242,7 @@ TEST_P(channel_test, a_plain_thread_and_tasks_share_a_channel) {
 // ------------------------------------------------------------ cancellation
 
 TEST_P(channel_test, a_canceled_receiver_leaves_the_channel_usable) {
-    weft::runtime rt(options());
-    driver d(rt);
+    driven_runtime rt(options());
     channel<int> ch;
     auto r = rt.spawn([&] { return ch.recv(); });
     ASSERT_TRUE(eventually([&] { return r.state() == weft::task_state::waiting; }));
@@ -258,8 +256,7 @@ TEST_P(channel_test, a_canceled_receiver_leaves_the_channel_usable) {
 }
 
 TEST_P(channel_test, a_canceled_sender_keeps_its_value) {
-    weft::runtime rt(options());
-    driver d(rt);
+    driven_runtime rt(options());
     channel<std::unique_ptr<int>> ch;
     std::atomic<bool> kept{false};
     auto s = rt.spawn([&] {
@@ -398,8 +395,7 @@ TEST_P(channel_test, select_on_a_closed_channel) {
 }
 
 TEST_P(channel_test, a_canceled_select_leaves_its_channels_clean) {
-    weft::runtime rt(options());
-    driver d(rt);
+    driven_runtime rt(options());
     channel<int> a, b;
     auto s = rt.spawn([&] { return weft::select(weft::on_recv(a), weft::on_send(b, 3)); });
     ASSERT_TRUE(eventually([&] { return s.state() == weft::task_state::waiting; }));
@@ -410,8 +406,7 @@ TEST_P(channel_test, a_canceled_select_leaves_its_channels_clean) {
 }
 
 TEST_P(channel_test, select_from_a_plain_thread) {
-    weft::runtime rt(options());
-    driver d(rt);
+    driven_runtime rt(options());
     channel<int> a, b;
     auto s = rt.spawn([&] { b.send(4); });
     int got = 0;

@@ -16,13 +16,10 @@
 namespace weft::test {
 namespace {
 
-using namespace std::chrono_literals;
-
 class condition_variable_test : public sync_fixture {};
 
 TEST_P(condition_variable_test, producer_consumer_between_tasks_and_threads) {
-    weft::runtime rt(options());
-    driver d(rt);
+    driven_runtime rt(options());
     weft::mutex m;
     weft::condition_variable cv;
     long queued = 0, consumed = 0;
@@ -65,8 +62,7 @@ TEST_P(condition_variable_test, producer_consumer_between_tasks_and_threads) {
 }
 
 TEST_P(condition_variable_test, works_with_std_mutex_and_notify_all_wakes_everyone) {
-    weft::runtime rt(options());
-    driver d(rt);
+    driven_runtime rt(options());
     std::mutex m;
     weft::condition_variable cv;
     bool go = false;
@@ -95,8 +91,7 @@ TEST_P(condition_variable_test, works_with_std_mutex_and_notify_all_wakes_everyo
 }
 
 TEST_P(condition_variable_test, wait_for_times_out_with_the_lock_held) {
-    weft::runtime rt(options());
-    driver d(rt);
+    driven_runtime rt(options());
     weft::mutex m;
     weft::condition_variable cv;
     auto h = rt.spawn([&] {
@@ -119,8 +114,7 @@ TEST_P(condition_variable_test, wait_for_times_out_with_the_lock_held) {
 
 // A notify_one after a waiter timed out goes to the next one still waiting.
 TEST_P(condition_variable_test, a_timed_out_waiter_consumes_no_notify) {
-    weft::runtime rt(options());
-    driver d(rt);
+    driven_runtime rt(options());
     weft::mutex m;
     weft::condition_variable cv;
     bool flag = false;
@@ -144,8 +138,7 @@ TEST_P(condition_variable_test, a_timed_out_waiter_consumes_no_notify) {
 }
 
 TEST_P(condition_variable_test, a_canceled_waiter_relocks_before_unwinding) {
-    weft::runtime rt(options());
-    driver d(rt);
+    driven_runtime rt(options());
     weft::mutex m;
     weft::condition_variable cv;
     std::atomic<int> held_at_unwind{-1};
@@ -176,16 +169,14 @@ TEST_P(condition_variable_test, a_canceled_waiter_relocks_before_unwinding) {
     EXPECT_EQ(held_at_unwind.load(), 1);
     cv.notify_one();  // the canceled waiter took none: this reaches `other`
     other.join();
-    EXPECT_TRUE(m.try_lock());
-    m.unlock();
+    EXPECT_TRUE(unlocked(m));
 }
 
 // notify_one racing waiters' timeouts: waiters that time out absorb no
 // notify, so `forever` waiters (no timeout) are all woken by as many
 // notifies as there were waiters; each timed waiter is notified or timed out.
 TEST_P(condition_variable_test, notify_racing_timeouts_adds_up) {
-    weft::runtime rt(options());
-    driver d(rt);
+    driven_runtime rt(options());
     const int rounds = reps("WEFT_TEST_SYNC_RACES", 40, 6);
     for (int r = 0; r < rounds; ++r) {
         weft::mutex m;

@@ -31,8 +31,6 @@
 namespace weft::test {
 namespace {
 
-using namespace std::chrono_literals;
-
 // More tasks than the 4 shared stacks of a worker's pool (the default).
 constexpr int tasks = 13;
 const spawn_options on_copy_stack{.copy_stack = true};
@@ -85,8 +83,7 @@ std::vector<int> indices(int offset = 0) {
 class copy_stack_wait_test : public sync_fixture {};
 
 TEST_P(copy_stack_wait_test, event_set_wakes_every_copy_stack_waiter) {
-    weft::runtime rt(options());
-    driver d(rt);
+    driven_runtime rt(options());
     weft::event e;
     auto wait = [&](int i) {
         e.wait();
@@ -99,8 +96,7 @@ TEST_P(copy_stack_wait_test, event_set_wakes_every_copy_stack_waiter) {
 }
 
 TEST_P(copy_stack_wait_test, latch_wait_group_and_barrier_release_copy_stack_waiters) {
-    weft::runtime rt(options());
-    driver d(rt);
+    driven_runtime rt(options());
     weft::latch l(1);
     weft::wait_group wg;
     wg.add(1);
@@ -120,8 +116,7 @@ TEST_P(copy_stack_wait_test, latch_wait_group_and_barrier_release_copy_stack_wai
 }
 
 TEST_P(copy_stack_wait_test, mutex_and_shared_mutex_hand_over_to_copy_stack_lockers) {
-    weft::runtime rt(options());
-    driver d(rt);
+    driven_runtime rt(options());
     weft::mutex m;
     weft::shared_mutex sm;
     int counter = 0;
@@ -148,8 +143,7 @@ TEST_P(copy_stack_wait_test, mutex_and_shared_mutex_hand_over_to_copy_stack_lock
 }
 
 TEST_P(copy_stack_wait_test, condition_variable_and_semaphore_wake_copy_stack_waiters) {
-    weft::runtime rt(options());
-    driver d(rt);
+    driven_runtime rt(options());
     weft::mutex m;
     weft::condition_variable cv;
     bool go = false;
@@ -179,8 +173,7 @@ TEST_P(copy_stack_wait_test, condition_variable_and_semaphore_wake_copy_stack_wa
 std::string payload(int i) { return "value " + std::to_string(i) + std::string(40, static_cast<char>('a' + i % 26)); }
 
 TEST_P(copy_stack_wait_test, rendezvous_channel_delivers_to_and_from_copy_stack_tasks) {
-    weft::runtime rt(options());
-    driver d(rt);
+    driven_runtime rt(options());
     weft::channel<std::string> to_tasks(0), from_tasks(0);
     auto wait = [&](int) {
         std::optional<std::string> got = to_tasks.recv();
@@ -209,8 +202,7 @@ TEST_P(copy_stack_wait_test, rendezvous_channel_delivers_to_and_from_copy_stack_
 }
 
 TEST_P(copy_stack_wait_test, a_send_that_times_out_on_a_copy_stack_keeps_its_value) {
-    weft::runtime rt(options());
-    driver d(rt);
+    driven_runtime rt(options());
     weft::channel<std::string> ch(0);
     auto wait = [&](int i) {
         std::string v = payload(i);
@@ -222,8 +214,7 @@ TEST_P(copy_stack_wait_test, a_send_that_times_out_on_a_copy_stack_keeps_its_val
 }
 
 TEST_P(copy_stack_wait_test, select_on_copy_stack_tasks_completes_one_case_each) {
-    weft::runtime rt(options());
-    driver d(rt);
+    driven_runtime rt(options());
     weft::channel<std::string> in(0), out(0);
     auto wait = [&](int i) {
         bool sent = false, received = false;
@@ -257,8 +248,7 @@ TEST_P(copy_stack_wait_test, select_on_copy_stack_tasks_completes_one_case_each)
 }
 
 TEST_P(copy_stack_wait_test, copy_stack_tasks_join_sleep_and_wait_for_blocking_calls) {
-    weft::runtime rt(options());
-    driver d(rt);
+    driven_runtime rt(options());
     weft::event gate;
     auto target = rt.spawn([&] { gate.wait(); return 7; });
     std::atomic<int> joined_ok{0};
@@ -292,8 +282,7 @@ TEST_P(copy_stack_wait_test, copy_stack_tasks_join_sleep_and_wait_for_blocking_c
 }
 
 TEST_P(copy_stack_wait_test, copy_stack_tasks_wait_for_io_and_for_an_awaiter) {
-    weft::runtime rt(options());
-    driver d(rt);
+    driven_runtime rt(options());
     std::vector<std::array<int, 2>> pipes(tasks);
     for (auto& p : pipes) ASSERT_EQ(::pipe(p.data()), 0);
     std::vector<io::handle> readers;
@@ -340,8 +329,7 @@ TEST_P(copy_stack_wait_test, copy_stack_tasks_wait_for_io_and_for_an_awaiter) {
 // sound for the rest (a waiter that left early unlinks itself from a node
 // that is off the shared stack).
 TEST_P(copy_stack_wait_test, wake_timeout_and_cancel_race_on_copy_stack_waiters) {
-    weft::runtime rt(options());
-    driver d(rt);
+    driven_runtime rt(options());
     const int rounds = sanitized ? 5 : 30;
     for (int round = 0; round < rounds; ++round) {
         weft::event e;

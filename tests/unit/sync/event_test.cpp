@@ -14,13 +14,10 @@
 namespace weft::test {
 namespace {
 
-using namespace std::chrono_literals;
-
 class event_test : public sync_fixture {};
 
 TEST_P(event_test, event_set_wakes_all_until_reset) {
-    weft::runtime rt(options());
-    driver d(rt);
+    driven_runtime rt(options());
     weft::event e;
     EXPECT_FALSE(e.is_set());
     std::vector<join_handle<void>> hs;
@@ -47,8 +44,7 @@ TEST_P(event_test, event_set_wakes_all_until_reset) {
 }
 
 TEST_P(event_test, latch_counts_down_once) {
-    weft::runtime rt(options());
-    driver d(rt);
+    driven_runtime rt(options());
     EXPECT_THROW(weft::latch(-1), std::invalid_argument);
     weft::latch l(3);
     EXPECT_FALSE(l.try_wait());
@@ -72,8 +68,7 @@ TEST_P(event_test, latch_counts_down_once) {
 }
 
 TEST_P(event_test, wait_group_waits_for_the_work) {
-    weft::runtime rt(options());
-    driver d(rt);
+    driven_runtime rt(options());
     weft::wait_group wg;
     EXPECT_THROW(wg.add(-1), std::invalid_argument);
     EXPECT_EQ(wg.count(), 0);
@@ -110,8 +105,7 @@ TEST_P(event_test, wait_group_waits_for_the_work) {
 }
 
 TEST_P(event_test, barrier_runs_phases) {
-    weft::runtime rt(options());
-    driver d(rt);
+    driven_runtime rt(options());
     const int parties = 4, phases = 30;
     weft::barrier b(parties);
     std::atomic<int> at[phases] = {};
@@ -132,8 +126,7 @@ TEST_P(event_test, barrier_runs_phases) {
 }
 
 TEST_P(event_test, barrier_timeout_and_cancel_withdraw_the_arrival) {
-    weft::runtime rt(options());
-    driver d(rt);
+    driven_runtime rt(options());
     weft::barrier b(2);
     EXPECT_EQ(b.expected(), 2);
     // A timed-out party withdraws: the phase still needs two.
@@ -163,8 +156,7 @@ TEST_P(event_test, barrier_timeout_and_cancel_withdraw_the_arrival) {
 // A timed barrier wait racing the last arrival: it returns true exactly when
 // its arrival counted (the phase completed), false when it was withdrawn.
 TEST_P(event_test, barrier_timeout_racing_completion_adds_up) {
-    weft::runtime rt(options());
-    driver d(rt);
+    driven_runtime rt(options());
     weft::barrier b(2);
     const int n = reps("WEFT_TEST_SYNC_RACES", 200, 30);
     for (int i = 0; i < n; ++i) {

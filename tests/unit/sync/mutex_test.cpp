@@ -15,8 +15,6 @@
 namespace weft::test {
 namespace {
 
-using namespace std::chrono_literals;
-
 class mutex_test : public sync_fixture {};
 
 TEST_P(mutex_test, try_lock_and_unlock_from_a_thread) {
@@ -55,8 +53,7 @@ TEST_P(mutex_test, unlock_of_an_unlocked_mutex_names_the_task) {
 // A non-atomic counter incremented under the lock by tasks on the workers
 // and by plain threads at once reaches exactly the expected total.
 TEST_P(mutex_test, excludes_tasks_and_threads_together) {
-    weft::runtime rt(options());
-    driver d(rt);
+    driven_runtime rt(options());
     weft::mutex m;
     long counter = 0;
     std::atomic<int> inside{0};
@@ -71,19 +68,13 @@ TEST_P(mutex_test, excludes_tasks_and_threads_together) {
             inside.fetch_sub(1);
         }
     };
-    std::vector<join_handle<void>> hs;
-    for (int i = 0; i < tasks; ++i) hs.push_back(rt.spawn(body));
-    std::vector<std::thread> ts;
-    for (int i = 0; i < threads; ++i) ts.emplace_back(body);
-    for (auto& h : hs) h.join();
-    for (auto& t : ts) t.join();
+    in_tasks_and_threads(rt, tasks, threads, body);
     EXPECT_FALSE(overlap);
     EXPECT_EQ(counter, static_cast<long>(tasks + threads) * per);
 }
 
 TEST_P(mutex_test, a_waiting_task_gets_the_lock_when_a_thread_unlocks) {
-    weft::runtime rt(options());
-    driver d(rt);
+    driven_runtime rt(options());
     weft::mutex m;
     m.lock();
     std::atomic<bool> got{false};
@@ -96,13 +87,11 @@ TEST_P(mutex_test, a_waiting_task_gets_the_lock_when_a_thread_unlocks) {
     m.unlock();
     h.join();
     EXPECT_TRUE(got);
-    EXPECT_TRUE(m.try_lock());
-    m.unlock();
+    EXPECT_TRUE(unlocked(m));
 }
 
 TEST_P(mutex_test, timed_lock_times_out_and_leaves_the_mutex_usable) {
-    weft::runtime rt(options());
-    driver d(rt);
+    driven_runtime rt(options());
     weft::mutex m;
     m.lock();
     // From a task ...
@@ -124,13 +113,11 @@ TEST_P(mutex_test, timed_lock_times_out_and_leaves_the_mutex_usable) {
     auto h2 = rt.spawn([&] { return m.try_lock_for(10s); });
     EXPECT_TRUE(h2.join());
     m.unlock();
-    EXPECT_TRUE(m.try_lock());
-    m.unlock();
+    EXPECT_TRUE(unlocked(m));
 }
 
 TEST_P(mutex_test, a_task_canceled_in_lock_holds_nothing) {
-    weft::runtime rt(options());
-    driver d(rt);
+    driven_runtime rt(options());
     weft::mutex m;
     m.lock();
     std::atomic<bool> got{false};
@@ -144,8 +131,7 @@ TEST_P(mutex_test, a_task_canceled_in_lock_holds_nothing) {
     EXPECT_TRUE(canceled_by_join(h));
     EXPECT_FALSE(got);
     m.unlock();
-    EXPECT_TRUE(m.try_lock());  // not held by the dead waiter
-    m.unlock();
+    EXPECT_TRUE(unlocked(m));  // not held by the dead waiter
     // Still usable from tasks, with a waiter queued and canceled again.
     m.lock();
     auto a = rt.spawn([&] { std::lock_guard g(m); });
@@ -156,16 +142,14 @@ TEST_P(mutex_test, a_task_canceled_in_lock_holds_nothing) {
     EXPECT_TRUE(canceled_by_join(a));
     m.unlock();
     b.join();
-    EXPECT_TRUE(m.try_lock());
-    m.unlock();
+    EXPECT_TRUE(unlocked(m));
 }
 
 // Starvation mode: one waiter must be served while others keep re-locking
 // (with a holder that works a while under the lock, a woken waiter would
 // keep losing to the running re-lockers in normal mode).
 TEST_P(mutex_test, starvation_mode_serves_a_waiter_among_relockers) {
-    weft::runtime rt(options());
-    driver d(rt);
+    driven_runtime rt(options());
     weft::mutex m;
     std::atomic<bool> stop{false};
     std::atomic<long> relocks{0};
@@ -196,16 +180,14 @@ TEST_P(mutex_test, starvation_mode_serves_a_waiter_among_relockers) {
     stop = true;
     for (auto& t : hogs) t.join();
     for (auto& h : hs) h.join();
-    EXPECT_TRUE(m.try_lock());
-    m.unlock();
+    EXPECT_TRUE(unlocked(m));
 }
 
 // The race of a timed-out waiter against the unlock that would hand it the
 // lock: whatever wins, afterwards the mutex is free (no lock held by a
 // waiter that left, none lost).
 TEST_P(mutex_test, timeout_racing_unlock_loses_nothing) {
-    weft::runtime rt(options());
-    driver d(rt);
+    driven_runtime rt(options());
     weft::mutex m;
     const int n = reps("WEFT_TEST_SYNC_RACES", 300, 40);
     int got = 0, timed_out = 0;
@@ -228,8 +210,7 @@ TEST_P(mutex_test, timeout_racing_unlock_loses_nothing) {
 // Cancel racing an unlock: the task either got the lock (and released it
 // while unwinding or normally) or not; the mutex ends free either way.
 TEST_P(mutex_test, cancel_racing_unlock_loses_nothing) {
-    weft::runtime rt(options());
-    driver d(rt);
+    driven_runtime rt(options());
     weft::mutex m;
     const int n = reps("WEFT_TEST_SYNC_RACES", 200, 30);
     for (int i = 0; i < n; ++i) {

@@ -13,8 +13,6 @@
 namespace weft::test {
 namespace {
 
-using namespace std::chrono_literals;
-
 class semaphore_test : public sync_fixture {};
 
 TEST_P(semaphore_test, counts_permits) {
@@ -32,8 +30,7 @@ TEST_P(semaphore_test, counts_permits) {
 }
 
 TEST_P(semaphore_test, release_hands_permits_to_waiting_tasks_and_threads) {
-    weft::runtime rt(options());
-    driver d(rt);
+    driven_runtime rt(options());
     weft::counting_semaphore s(0);
     std::vector<join_handle<void>> hs;
     for (int i = 0; i < 3; ++i) hs.push_back(rt.spawn([&] { s.acquire(); }));
@@ -46,8 +43,7 @@ TEST_P(semaphore_test, release_hands_permits_to_waiting_tasks_and_threads) {
 }
 
 TEST_P(semaphore_test, bounds_concurrency) {
-    weft::runtime rt(options());
-    driver d(rt);
+    driven_runtime rt(options());
     weft::counting_semaphore s(3);
     std::atomic<int> in{0}, most{0};
     auto body = [&] {
@@ -62,19 +58,13 @@ TEST_P(semaphore_test, bounds_concurrency) {
             s.release();
         }
     };
-    std::vector<join_handle<void>> hs;
-    for (int i = 0; i < 12; ++i) hs.push_back(rt.spawn(body));
-    std::thread t1(body), t2(body);
-    for (auto& h : hs) h.join();
-    t1.join();
-    t2.join();
+    in_tasks_and_threads(rt, 12, 2, body);
     EXPECT_LE(most.load(), 3);
     EXPECT_EQ(s.available(), 3);
 }
 
 TEST_P(semaphore_test, a_timed_out_waiter_takes_no_permit) {
-    weft::runtime rt(options());
-    driver d(rt);
+    driven_runtime rt(options());
     weft::counting_semaphore s(0);
     auto h = rt.spawn([&] {
         const auto t0 = sync_clock::now();
@@ -94,8 +84,7 @@ TEST_P(semaphore_test, a_timed_out_waiter_takes_no_permit) {
 }
 
 TEST_P(semaphore_test, a_task_canceled_in_acquire_takes_no_permit) {
-    weft::runtime rt(options());
-    driver d(rt);
+    driven_runtime rt(options());
     weft::counting_semaphore s(0);
     auto a = rt.spawn([&] { s.acquire(); });
     auto b = rt.spawn([&] { s.acquire(); });
@@ -111,8 +100,7 @@ TEST_P(semaphore_test, a_task_canceled_in_acquire_takes_no_permit) {
 // Release racing a waiter's timeout or cancellation: the permit ends either
 // with the waiter or in the count, exactly once.
 TEST_P(semaphore_test, release_racing_timeout_and_cancel_loses_no_permit) {
-    weft::runtime rt(options());
-    driver d(rt);
+    driven_runtime rt(options());
     weft::counting_semaphore s(0);
     const int n = reps("WEFT_TEST_SYNC_RACES", 300, 40);
     int got = 0, missed = 0, canceled = 0;

@@ -16,8 +16,6 @@
 namespace weft::test {
 namespace {
 
-using namespace std::chrono_literals;
-
 class shared_mutex_test : public sync_fixture {};
 
 TEST_P(shared_mutex_test, readers_share_writers_exclude) {
@@ -38,8 +36,7 @@ TEST_P(shared_mutex_test, readers_share_writers_exclude) {
 }
 
 TEST_P(shared_mutex_test, excludes_under_contention_from_tasks_and_threads) {
-    weft::runtime rt(options());
-    driver d(rt);
+    driven_runtime rt(options());
     weft::shared_mutex m;
     long value = 0;
     std::atomic<int> readers{0}, writers{0};
@@ -74,8 +71,7 @@ TEST_P(shared_mutex_test, excludes_under_contention_from_tasks_and_threads) {
 }
 
 TEST_P(shared_mutex_test, a_waiting_writer_blocks_new_readers_until_it_gives_up) {
-    weft::runtime rt(options());
-    driver d(rt);
+    driven_runtime rt(options());
     weft::shared_mutex m;
     m.lock_shared();
     auto w = rt.spawn([&] {
@@ -103,13 +99,11 @@ TEST_P(shared_mutex_test, a_waiting_writer_blocks_new_readers_until_it_gives_up)
     EXPECT_TRUE(canceled_by_join(c));
     r2.join();
     m.unlock_shared();
-    EXPECT_TRUE(m.try_lock());
-    m.unlock();
+    EXPECT_TRUE(unlocked(m));
 }
 
 TEST_P(shared_mutex_test, unlock_hands_over_to_readers_then_writers) {
-    weft::runtime rt(options());
-    driver d(rt);
+    driven_runtime rt(options());
     weft::shared_mutex m;
     m.lock();
     std::vector<join_handle<void>> hs;
@@ -122,8 +116,7 @@ TEST_P(shared_mutex_test, unlock_hands_over_to_readers_then_writers) {
     m.unlock();
     for (auto& h : hs) h.join();
     w.join();
-    EXPECT_TRUE(m.try_lock());
-    m.unlock();
+    EXPECT_TRUE(unlocked(m));
 }
 
 INSTANTIATE_TEST_SUITE_P(workers, shared_mutex_test, worker_counts(), worker_param_name);

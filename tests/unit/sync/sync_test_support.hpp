@@ -1,5 +1,6 @@
 // sync_test_support.hpp: what the tests of the L5 primitives share, on top
-// of the runtime's fixture (runtime_fixture.hpp).
+// of the runtime's fixture (runtime_fixture.hpp), the chrono literals
+// included.
 #pragma once
 
 #include <chrono>
@@ -12,6 +13,7 @@
 
 namespace weft::test {
 
+using namespace std::chrono_literals;
 using sync_clock = std::chrono::steady_clock;
 
 // sync_fixture is the leak-checked fixture of the primitives' tests.
@@ -32,6 +34,15 @@ bool canceled_by_join(join_handle<T>& h) {
         return e.state() == task_state::canceled;
     }
     return false;
+}
+
+// unlocked() says whether nobody holds m (a mutex or a shared_mutex): it
+// takes the lock and gives it back if it can.
+template <class M>
+bool unlocked(M& m) {
+    if (!m.try_lock()) return false;
+    m.unlock();
+    return true;
 }
 
 // reps() scales a repetition count down under sanitizers and qemu-user.
