@@ -143,31 +143,6 @@ inline void* compact_owner(compact_record* r) noexcept {
     return reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(r) | 1);
 }
 
-// compact_kind is the switch word's low bits: the record, tagged.
-enum class compact_kind : std::uintptr_t { resume = 0, yield = 1, finish = 3 };
-inline void* compact_tag(compact_record* r, compact_kind k) noexcept {
-    return reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(r) | static_cast<std::uintptr_t>(k));
-}
-inline compact_record* compact_of(void* word) noexcept {
-    return reinterpret_cast<compact_record*>(reinterpret_cast<std::uintptr_t>(word) & ~std::uintptr_t{15});
-}
-
-// compact_jump() is jump() of fiber_record.hpp for compact records: both
-// sides name the same record, whose handover_fp carries the FP state across
-// TSan builds' out-of-line jump (F3).
-[[gnu::always_inline]] inline context::transfer compact_jump(void* to, void* word) noexcept {
-#if WEFT_TSAN && !WEFT_SHARE_FP_ENV
-    context::fp_control_save(compact_of(word)->handover_fp);
-    const context::transfer t = context::jump(to, word);
-    context::fp_control_load(compact_of(t.data)->handover_fp);
-    return t;
-#elif WEFT_TSAN
-    return context::jump(to, word);
-#else
-    return context::fiber_jump(to, word);
-#endif
-}
-
 // ---- out of line (src/coroutine/compact.cpp)
 
 // compact_created() assigns r a stack of `pool` and finishes its creation;
@@ -201,6 +176,12 @@ WEFT_API void compact_caught(compact_record* r) noexcept;
 [[nodiscard]] WEFT_API copy_stack_stats compact_stats(const compact_record* r) noexcept;
 
 // ---- the switch
+//
+// The switch word is fiber_record.hpp's: tag(r, switch_kind) (resume into
+// the coroutine, suspend for a yield, finish at its end), read back with
+// record_of<compact_record>() and kind_of(), carried by
+// jump<compact_record>() (whose TSan builds keep the FP state in the record
+// the word names, F3).
 
 // compact_enter() runs r, which the caller has claimed (it holds r's
 // stack, C1) and whose bytes are on the stack, until it yields or ends. ts
@@ -221,12 +202,12 @@ WEFT_API void compact_caught(compact_record* r) noexcept;
     r->frame = &fr;
     void* resumer_fake = nullptr;
     sanitizer::enter(r->tools(), r->tools(), &resumer_fake, s.stack.base, s.stack.size);
-    const context::transfer t = compact_jump(r->ctx, compact_tag(r, compact_kind::resume));
+    const context::transfer t = jump<compact_record>(r->ctx, tag(r, switch_kind::resume));
     sanitizer::returned(resumer_fake);
     copy_eh(r->eh, *eh);
     copy_eh(*eh, fr.resumer_eh);
     ts->current = fr.parent;
-    if ((reinterpret_cast<std::uintptr_t>(t.data) & 3) == static_cast<std::uintptr_t>(compact_kind::yield)) [[likely]] {
+    if (kind_of(t.data) == switch_kind::suspend) [[likely]] {
         r->ctx = t.from;
         return true;
     }
@@ -279,7 +260,7 @@ WEFT_API void compact_caught(compact_record* r) noexcept;
     r->frame->value = value;
     r->frame->movable = movable;
     sanitizer::leave(r->tools(), r->tools(), false);
-    const context::transfer t = compact_jump(r->resumer, compact_tag(r, compact_kind::yield));
+    const context::transfer t = jump<compact_record>(r->resumer, tag(r, switch_kind::suspend));
     sanitizer::arrived(r->tools(), r->tools(), false, true);
     r->resumer = t.from;
     if (r->frame->unwind) [[unlikely]]
@@ -288,7 +269,7 @@ WEFT_API void compact_caught(compact_record* r) noexcept;
 
 // compact_first() is the start of a compact coroutine's entry function.
 [[gnu::always_inline]] inline compact_record* compact_first(context::transfer t) noexcept {
-    compact_record* r = compact_of(t.data);
+    compact_record* r = record_of<compact_record>(t.data);
 #if WEFT_TSAN && !WEFT_SHARE_FP_ENV
     context::fp_control_load(r->handover_fp);  // F3: the trampoline came through context::jump()
 #endif

@@ -119,7 +119,7 @@ void compact_finish(compact_record* r) noexcept {
     if (r->frame->unwind && !r->frame->unwind_caught)
         compact_fatal(r, "swallowed weft::forced_unwind while being destroyed (a catch (...) must rethrow it)");
     sanitizer::leave(r->tools(), r->tools(), true);
-    compact_jump(r->resumer, compact_tag(r, compact_kind::finish));
+    jump<compact_record>(r->resumer, tag(r, switch_kind::finish));
     compact_fatal(r, "was resumed after it finished");
 }
 
