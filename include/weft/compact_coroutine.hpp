@@ -195,18 +195,15 @@ WEFT_API void compact_caught(compact_record* r) noexcept;
     // C3: the resumer's exception state and current fiber wait in fr; the
     // coroutine runs with its own exception state and no current fiber.
     fr.parent = ts->current;
-    eh_state* eh = ts->eh;
-    copy_eh(fr.resumer_eh, *eh);
-    copy_eh(*eh, r->eh);
-    ts->current = nullptr;
+    save_eh(fr.resumer_eh, ts);
+    install(ts, nullptr, r->eh);
     r->frame = &fr;
     void* resumer_fake = nullptr;
     sanitizer::enter(r->tools(), r->tools(), &resumer_fake, s.stack.base, s.stack.size);
     const context::transfer t = jump<compact_record>(r->ctx, tag(r, switch_kind::resume));
     sanitizer::returned(resumer_fake);
-    copy_eh(r->eh, *eh);
-    copy_eh(*eh, fr.resumer_eh);
-    ts->current = fr.parent;
+    save_eh(r->eh, ts);
+    install(ts, fr.parent, fr.resumer_eh);
     if (kind_of(t.data) == switch_kind::suspend) [[likely]] {
         r->ctx = t.from;
         return true;
