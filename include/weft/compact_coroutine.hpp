@@ -177,11 +177,57 @@ WEFT_API void compact_caught(compact_record* r) noexcept;
 
 // ---- the switch
 //
-// The switch word is fiber_record.hpp's: tag(r, switch_kind) (resume into
-// the coroutine, suspend for a yield, finish at its end), read back with
-// record_of<compact_record>() and kind_of(), carried by
-// jump<compact_record>() (whose TSan builds keep the FP state in the record
-// the word names, F3).
+// A compact coroutine switches with the pieces of the fiber funnel
+// (weft/detail/fiber_record.hpp): the switch word is tag(r, switch_kind)
+// (resume into the coroutine; suspend for a yield; finish at its end), read
+// back with record_of<compact_record>() and kind_of(); it travels through
+// jump<compact_record>(), whose TSan builds carry the FP state in the record
+// the word names (F3, handover_fp); the exception state moves with
+// save_eh() and install(); the tools are told with sanitizer::enter(),
+// returned(), leave() and arrived() (the pool registers its stacks with
+// LeakSanitizer and valgrind, on_create_copy() gives each coroutine its
+// TSan fiber); copy_stack.cpp saves and restores the bytes of both kinds;
+// the forced unwind starts with forced_unwind_from() and keeps U1-U3 of
+// src/coroutine/fiber.cpp. It differs from a fiber's switch where a fiber
+// keeps something in its record that the 80-byte record has no room for,
+// or where the record has no fiber_record to offer:
+//   D1  The claim is taking the shared stack (C1), not a compare-and-swap
+//       of `state` (I2): a resume takes the stack anyway, and that one
+//       compare-and-swap also stops a second resumer (resume_running, or
+//       shared_stack_busy when the stack runs another coroutine), where a
+//       copy-stack fiber's resume makes two (claim(), then the stack);
+//       `state` is only stored. So the publication is the stack's release
+//       (C1), where a fiber's is its state's (I1); only `done` is also
+//       published with its state, for done() and destruction without the
+//       stack.
+//   D2  Every per-thread step is the resumer's, before and after its one
+//       switch (C3), where a fiber takes them on its own side (settle_fiber(),
+//       leave_to_resumer()): the resumer holds its thread_state already and
+//       waits on that thread until the coroutine comes back (I5 holds here
+//       too), so the coroutine's side makes no this_thread_state() call,
+//       and what a fiber keeps in its record while it runs is in the
+//       resumer's compact_frame (resumer_eh, parent) or its variables (ts),
+//       which keeps the record at 80 bytes (compact.cpp asserts it).
+//   D3  No fiber is current while the body runs (install() of null): the
+//       record is no fiber_record, so this_fiber, tasks and the sync
+//       primitives see code outside any fiber (the top of this file). For
+//       the same reason it has no registry entry, name, after-switch hook
+//       (its word never carries `hooked`), switch_to, or guard word (its
+//       stacks have the pool's guard pages), and it is never parked from
+//       inside another coroutine (suspend_outer), so both sides of its
+//       switch tell the tools r's own tool_state (no running_in()).
+//   D4  No fp_env_mode::own: the record has no room for the two FP states
+//       of F1, and the switch leaves the thread's FP state alone (F2), so
+//       the body runs with its thread's and a switch tests no flag.
+//   D5  The forced unwind's exception object and what the body lets escape
+//       are in the destroyer's or resumer's compact_frame, not in the
+//       record, so its unwind has an exception class, cleanup and stop of
+//       its own (compact.cpp), which find the coroutine through the frame.
+//       The frame outlives the unwind: the body cannot switch out while it
+//       unwinds (a yield there aborts), so the destroyer waits in
+//       compact_enter() on its thread until the unwind ends; a fiber's
+//       unwind may suspend and go on on another thread, so its object must
+//       be in its record.
 
 // compact_enter() runs r, which the caller has claimed (it holds r's
 // stack, C1) and whose bytes are on the stack, until it yields or ends. ts
