@@ -143,31 +143,6 @@ inline void* compact_owner(compact_record* r) noexcept {
     return reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(r) | 1);
 }
 
-// compact_kind is the switch word's low bits: the record, tagged.
-enum class compact_kind : std::uintptr_t { resume = 0, yield = 1, finish = 3 };
-inline void* compact_tag(compact_record* r, compact_kind k) noexcept {
-    return reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(r) | static_cast<std::uintptr_t>(k));
-}
-inline compact_record* compact_of(void* word) noexcept {
-    return reinterpret_cast<compact_record*>(reinterpret_cast<std::uintptr_t>(word) & ~std::uintptr_t{15});
-}
-
-// compact_jump() is jump() of fiber_record.hpp for compact records: both
-// sides name the same record, whose handover_fp carries the FP state across
-// TSan builds' out-of-line jump (F3).
-[[gnu::always_inline]] inline context::transfer compact_jump(void* to, void* word) noexcept {
-#if WEFT_TSAN && !WEFT_SHARE_FP_ENV
-    context::fp_control_save(compact_of(word)->handover_fp);
-    const context::transfer t = context::jump(to, word);
-    context::fp_control_load(compact_of(t.data)->handover_fp);
-    return t;
-#elif WEFT_TSAN
-    return context::jump(to, word);
-#else
-    return context::fiber_jump(to, word);
-#endif
-}
-
 // ---- out of line (src/coroutine/compact.cpp)
 
 // compact_created() assigns r a stack of `pool` and finishes its creation;
@@ -201,6 +176,58 @@ WEFT_API void compact_caught(compact_record* r) noexcept;
 [[nodiscard]] WEFT_API copy_stack_stats compact_stats(const compact_record* r) noexcept;
 
 // ---- the switch
+//
+// A compact coroutine switches with the pieces of the fiber funnel
+// (weft/detail/fiber_record.hpp): the switch word is tag(r, switch_kind)
+// (resume into the coroutine; suspend for a yield; finish at its end), read
+// back with record_of<compact_record>() and kind_of(); it travels through
+// jump<compact_record>(), whose TSan builds carry the FP state in the record
+// the word names (F3, handover_fp); the exception state moves with
+// save_eh() and install(); the tools are told with sanitizer::enter(),
+// returned(), leave() and arrived() (the pool registers its stacks with
+// LeakSanitizer and valgrind, on_create_copy() gives each coroutine its
+// TSan fiber); copy_stack.cpp saves and restores the bytes of both kinds;
+// the forced unwind starts with forced_unwind_from() and keeps U1-U3 of
+// src/coroutine/fiber.cpp. It differs from a fiber's switch where a fiber
+// keeps something in its record that the 80-byte record has no room for,
+// or where the record has no fiber_record to offer:
+//   D1  The claim is taking the shared stack (C1), not a compare-and-swap
+//       of `state` (I2): a resume takes the stack anyway, and that one
+//       compare-and-swap also stops a second resumer (resume_running, or
+//       shared_stack_busy when the stack runs another coroutine), where a
+//       copy-stack fiber's resume makes two (claim(), then the stack);
+//       `state` is only stored. So the publication is the stack's release
+//       (C1), where a fiber's is its state's (I1); only `done` is also
+//       published with its state, for done() and destruction without the
+//       stack.
+//   D2  Every per-thread step is the resumer's, before and after its one
+//       switch (C3), where a fiber takes them on its own side (settle_fiber(),
+//       leave_to_resumer()): the resumer holds its thread_state already and
+//       waits on that thread until the coroutine comes back (I5 holds here
+//       too), so the coroutine's side makes no this_thread_state() call,
+//       and what a fiber keeps in its record while it runs is in the
+//       resumer's compact_frame (resumer_eh, parent) or its variables (ts),
+//       which keeps the record at 80 bytes (compact.cpp asserts it).
+//   D3  No fiber is current while the body runs (install() of null): the
+//       record is no fiber_record, so this_fiber, tasks and the sync
+//       primitives see code outside any fiber (the top of this file). For
+//       the same reason it has no registry entry, name, after-switch hook
+//       (its word never carries `hooked`), switch_to, or guard word (its
+//       stacks have the pool's guard pages), and it is never parked from
+//       inside another coroutine (suspend_outer), so both sides of its
+//       switch tell the tools r's own tool_state (no running_in()).
+//   D4  No fp_env_mode::own: the record has no room for the two FP states
+//       of F1, and the switch leaves the thread's FP state alone (F2), so
+//       the body runs with its thread's and a switch tests no flag.
+//   D5  The forced unwind's exception object and what the body lets escape
+//       are in the destroyer's or resumer's compact_frame, not in the
+//       record, so its unwind has an exception class, cleanup and stop of
+//       its own (compact.cpp), which find the coroutine through the frame.
+//       The frame outlives the unwind: the body cannot switch out while it
+//       unwinds (a yield there aborts), so the destroyer waits in
+//       compact_enter() on its thread until the unwind ends; a fiber's
+//       unwind may suspend and go on on another thread, so its object must
+//       be in its record.
 
 // compact_enter() runs r, which the caller has claimed (it holds r's
 // stack, C1) and whose bytes are on the stack, until it yields or ends. ts
@@ -214,19 +241,16 @@ WEFT_API void compact_caught(compact_record* r) noexcept;
     // C3: the resumer's exception state and current fiber wait in fr; the
     // coroutine runs with its own exception state and no current fiber.
     fr.parent = ts->current;
-    eh_state* eh = ts->eh;
-    copy_eh(fr.resumer_eh, *eh);
-    copy_eh(*eh, r->eh);
-    ts->current = nullptr;
+    save_eh(fr.resumer_eh, ts);
+    install(ts, nullptr, r->eh);
     r->frame = &fr;
     void* resumer_fake = nullptr;
     sanitizer::enter(r->tools(), r->tools(), &resumer_fake, s.stack.base, s.stack.size);
-    const context::transfer t = compact_jump(r->ctx, compact_tag(r, compact_kind::resume));
+    const context::transfer t = jump<compact_record>(r->ctx, tag(r, switch_kind::resume));
     sanitizer::returned(resumer_fake);
-    copy_eh(r->eh, *eh);
-    copy_eh(*eh, fr.resumer_eh);
-    ts->current = fr.parent;
-    if ((reinterpret_cast<std::uintptr_t>(t.data) & 3) == static_cast<std::uintptr_t>(compact_kind::yield)) [[likely]] {
+    save_eh(r->eh, ts);
+    install(ts, fr.parent, fr.resumer_eh);
+    if (kind_of(t.data) == switch_kind::suspend) [[likely]] {
         r->ctx = t.from;
         return true;
     }
@@ -279,7 +303,7 @@ WEFT_API void compact_caught(compact_record* r) noexcept;
     r->frame->value = value;
     r->frame->movable = movable;
     sanitizer::leave(r->tools(), r->tools(), false);
-    const context::transfer t = compact_jump(r->resumer, compact_tag(r, compact_kind::yield));
+    const context::transfer t = jump<compact_record>(r->resumer, tag(r, switch_kind::suspend));
     sanitizer::arrived(r->tools(), r->tools(), false, true);
     r->resumer = t.from;
     if (r->frame->unwind) [[unlikely]]
@@ -288,7 +312,7 @@ WEFT_API void compact_caught(compact_record* r) noexcept;
 
 // compact_first() is the start of a compact coroutine's entry function.
 [[gnu::always_inline]] inline compact_record* compact_first(context::transfer t) noexcept {
-    compact_record* r = compact_of(t.data);
+    compact_record* r = record_of<compact_record>(t.data);
 #if WEFT_TSAN && !WEFT_SHARE_FP_ENV
     context::fp_control_load(r->handover_fp);  // F3: the trampoline came through context::jump()
 #endif

@@ -28,12 +28,7 @@ static_assert(sizeof(_Unwind_Exception) <= sizeof(compact_frame::unwind_object) 
 std::string describe_compact(const compact_record* r) { return describe_named("compact coroutine", {}, r); }
 
 void compact_fatal(const compact_record* r, const char* what) noexcept {
-    char name[64];
-    format_named(name, sizeof name, "compact coroutine", {}, r);
-    char buf[512];
-    text_writer w(buf, sizeof buf);
-    w.text("weft: ").text(name).text(" ").text(what);
-    fatal_message(w.c_str());
+    fatal_named("compact coroutine", {}, r, what);
 }
 
 namespace {
@@ -119,7 +114,7 @@ void compact_finish(compact_record* r) noexcept {
     if (r->frame->unwind && !r->frame->unwind_caught)
         compact_fatal(r, "swallowed weft::forced_unwind while being destroyed (a catch (...) must rethrow it)");
     sanitizer::leave(r->tools(), r->tools(), true);
-    compact_jump(r->resumer, compact_tag(r, compact_kind::finish));
+    jump<compact_record>(r->resumer, tag(r, switch_kind::finish));
     compact_fatal(r, "was resumed after it finished");
 }
 

@@ -36,10 +36,10 @@ void grow(save_area a, std::size_t n) {
     a.external = true;
 }
 
-// Every copy-stack coroutine that is not running was suspended by jump() or
-// compact_jump() (in park(), switch_to(), finish()'s or compact_yield()'s
-// switch), so its stack holds, from the context up: the switch frame, the
-// unused gap below the suspended function's stack pointer
+// Every copy-stack coroutine that is not running was suspended by jump()
+// (in park(), switch_to(), finish()'s or compact_yield()'s switch), so its
+// stack holds, from the context up: the switch frame, the unused gap below
+// the suspended function's stack pointer
 // (context::frame::gap, the x86-64 red zone: free here, because the
 // functions that switch make calls and so are not leaves), then live frames.
 // save_bytes() and restore_bytes() skip the gap.

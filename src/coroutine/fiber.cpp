@@ -42,14 +42,18 @@ const char* kind_of(const fiber_record* f) noexcept {
 }
 }  // namespace
 
-void fatal(const fiber_record* f, const char* what) noexcept {
+void fatal_named(const char* kind, std::string_view name, const void* address, const char* what) noexcept {
     char buf[512];
     text_writer w(buf, sizeof buf);
     w.text("weft: ");
-    char name[300];
-    format_named(name, sizeof name, kind_of(f), f ? f->name : std::string_view{}, f);
-    w.text(name).text(" ").text(what);
+    char named[300];
+    format_named(named, sizeof named, kind, name, address);
+    w.text(named).text(" ").text(what);
     fatal_message(w.c_str());
+}
+
+void fatal(const fiber_record* f, const char* what) noexcept {
+    fatal_named(kind_of(f), f ? f->name : std::string_view{}, f, what);
 }
 
 unsigned next_colour() noexcept {

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "weft/context.hpp"
 
@@ -30,6 +31,13 @@ inline constexpr unsigned char paint_byte = 0xA5;
 // prepare_thread() readies the calling thread for running fibers (an
 // alternate signal stack and the overflow handler).
 void prepare_thread() noexcept;
+
+// fatal_named() writes "weft: <kind> 'name' <what>" (or "weft: <kind>
+// <anonymous 0x...> <what>" when name is empty, with `address`) to stderr
+// without allocating and aborts: for errors where nothing can be thrown.
+// fatal() and compact_fatal() call it with their record's kind, name and
+// address.
+[[noreturn]] void fatal_named(const char* kind, std::string_view name, const void* address, const char* what) noexcept;
 
 // fatal() writes "weft: coroutine 'name' <what>" to stderr without
 // allocating and aborts: for errors where nothing can be thrown.

@@ -318,7 +318,7 @@ enum class switch_kind : std::uintptr_t {
 // hooked is or'ed into the word when the fiber left an after-switch hook.
 inline constexpr std::uintptr_t hooked = 4;
 
-inline void* tag(fiber_record* f, switch_kind k) noexcept {
+template <class Record> inline void* tag(Record* f, switch_kind k) noexcept {
     return reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(f) | static_cast<std::uintptr_t>(k));
 }
 // tag_hook() is tag() that also leaves `hook` for the arriving side.
@@ -328,8 +328,8 @@ inline void* tag(fiber_record* f, switch_kind k) noexcept {
     f->hook_arg = arg;
     return reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(tag(f, k)) | hooked);
 }
-inline fiber_record* record_of(void* word) noexcept {
-    return reinterpret_cast<fiber_record*>(reinterpret_cast<std::uintptr_t>(word) & ~std::uintptr_t{15});
+template <class Record = fiber_record> inline Record* record_of(void* word) noexcept {
+    return reinterpret_cast<Record*>(reinterpret_cast<std::uintptr_t>(word) & ~std::uintptr_t{15});
 }
 inline switch_kind kind_of(void* word) noexcept {
     return static_cast<switch_kind>(reinterpret_cast<std::uintptr_t>(word) & 3);
@@ -340,11 +340,11 @@ inline switch_kind kind_of(void* word) noexcept {
 // use the out-of-line context::jump(): with the inline switch, clang 14's
 // TSan runtime corrupts its shadow call stack in nested coroutines, for a
 // reason not known (docs/safety.md, "TSan builds switch out of line").
-[[gnu::always_inline]] inline context::transfer jump(void* to, void* word) noexcept {
+template <class Record = fiber_record> [[gnu::always_inline]] inline context::transfer jump(void* to, void* word) noexcept {
 #if WEFT_TSAN && !WEFT_SHARE_FP_ENV
-    context::fp_control_save(record_of(word)->handover_fp);  // F3
+    context::fp_control_save(record_of<Record>(word)->handover_fp);  // F3
     const context::transfer t = context::jump(to, word);
-    context::fp_control_load(record_of(t.data)->handover_fp);
+    context::fp_control_load(record_of<Record>(t.data)->handover_fp);
     return t;
 #elif WEFT_TSAN
     return context::jump(to, word);

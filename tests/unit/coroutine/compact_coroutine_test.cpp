@@ -321,6 +321,43 @@ TEST_F(compact_test, each_coroutine_keeps_its_own_exception_state) {
     EXPECT_EQ(std::current_exception(), nullptr);
 }
 
+// A resume from a destructor that runs while an exception propagates: the
+// body runs with none uncaught, and the resumer has its count back after
+// each switch (a yield and the end).
+struct resume_while_unwinding {
+    compact_coroutine<>* co;
+    int* seen;  // the resumer's count: before, after the yield, after the end
+    ~resume_while_unwinding() {
+        seen[0] = std::uncaught_exceptions();
+        EXPECT_TRUE(co->resume());
+        seen[1] = std::uncaught_exceptions();
+        EXPECT_FALSE(co->resume());
+        seen[2] = std::uncaught_exceptions();
+    }
+};
+
+TEST_F(compact_test, the_uncaught_count_is_the_resumers_again_after_each_switch) {
+    weft::shared_stack_pool pool({.stack_size = 64 * 1024, .stacks = 1});
+    int inside[2] = {-1, -1};
+    int seen[3] = {-1, -1, -1};
+    compact_coroutine<> co(weft::shared_stack(pool), [&](auto& y) {
+        inside[0] = std::uncaught_exceptions();
+        y.yield();
+        inside[1] = std::uncaught_exceptions();
+    });
+    try {
+        resume_while_unwinding r{&co, seen};
+        throw std::runtime_error("propagating");
+    } catch (const std::runtime_error&) {
+    }
+    EXPECT_EQ(seen[0], 1);
+    EXPECT_EQ(seen[1], 1);
+    EXPECT_EQ(seen[2], 1);
+    EXPECT_EQ(inside[0], 0);
+    EXPECT_EQ(inside[1], 0);
+    EXPECT_EQ(std::uncaught_exceptions(), 0);
+}
+
 TEST_F(compact_test, no_fiber_is_current_inside_and_the_resumer_is_current_after) {
     weft::shared_stack_pool pool({.stack_size = 64 * 1024, .stacks = 1});
     bool empty_inside = false;
