@@ -1,4 +1,4 @@
-# WeftArch.cmake: picks the context-switch target (src/arch/context_<target>*).
+# WeftArch.cmake: picks the context-switch target (src/context/context_<target>*).
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
   set(WEFT_CONTEXT_TARGET x86_64_sysv)
   set(WEFT_CONTEXT_TARGET_FAMILY x86_64)

@@ -143,7 +143,7 @@ inline void* compact_owner(compact_record* r) noexcept {
     return reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(r) | 1);
 }
 
-// ---- out of line (src/coroutine/compact.cpp)
+// ---- out of line (src/fiber/compact.cpp)
 
 // compact_created() assigns r a stack of `pool` and finishes its creation;
 // `buffer` / `capacity`: the tail of its block for saved bytes.
@@ -188,7 +188,7 @@ WEFT_API void compact_caught(compact_record* r) noexcept;
 // LeakSanitizer and valgrind, on_create_copy() gives each coroutine its
 // TSan fiber); copy_stack.cpp saves and restores the bytes of both kinds;
 // the forced unwind starts with forced_unwind_from() and keeps U1-U3 of
-// src/coroutine/fiber.cpp. It differs from a fiber's switch where a fiber
+// src/fiber/fiber.cpp. It differs from a fiber's switch where a fiber
 // keeps something in its record that the 80-byte record has no room for,
 // or where the record has no fiber_record to offer:
 //   D1  The claim is taking the shared stack (C1), not a compare-and-swap

@@ -44,7 +44,7 @@ using ontop_fn = transfer (*)(transfer);
 }  // namespace weft::context
 
 extern "C" {
-// Implemented per target in src/arch; see weft::context for the contracts.
+// Implemented per target in src/context; see weft::context for the contracts.
 WEFT_API void* weft_context_make(void* stack_top, std::size_t size, weft::context::entry_fn fn) noexcept;
 WEFT_API weft::context::transfer weft_context_jump(void* to, void* data);
 WEFT_API weft::context::transfer weft_context_ontop(void* to, void* data, weft::context::ontop_fn fn);
@@ -243,7 +243,7 @@ inline void fp_control_load(const fp_control& from) noexcept {
 // +0, x19-x28 at +0x10, d8-d15 at +0x60, FPCR at +0xa0, 0xb0 in all); every
 // offset in the asm is pasted from its WEFT_FRAME_* macro, and the ldp/stp
 // pairs rely on each pair's second slot following its first (checked by the
-// struct in src/arch/context_aarch64_aapcs.cpp). AAPCS64 on Linux has no red
+// struct in src/context/context_aarch64_aapcs.cpp). AAPCS64 on Linux has no red
 // zone (frame::gap is 0). Both resume paths return to the resume point with
 // sp = context + frame::size and {from, data} in x0, x1. x18 is a temporary
 // on Linux (GCC allocates it), so it is clobbered like x0-x17.

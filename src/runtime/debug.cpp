@@ -2,7 +2,7 @@
 // a fiber that runs a task points to its task_record (fiber_record::owner),
 // and weft_debug_task_layout tells a debugger where a task record keeps its
 // id, state and last worker. Same rules as weft_debug_layout
-// (src/coroutine/registry.cpp): extern "C", kept in builds without debug
+// (src/fiber/registry.cpp): extern "C", kept in builds without debug
 // info, the index is the interface.
 
 #include "debug.hpp"

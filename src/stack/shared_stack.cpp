@@ -1,5 +1,5 @@
 // shared_stack.cpp: the shared stacks of copy-stack coroutines (the copying
-// itself is the coroutine layer's, src/coroutine/copy_stack.cpp).
+// itself is the coroutine layer's, src/fiber/copy_stack.cpp).
 
 #include <sys/mman.h>
 

@@ -9,7 +9,7 @@
 # It works on a live process and on a core file, and on programs built
 # without debug info: it calls nothing in the inferior and uses none of
 # weft's DWARF types. Everything comes from memory, through three symbols
-# weft exports (src/coroutine/registry.cpp, src/runtime/debug.cpp):
+# weft exports (src/fiber/registry.cpp, src/runtime/debug.cpp):
 #   weft_debug_registry     the shard array of the registry of live fibers
 #   weft_debug_layout       the offsets of the registry and of a fiber record,
 #                           and the switch frame of the target

@@ -2,9 +2,9 @@
 // context leaves at its stack pointer, written once per target.
 //
 // Every user of the layout includes this header and nothing else states an
-// offset: the switch assembly (src/arch/context_<target>_elf_gas.S, through
+// offset: the switch assembly (src/context/context_<target>_elf_gas.S, through
 // the WEFT_FRAME_* macros), the C++ that builds a first frame
-// (src/arch/context_<target>.cpp, which checks a struct against the macros
+// (src/context/context_<target>.cpp, which checks a struct against the macros
 // with static_assert(offsetof(...))), the inline switch fast_jump() in
 // weft/context.hpp (the macros stringified into its asm text), and the
 // copy-stack save of the coroutine layer (weft::context::frame::data_parts).

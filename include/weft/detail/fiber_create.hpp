@@ -29,7 +29,7 @@ WEFT_API void paint(fiber_record* f, std::byte* limit) noexcept;
 // stack's top), or 0 if the stack was not painted.
 [[nodiscard]] WEFT_API std::size_t high_water(const fiber_record* f) noexcept;
 // register_fiber() gives f its id and links it into the registry of live
-// fibers (a shard of the creating thread; src/coroutine/registry.cpp), and
+// fibers (a shard of the creating thread; src/fiber/registry.cpp), and
 // unregister_fiber() unlinks it (from any thread). O(1), one uncontended
 // spinlock each; no switch reads or writes the registry.
 WEFT_API void register_fiber(fiber_record* f) noexcept;

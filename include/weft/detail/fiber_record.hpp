@@ -173,7 +173,7 @@ struct alignas(16) fiber_record {
     std::uint64_t guard_value = 0;
     bool painted = false;               // the free stack was painted at creation
     std::size_t requested_stack = 0;    // fiber_options::stack_size, for the overflow report
-    // The registry of live fibers (register_fiber(), src/coroutine/registry.cpp):
+    // The registry of live fibers (register_fiber(), src/fiber/registry.cpp):
     // a process-unique id, the links of its shard's list and that shard, and
     // the task it runs for (a task_record of layer L3, set by the runtime;
     // null for a standalone fiber). Written at creation and destruction only,

@@ -1,4 +1,4 @@
-// registry_test.cpp: the registry of live fibers (src/coroutine/registry.cpp)
+// registry_test.cpp: the registry of live fibers (src/fiber/registry.cpp)
 // read the way a debugger reads it: through weft_debug_layout's offsets
 // and the raw memory of weft_debug_registry, never through weft's types.
 // Every live fiber is listed once with its id, name, state and stack, and

@@ -1,6 +1,6 @@
 /*
  * elf_gas.h: what weft's assembly files for ELF and GNU as share: the
- * context switch (src/arch/context_<target>_elf_gas.S) and the ABI probe
+ * context switch (src/context/context_<target>_elf_gas.S) and the ABI probe
  * (tests/abi/abi_probe_<family>.S). Included through the C preprocessor
  * (.S files are preprocessed), for x86-64 System V and AArch64 AAPCS64;
  * GNU as and clang's integrated assembler both accept it.
