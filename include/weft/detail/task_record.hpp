@@ -11,6 +11,7 @@
 #include <optional>
 #include <span>
 #include <string_view>
+#include <thread>
 #include <type_traits>
 
 #include "weft/config.hpp"
@@ -18,7 +19,100 @@
 
 namespace weft {
 enum class task_state : std::uint8_t;
-}
+
+// The lock and the queue of layer L3's one waiter (weft/waiter.hpp, V1-V4)
+// are defined here rather than in weft/waiter.hpp, so that a task record
+// can hold a queue (the waiters that join the task): the queue must be
+// complete before the record is, and weft/waiter.hpp includes weft/task.hpp,
+// hence this header. Use them through weft/waiter.hpp, which also defines
+// waiter and wait_queue::pop_claimed().
+class waiter;
+
+namespace detail {
+// check_off_shared_stack() aborts, naming the running task or coroutine, if
+// `p` lies on the shared stack the caller runs on: `what` (a wait node, a
+// waiter) would be overwritten while the caller is suspended (V4). Used by
+// debug builds where nodes are linked.
+WEFT_API void check_off_shared_stack(const void* p, const char* what) noexcept;
+}  // namespace detail
+
+// spin_lock is a test-and-test-and-set lock for critical sections of a few
+// instructions (linking a node, moving one value). A contended locker yields
+// its thread; it never suspends a task (a primitive's lock is never held
+// across a suspension).
+class spin_lock {
+public:
+    void lock() noexcept {
+        while (flag_.exchange(true, std::memory_order_acquire))
+            while (flag_.load(std::memory_order_relaxed)) std::this_thread::yield();
+    }
+    bool try_lock() noexcept {
+        return !flag_.load(std::memory_order_relaxed) && !flag_.exchange(true, std::memory_order_acquire);
+    }
+    void unlock() noexcept { flag_.store(false, std::memory_order_release); }
+
+private:
+    std::atomic<bool> flag_{false};
+};
+
+// wait_node links one waiter into one primitive's queue. `slot` and `index`
+// are the primitive's: where a value comes from or goes to, and which select
+// case the node is.
+struct wait_node {
+    wait_node* prev = nullptr;
+    wait_node* next = nullptr;
+    waiter* w = nullptr;
+    void* slot = nullptr;
+    int index = 0;
+    bool linked = false;
+};
+
+// wait_queue is an intrusive FIFO of wait nodes, guarded by its primitive's
+// lock.
+class wait_queue {
+public:
+    [[nodiscard]] bool empty() const noexcept { return head_ == nullptr; }
+    [[nodiscard]] wait_node* front() const noexcept { return head_; }
+    void push_back(wait_node* n) noexcept {
+#ifndef NDEBUG
+        detail::check_off_shared_stack(n, "a wait node");  // V4
+#endif
+        n->next = nullptr;
+        n->prev = tail_;
+        if (tail_)
+            tail_->next = n;
+        else
+            head_ = n;
+        tail_ = n;
+        n->linked = true;
+    }
+    // remove() takes n out if it is linked (V3).
+    void remove(wait_node* n) noexcept {
+        if (!n->linked) return;
+        if (n->prev)
+            n->prev->next = n->next;
+        else
+            head_ = n->next;
+        if (n->next)
+            n->next->prev = n->prev;
+        else
+            tail_ = n->prev;
+        n->prev = n->next = nullptr;
+        n->linked = false;
+    }
+    // pop_claimed() takes nodes off the front until one whose waiter it
+    // could claim; returns that node (unlinked, claimed: the caller hands
+    // over and calls wake()) or null. Nodes whose waiter was claimed by
+    // someone else are dropped: that waiter has left or is leaving (V3).
+    // Defined in weft/waiter.hpp, where waiter is complete.
+    inline wait_node* pop_claimed() noexcept;
+
+private:
+    wait_node* head_ = nullptr;
+    wait_node* tail_ = nullptr;
+};
+
+}  // namespace weft
 
 namespace weft::detail {
 
