@@ -12,8 +12,8 @@
 //   spin_lock    the lock a primitive guards its queues with.
 // (wait_node, wait_queue and spin_lock are defined in
 // weft/detail/task_record.hpp, which this header includes through
-// weft/task.hpp, so that a task record can hold the wait_queue of the
-// waiters that join it.)
+// weft/task.hpp: a task record holds the wait_queue of the waiters that join
+// it, TASK-J1 there.)
 //
 // The protocol (docs/sync.md):
 //   V1  A waiter is armed under the primitive's lock, before its node is
