@@ -3,27 +3,39 @@
 // ltl: joiners_return
 // config: -DWITH_J1 -DWITH_J3
 // config: -DWITH_J2 -DWITH_J3
-// bug: BUG_CHECK_UNLOCKED wait_finished() checks finished outside the join lock, then links (check-then-act)
-// bug: BUG_UNLINK_ON_TIMEOUT_ONLY a joiner unlinks its node when it timed out but not when it was canceled
-/* join.pml: joining a task (wait_finished) from a task, with a deadline or
- * not and with cancellation, and from a plain thread with a deadline or
- * not; when_any (wait_any) from a task over two tasks; complete() waking
- * the joiners under the target's join lock.
+// bug: BUG_CHECK_UNLOCKED wait_finished() checks finished outside the join lock, then links (check-then-act; TASK-J1)
+// bug: BUG_UNLINK_ON_TIMEOUT_ONLY a joiner unlinks its node when it timed out but not when it was canceled (V3)
+// bug: BUG_NO_CLAIM complete() wakes every linked joiner without claiming its waiter first (V1; TASK-J2)
+/* join.pml: joining a task through the one waiter (weft/waiter.hpp):
+ * wait_finished from a task, with a deadline or not and with cancellation,
+ * and from a plain thread with a deadline or not; when_any (wait_any) from
+ * a task over two tasks; complete() claiming the joiners under the
+ * target's join lock and waking them after it. TASK-J1 - TASK-J3 in
+ * include/weft/detail/task_record.hpp.
  *
  * Code (weft): src/task/task.cpp: wait_finished, wait_any, complete,
- * join_guard, link, unlink, arm, try_end, arrive, park, park_until,
- * request_cancel; include/weft/detail/task_record.hpp (join_waiter,
- * join_lock, joiners, finished); src/runtime/timers.cpp fire_shard (the
- * wait timer), src/runtime/worker.cpp finish_task (which calls complete).
+ * wake_joiners, claim_all, wake_all; the waiter (include/weft/waiter.hpp,
+ * src/task/waiter.cpp): waiter::arm, claim, claim_self, wake, wait;
+ * wait_queue::push_back, remove, pop_claimed and spin_lock
+ * (include/weft/detail/task_record.hpp); task_record::join_lock, joiners,
+ * finished; for a task the waiter's claim is arm / try_end / arrive / park
+ * / park_until (src/task/task.cpp, as in task_wait.pml), for a thread it
+ * is the waiter's state_ (as in channel_rendezvous.pml);
+ * src/runtime/timers.cpp fire_shard (the wait timer), src/runtime/worker.cpp
+ * finish_task (which calls complete).
  *
  * Parties:
  *   X, Y     two tasks that each end at some moment: complete(t): under
- *            t's join_lock, finished = true, then every joiner node is
- *            unlinked and woken (a task: try_end(notified) + arrive; a
- *            thread: futex word 1 + futex_wake);
- *   J1       a task: wait_finished(X, deadline or none); node 0;
- *   J2       a task: wait_any({X, Y}); nodes 1 (on X) and 2 (on Y);
- *   J3       a plain thread: wait_finished(X, deadline or none); node 3;
+ *            t's join_lock, finished = true; if joiners is not empty,
+ *            wake_joiners(): claim_all() pops every node and claims its
+ *            waiter (a task: try_end(notified); a thread: state_ armed ->
+ *            claimed), dropping those claimed elsewhere; then the lock is
+ *            released and wake_all() wakes the claimed ones (a task:
+ *            arrive; a thread: state_ = woken + futex_wake);
+ *   J1       a task: wait_finished(X, deadline or none); waiter 0, node 0;
+ *   J2       a task: wait_any({X, Y}); waiter 1, nodes 1 (on X) and 2 (on Y);
+ *   J3       a plain thread: wait_finished(X, deadline or none); waiter 2,
+ *            node 3;
  *   timer    J1's wait_timer (fire_shard: the word is copied under the
  *            wheel lock, try_end(timed_out) + arrive after it);
  *   canceler request_cancel(J1), at any moment or never.
@@ -34,17 +46,27 @@
  * with J3 (when_any over X and Y while a thread joins X). A joiner left
  * out counts as returned.
  *
+ * Abstractions: a join_lock is a flag taken by an atomic test; what it
+ * guards (the queue, a node's links, `finished` as the joiners read it
+ * under the lock) changes in steps of their own under it. Each claim is a
+ * step of its own (other parties reach the word or state_ without the
+ * lock). futex_wait is the blocking of the thread's wait() until state_ is
+ * woken (or its own deadline CAS).
+ *
  * Properties:
  *   - a joiner that returns "finished" has a finished target (when_any: the
  *     index it returns is of a finished task);
- *   - a joiner task is queued exactly once for its wait (R1), and its wait
- *     was ended by exactly one party (W2);
+ *   - a joiner task's armed wait is ended by exactly one party (W2, V1),
+ *     and the task is queued exactly once if it parked (R1), never if it
+ *     ended its own wait (claim_self); a thread's waiter is claimed at most
+ *     once, and woken only after it was claimed;
  *   - a joiner that leaves (timed out, canceled, or when_any's other task)
- *     has unlinked its nodes: complete() never touches a node whose frame
- *     has ended, and no node is linked after its owner returned;
+ *     has unlinked its nodes: complete() never touches a node or a waiter
+ *     whose owner has returned, neither under the lock nor in the wakes
+ *     after it (V3, V4);
  *   - no lost wake-up: when nothing can move, every joiner has returned
- *     (both targets end, so nobody may wait for ever): an invalid end state
- *     otherwise;
+ *     (both targets end, so nobody may wait for ever), and no waiter is
+ *     claimed but not woken: an invalid end state otherwise;
  *   - ltl joiners_return: every run reaches the state where all three
  *     joiners have returned (the same, as liveness, checked with -a).
  */
@@ -62,6 +84,12 @@
 #define CBIT      8
 #define SEQ(w)    ((w) >> 4)
 
+/* the thread waiter's state_ (waiter.cpp; 0 before arm() here) */
+#define TS_ARMED   1
+#define TS_CLAIMED 2
+#define TS_WOKEN   3
+#define TS_TIMED   4
+
 /* results */
 #define R_FINISHED 1
 #define R_TIMEOUT  2
@@ -70,15 +98,20 @@
 typedef jlist { byte e[3]; byte cnt };
 
 /* the targets X, Y */
-bool jlock[2];           /* task_record::join_lock */
+bool jlock[2];           /* task_record::join_lock (spin_lock) */
 bool fin[2];             /* task_record::finished */
-jlist joiners[2];        /* task_record::joiners (join_lock) */
+jlist joiners[2];        /* task_record::joiners (wait_queue, FIFO; join_lock) */
 
-/* join_waiter nodes 0..3 */
-byte nd_task[4];         /* the joiner task (0: J1, 1: J2), NONE: a thread */
-byte nd_word[4];         /* the wait word it ends */
-bool nd_linked[4];       /* join_waiter::linked */
-bool nd_alive[4];        /* the node's frame exists */
+/* wait_node 0..3 */
+byte nd_w[4];            /* wait_node::w: waiter 0 (J1), 1 (J2), 2 (J3) */
+bool nd_linked[4];       /* wait_node::linked */
+bool nd_alive[4];        /* the node exists (its stable<> / vector) */
+
+/* waiters 0..2 */
+bool w_alive[3];         /* the waiter exists */
+byte w_word[2];          /* waiter::word_ of the task waiters J1, J2 */
+byte tstate = 0;         /* J3's waiter::state_ */
+byte tclaims = 0;        /* ghost: J3's waiter claimed */
 
 /* the joiner tasks J1 (0) and J2 (1) */
 byte ww[2];              /* wait_word */
@@ -93,28 +126,23 @@ bool j1_finished = false;
 bool tim_in = false;
 byte tim_word = 0;
 
-/* J3's futex word */
-byte futex3 = 0;
-
 bool done[3];            /* J1, J2, J3 have returned */
 byte result[3];
 
 #define LOCK(x)   atomic { !jlock[x] -> jlock[x] = true }
 #define UNLOCK(x) jlock[x] = false
 
-/* link(x, n): push at the front (join lock held) */
-inline link(x, n)
+/* wait_queue::push_back(n) (join lock held) */
+inline push_back(x, n)
 {
     assert(!nd_linked[n] && nd_alive[n]);
-    joiners[x].e[2] = joiners[x].e[1];
-    joiners[x].e[1] = joiners[x].e[0];
-    joiners[x].e[0] = n;
+    joiners[x].e[joiners[x].cnt] = n;
     joiners[x].cnt++;
     nd_linked[n] = true
 }
 
-/* unlink(x, n): a no-op if not linked (join lock held) */
-inline unlink(x, n, k)
+/* wait_queue::remove(n): a no-op if not linked (join lock held) */
+inline remove(x, n, k)
 {
     if
     :: nd_linked[n] ->
@@ -159,11 +187,11 @@ inline arrive(j, a)
     a = 0
 }
 
-/* arm(t, cancellable = true) with C1 */
+/* detail::arm(t, cancellable = true) with C1 (waiter::arm for a task) */
 inline arm(j, w, r, ok, a)
 {
     w = ((SEQ(ww[j]) + 1) << 4) | CBIT | ARMED;
-    ww[j] = w;                          /* seq_cst store */
+    ww[j] = w;                          /* seq_cst exchange */
     r = reason[j];                      /* seq_cst load (C1) */
     if
     :: r != 0 ->
@@ -184,37 +212,86 @@ inline park(j, why, a)
     assert(why != ARMED)               /* W3 */
 }
 
+/* waiter::claim() of waiter wi (a waker, under the join lock) */
+inline claim(wi, ok)
+{
+    if
+    :: wi < 2 -> try_end(wi, w_word[wi], NOTIFIED, ok)
+    :: else ->
+        d_step {
+            if
+            :: tstate == TS_ARMED -> tstate = TS_CLAIMED; tclaims++; assert(tclaims == 1); ok = true
+            :: else -> ok = false
+            fi
+        }
+    fi
+}
+
+/* waiter::wake() of waiter wi, after the join lock is released: a task's
+ * wake reads task_ and arrives; a thread's stores woken (its futex_wake
+ * after it touches no memory of the waiter's) */
+inline wake(wi, a)
+{
+    if
+    :: wi < 2 ->
+        assert(w_alive[wi]);
+        arrive(wi, a)
+    :: else ->
+        d_step { assert(w_alive[2] && tstate == TS_CLAIMED); tstate = TS_WOKEN }
+    fi
+}
+
 /* complete(t) */
 proctype target(byte x)
 {
-    byte n, ok, a, j;
+    byte n, wi, ok, a, i, cn;
+    byte chain[3];
 
     LOCK(x);
     fin[x] = true;                      /* finished.store(true, release) */
-    do
-    :: joiners[x].cnt > 0 ->
-        d_step {
-            n = joiners[x].e[0];
-            assert(nd_alive[n]);        /* never a node whose owner returned */
-            /* next read, then n->linked = false (the node leaves the list) */
-            joiners[x].e[0] = joiners[x].e[1];
-            joiners[x].e[1] = joiners[x].e[2];
-            joiners[x].e[2] = 0;
-            joiners[x].cnt--;
-            nd_linked[n] = false
-        };
-        if
-        :: nd_task[n] != NONE ->
-            j = nd_task[n];
-            try_end(j, nd_word[n], NOTIFIED, ok);
-            if :: ok -> arrive(j, a) :: else fi
-        :: else ->
-            futex3 = 1                  /* f->store(1, release); futex_wake(f, 1) */
-        fi;
-        d_step { n = 0; j = 0; ok = 0 }
-    :: else -> break
-    od;
-    UNLOCK(x)                           /* joiners = nullptr; then finish_flags */
+    if
+    :: joiners[x].cnt == 0 ->
+        UNLOCK(x)
+    :: else ->
+        /* wake_joiners(): claim_all() under the lock */
+        do
+        :: joiners[x].cnt > 0 ->
+            d_step {
+                /* pop_claimed(): the front node, unlinked */
+                n = joiners[x].e[0];
+                assert(nd_alive[n]);        /* never a node whose owner returned */
+                joiners[x].e[0] = joiners[x].e[1];
+                joiners[x].e[1] = joiners[x].e[2];
+                joiners[x].e[2] = 0;
+                joiners[x].cnt--;
+                nd_linked[n] = false;
+                wi = nd_w[n];
+                assert(w_alive[wi])
+            };
+#ifdef BUG_NO_CLAIM
+            ok = true;
+#else
+            claim(wi, ok);                  /* n->w->claim() */
+#endif
+            if
+            :: ok -> chain[cn] = n; cn++    /* on the chain (n->next) */
+            :: else                         /* claimed elsewhere: dropped */
+            fi;
+            ok = 0
+        :: else -> break
+        od;
+        UNLOCK(x);
+        /* wake_all(): each node read before its waiter is woken */
+        i = 0;
+        do
+        :: i < cn ->
+            n = chain[i];
+            assert(nd_alive[n]);
+            wake(nd_w[n], a);
+            i++
+        :: else -> break
+        od
+    fi                                  /* then finish_flags */
 }
 
 /* J1: wait_finished(X, deadline) from a task */
@@ -228,41 +305,38 @@ proctype j1()
     :: fin[X] -> result[0] = R_FINISHED; goto out    /* finished.load(acquire) */
     :: else
     fi;
-    nd_alive[0] = true;
-    nd_task[0] = 0;
-    arm(0, w, r, ok, a);
-    nd_word[0] = w;
+    /* stable<one_wait> held: waiter 0 bound to J1, node 0 */
+    d_step { nd_alive[0] = true; w_alive[0] = true; nd_w[0] = 0 };
 #ifdef BUG_CHECK_UNLOCKED
     /* the seeded bug: the check outside the lock, the link after it */
     if
-    :: fin[X] ->
-        try_end(0, w, NOTIFIED, ok);
-        if :: ok -> arrive(0, a) :: else fi
-    :: else ->
-        LOCK(X);
-        d_step { link(X, 0) };
-        UNLOCK(X)
+    :: fin[X] -> result[0] = R_FINISHED; goto gone
+    :: else
     fi;
+    arm(0, w, r, ok, a);
+    w_word[0] = w;
+    LOCK(X);
+    d_step { push_back(X, 0) };
+    UNLOCK(X);
 #else
     LOCK(X);
     if
-    :: fin[X] ->
-        /* finished meanwhile: end our own wait, park anyway (R1 pairs) */
-        try_end(0, w, NOTIFIED, ok);
-        if :: ok -> arrive(0, a) :: else fi
-    :: else ->
-        d_step { link(X, 0) }
+    :: fin[X] -> UNLOCK(X); result[0] = R_FINISHED; goto gone     /* TASK-J1 */
+    :: else
     fi;
+    arm(0, w, r, ok, a);                 /* j.w.arm() */
+    w_word[0] = w;
+    d_step { push_back(X, 0) };          /* TASK-J1 */
     UNLOCK(X);
 #endif
-    /* park_until(me, word, deadline) */
+    /* j.w.wait(deadline): park_until(me, word, deadline) */
     if
     :: dl -> d_step { tim_word = w; tim_in = true }     /* add_timer */
     :: else
     fi;
     park(0, why, a);
     tim_in = false;                                     /* remove_timer */
-    /* not notified: unlink under the join lock */
+    /* not notified: unlink under the join lock (V3) */
 #ifdef BUG_UNLINK_ON_TIMEOUT_ONLY
     if
     :: why == TIMED_OUT ->
@@ -271,21 +345,21 @@ proctype j1()
     :: why != NOTIFIED ->
 #endif
         LOCK(X);
-        d_step { unlink(X, 0, k) };
+        d_step { remove(X, 0, k) };
         UNLOCK(X)
     :: else
     fi;
     if
     :: why == NOTIFIED -> result[0] = R_FINISHED
     :: why == TIMED_OUT -> result[0] = R_TIMEOUT
-    :: why == CANCELED -> result[0] = R_CANCELED     /* forced_unwind */
+    :: why == CANCELED -> result[0] = R_CANCELED     /* throw_canceled() */
     fi;
-    d_step {
-        assert(queued_n[0] == 1 && ended_n[0] == 1);
-        nd_alive[0] = false                            /* the frame ends */
-    };
-out:
+    assert(queued_n[0] == 1 && ended_n[0] == 1);
+gone:
     skip;                /* (a goto may not jump into a d_step) */
+    d_step { nd_alive[0] = false; w_alive[0] = false };  /* the stable<> ends */
+out:
+    skip;
     d_step {
         assert(result[0] != R_FINISHED || fin[X]);
         done[0] = true;
@@ -296,8 +370,8 @@ out:
 /* J2: wait_any({X, Y}) from a task (not canceled in this model) */
 proctype j2()
 {
-    byte w, r, why, k, a, i;
-    bool ok, d;
+    byte w, r, why, k, a, linked;
+    bool ok, d, self;
 
     /* first_finished() */
     if
@@ -308,15 +382,16 @@ proctype j2()
     :: fin[Y] -> result[1] = Y; goto out
     :: else
     fi;
-    d_step { nd_alive[1] = true; nd_alive[2] = true; nd_task[1] = 1; nd_task[2] = 1 };
-    arm(1, w, r, ok, a);
-    d_step { nd_word[1] = w; nd_word[2] = w };
+    /* stable<waiter> held, vector<wait_node> ns: waiter 1, nodes 1 and 2 */
+    d_step { w_alive[1] = true; nd_alive[1] = true; nd_alive[2] = true; nd_w[1] = 1; nd_w[2] = 1 };
+    arm(1, w, r, ok, a);                 /* w.arm(): before the first link (TASK-J3) */
+    w_word[1] = w;
     /* link on every task until one is found finished */
     d = false;
     LOCK(X);
     if
     :: fin[X] -> d = true
-    :: else -> d_step { link(X, 1) }
+    :: else -> d_step { push_back(X, 1); linked = 1 }
     fi;
     UNLOCK(X);
     if
@@ -324,25 +399,36 @@ proctype j2()
         LOCK(Y);
         if
         :: fin[Y] -> d = true
-        :: else -> d_step { link(Y, 2) }
+        :: else -> d_step { push_back(Y, 2); linked = 2 }
         fi;
         UNLOCK(Y)
     :: else
     fi;
+    /* done && w.claim_self() ? notified : w.wait() */
+    self = false;
     if
-    :: d ->
-        try_end(1, w, NOTIFIED, ok);
-        if :: ok -> arrive(1, a) :: else fi
+    :: d -> try_end(1, w, NOTIFIED, self)
     :: else
     fi;
-    park(1, why, a);
-    /* unlink from every task */
-    LOCK(X);
-    d_step { unlink(X, 1, k) };
-    UNLOCK(X);
-    LOCK(Y);
-    d_step { unlink(Y, 2, k) };
-    UNLOCK(Y);
+    if
+    :: self -> why = NOTIFIED
+    :: else -> park(1, why, a)
+    fi;
+    /* unlink every node it linked (V3) */
+    if
+    :: linked >= 1 ->
+        LOCK(X);
+        d_step { remove(X, 1, k) };
+        UNLOCK(X)
+    :: else
+    fi;
+    if
+    :: linked >= 2 ->
+        LOCK(Y);
+        d_step { remove(Y, 2, k) };
+        UNLOCK(Y)
+    :: else
+    fi;
     assert(why == NOTIFIED);
     /* first_finished() */
     if
@@ -354,8 +440,8 @@ proctype j2()
         fi
     fi;
     d_step {
-        assert(queued_n[1] == 1 && ended_n[1] == 1);
-        nd_alive[1] = false; nd_alive[2] = false
+        assert(ended_n[1] == 1 && queued_n[1] == (self -> 0 : 1));
+        nd_alive[1] = false; nd_alive[2] = false; w_alive[1] = false
     };
 out:
     done[1] = true
@@ -364,7 +450,7 @@ out:
 /* J3: wait_finished(X, deadline) from a plain thread */
 proctype j3()
 {
-    byte k;
+    byte k, why;
     bool dl;
 
     if :: dl = true :: dl = false fi;
@@ -372,35 +458,42 @@ proctype j3()
     :: fin[X] -> result[2] = R_FINISHED; goto out
     :: else
     fi;
-    d_step { nd_alive[3] = true; nd_task[3] = NONE; futex3 = 0 };
+    /* stable<one_wait> held: waiter 2 bound to the thread, node 3 */
+    d_step { nd_alive[3] = true; w_alive[2] = true; nd_w[3] = 2 };
     LOCK(X);
     if
-    :: fin[X] -> UNLOCK(X); result[2] = R_FINISHED; goto gone
-    :: else -> d_step { link(X, 3) }; UNLOCK(X)
-    fi;
-    /* while word == 0: futex_wait (until the deadline, if any) */
-    if
-    :: futex3 != 0 -> skip
-    :: dl -> skip                        /* the deadline passed */
-    fi;
-    if
-    :: futex3 != 0 -> result[2] = R_FINISHED
+    :: fin[X] -> UNLOCK(X); result[2] = R_FINISHED; goto gone     /* TASK-J1 */
     :: else ->
-        LOCK(X);
-        d_step {
-            /* complete() unlinks every waiter it wakes, under this lock */
-            if
-            :: !nd_linked[3] -> result[2] = R_FINISHED
-            :: else -> result[2] = R_TIMEOUT
-            fi;
-            unlink(X, 3, k)
-        };
+        d_step { tstate = TS_ARMED; push_back(X, 3) };            /* arm(); push_back */
         UNLOCK(X)
     fi;
+    /* j.w.wait(deadline): futex_wait until woken; at the deadline (any
+     * moment, if it has one) the CAS armed -> timed_out, which fails if a
+     * waker claimed it meanwhile (then it waits for woken) */
+    do
+    :: tstate == TS_WOKEN -> why = NOTIFIED; break
+    :: dl && tstate == TS_ARMED ->
+        d_step {
+            if
+            :: tstate == TS_ARMED -> tstate = TS_TIMED; why = TIMED_OUT
+            :: else -> why = 0
+            fi
+        };
+        if :: why == TIMED_OUT -> break :: else fi
+    od;
+    if
+    :: why != NOTIFIED ->
+        LOCK(X);
+        d_step { remove(X, 3, k) };   /* V3 */
+        UNLOCK(X);
+        result[2] = R_TIMEOUT
+    :: else -> result[2] = R_FINISHED
+    fi;
 gone:
-    nd_alive[3] = false;
-out:
     skip;                /* (a goto may not jump into a d_step) */
+    d_step { nd_alive[3] = false; w_alive[2] = false };
+out:
+    skip;
     d_step {
         assert(result[2] != R_FINISHED || fin[X]);
         done[2] = true

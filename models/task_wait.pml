@@ -13,7 +13,7 @@
  *
  * One task makes NWAITS waits in a row. Each wait is armed (fresh sequence,
  * cancellable or not), its word is handed to a notifier (the node a
- * primitive links, e.g. a join_waiter or a wait_node) and, if it has a
+ * primitive links, a wait_node) and, if it has a
  * deadline, to the task's wait_timer. Three parties race to end it:
  *   notifier  try_end(word, notified) + arrive(); may also never come (a
  *             join of a task that never ends), so a wait may legally stay
@@ -67,7 +67,7 @@ bool finished = false;  /* task_record::finished */
 bool timer_in_wheel = false;
 byte timer_word = 0;
 
-/* the primitive's node (join_waiter / wait_node): linked, and the word */
+/* the primitive's node (a wait_node): linked, and the word */
 bool node_linked = false;
 byte node_word = 0;
 

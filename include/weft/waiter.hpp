@@ -10,6 +10,10 @@
 //                select has one node per case, all for the same waiter);
 //   wait_queue   a primitive's FIFO of nodes;
 //   spin_lock    the lock a primitive guards its queues with.
+// (wait_node, wait_queue and spin_lock are defined in
+// weft/detail/task_record.hpp, which this header includes through
+// weft/task.hpp: a task record holds the wait_queue of the waiters that join
+// it, TASK-J1 there.)
 //
 // The protocol (docs/sync.md):
 //   V1  A waiter is armed under the primitive's lock, before its node is
@@ -59,11 +63,6 @@ struct stackless_tag {};
     return f && f->copy_mode;
 }
 
-// check_off_shared_stack() aborts, naming the running task or coroutine, if
-// `p` lies on the shared stack the caller runs on: `what` (a wait node, a
-// waiter) would be overwritten while the caller is suspended (V4). Used by
-// debug builds where nodes are linked.
-WEFT_API void check_off_shared_stack(const void* p, const char* what) noexcept;
 // check_no_pointer_into_shared_stack() aborts, naming the running task, if
 // any aligned word of the n bytes at obj holds an address on the shared
 // stack the caller runs on (a callable that another thread will run while
@@ -111,24 +110,7 @@ private:
 };
 }  // namespace detail
 
-// spin_lock is a test-and-test-and-set lock for critical sections of a few
-// instructions (linking a node, moving one value). A contended locker yields
-// its thread; it never suspends a task (a primitive's lock is never held
-// across a suspension).
-class spin_lock {
-public:
-    void lock() noexcept {
-        while (flag_.exchange(true, std::memory_order_acquire))
-            while (flag_.load(std::memory_order_relaxed)) std::this_thread::yield();
-    }
-    bool try_lock() noexcept {
-        return !flag_.load(std::memory_order_relaxed) && !flag_.exchange(true, std::memory_order_acquire);
-    }
-    void unlock() noexcept { flag_.store(false, std::memory_order_release); }
-
-private:
-    std::atomic<bool> flag_{false};
-};
+// spin_lock, wait_node, wait_queue: see the top (weft/detail/task_record.hpp).
 
 // waiter is one wait of the calling task or thread (see V1-V3 above). It
 // lives on the waiting party's stack. Construct it where the wait begins (it
@@ -193,67 +175,15 @@ private:
 // (docs/design.md, "Cancellation is an unwind").
 [[noreturn]] WEFT_API void throw_canceled();
 
-// wait_node links one waiter into one primitive's queue. `slot` and `index`
-// are the primitive's: where a value comes from or goes to, and which select
-// case the node is.
-struct wait_node {
-    wait_node* prev = nullptr;
-    wait_node* next = nullptr;
-    waiter* w = nullptr;
-    void* slot = nullptr;
-    int index = 0;
-    bool linked = false;
-};
-
-// wait_queue is an intrusive FIFO of wait nodes, guarded by its primitive's
-// lock.
-class wait_queue {
-public:
-    [[nodiscard]] bool empty() const noexcept { return head_ == nullptr; }
-    [[nodiscard]] wait_node* front() const noexcept { return head_; }
-    void push_back(wait_node* n) noexcept {
-#ifndef NDEBUG
-        detail::check_off_shared_stack(n, "a wait node");  // V4
-#endif
-        n->next = nullptr;
-        n->prev = tail_;
-        if (tail_)
-            tail_->next = n;
-        else
-            head_ = n;
-        tail_ = n;
-        n->linked = true;
+// wait_queue::pop_claimed() (declared with wait_queue in
+// weft/detail/task_record.hpp).
+inline wait_node* wait_queue::pop_claimed() noexcept {
+    while (wait_node* n = head_) {
+        remove(n);
+        if (n->w->claim()) return n;
     }
-    // remove() takes n out if it is linked (V3).
-    void remove(wait_node* n) noexcept {
-        if (!n->linked) return;
-        if (n->prev)
-            n->prev->next = n->next;
-        else
-            head_ = n->next;
-        if (n->next)
-            n->next->prev = n->prev;
-        else
-            tail_ = n->prev;
-        n->prev = n->next = nullptr;
-        n->linked = false;
-    }
-    // pop_claimed() takes nodes off the front until one whose waiter it
-    // could claim; returns that node (unlinked, claimed: the caller hands
-    // over and calls wake()) or null. Nodes whose waiter was claimed by
-    // someone else are dropped: that waiter has left or is leaving (V3).
-    wait_node* pop_claimed() noexcept {
-        while (wait_node* n = head_) {
-            remove(n);
-            if (n->w->claim()) return n;
-        }
-        return nullptr;
-    }
-
-private:
-    wait_node* head_ = nullptr;
-    wait_node* tail_ = nullptr;
-};
+    return nullptr;
+}
 
 // one_wait is the common wait: one waiter, one node (and the primitive's
 // slot, if any, set by the caller). Held in a detail::stable (V4).

@@ -11,6 +11,7 @@
 #include <optional>
 #include <span>
 #include <string_view>
+#include <thread>
 #include <type_traits>
 
 #include "weft/config.hpp"
@@ -18,7 +19,100 @@
 
 namespace weft {
 enum class task_state : std::uint8_t;
-}
+
+// The lock and the queue of layer L3's one waiter (weft/waiter.hpp, V1-V4)
+// are defined here rather than in weft/waiter.hpp: a task record holds a
+// queue (the waiters that join the task, TASK-J1 below), so the queue must be
+// complete before the record is, and weft/waiter.hpp includes weft/task.hpp,
+// hence this header. Use them through weft/waiter.hpp, which also defines
+// waiter and wait_queue::pop_claimed().
+class waiter;
+
+namespace detail {
+// check_off_shared_stack() aborts, naming the running task or coroutine, if
+// `p` lies on the shared stack the caller runs on: `what` (a wait node, a
+// waiter) would be overwritten while the caller is suspended (V4). Used by
+// debug builds where nodes are linked.
+WEFT_API void check_off_shared_stack(const void* p, const char* what) noexcept;
+}  // namespace detail
+
+// spin_lock is a test-and-test-and-set lock for critical sections of a few
+// instructions (linking a node, moving one value). A contended locker yields
+// its thread; it never suspends a task (a primitive's lock is never held
+// across a suspension).
+class spin_lock {
+public:
+    void lock() noexcept {
+        while (flag_.exchange(true, std::memory_order_acquire))
+            while (flag_.load(std::memory_order_relaxed)) std::this_thread::yield();
+    }
+    bool try_lock() noexcept {
+        return !flag_.load(std::memory_order_relaxed) && !flag_.exchange(true, std::memory_order_acquire);
+    }
+    void unlock() noexcept { flag_.store(false, std::memory_order_release); }
+
+private:
+    std::atomic<bool> flag_{false};
+};
+
+// wait_node links one waiter into one primitive's queue. `slot` and `index`
+// are the primitive's: where a value comes from or goes to, and which select
+// case the node is.
+struct wait_node {
+    wait_node* prev = nullptr;
+    wait_node* next = nullptr;
+    waiter* w = nullptr;
+    void* slot = nullptr;
+    int index = 0;
+    bool linked = false;
+};
+
+// wait_queue is an intrusive FIFO of wait nodes, guarded by its primitive's
+// lock.
+class wait_queue {
+public:
+    [[nodiscard]] bool empty() const noexcept { return head_ == nullptr; }
+    [[nodiscard]] wait_node* front() const noexcept { return head_; }
+    void push_back(wait_node* n) noexcept {
+#ifndef NDEBUG
+        detail::check_off_shared_stack(n, "a wait node");  // V4
+#endif
+        n->next = nullptr;
+        n->prev = tail_;
+        if (tail_)
+            tail_->next = n;
+        else
+            head_ = n;
+        tail_ = n;
+        n->linked = true;
+    }
+    // remove() takes n out if it is linked (V3).
+    void remove(wait_node* n) noexcept {
+        if (!n->linked) return;
+        if (n->prev)
+            n->prev->next = n->next;
+        else
+            head_ = n->next;
+        if (n->next)
+            n->next->prev = n->prev;
+        else
+            tail_ = n->prev;
+        n->prev = n->next = nullptr;
+        n->linked = false;
+    }
+    // pop_claimed() takes nodes off the front until one whose waiter it
+    // could claim; returns that node (unlinked, claimed: the caller hands
+    // over and calls wake()) or null. Nodes whose waiter was claimed by
+    // someone else are dropped: that waiter has left or is leaving (V3).
+    // Defined in weft/waiter.hpp, where waiter is complete.
+    inline wait_node* pop_claimed() noexcept;
+
+private:
+    wait_node* head_ = nullptr;
+    wait_node* tail_ = nullptr;
+};
+
+}  // namespace weft
 
 namespace weft::detail {
 
@@ -72,19 +166,35 @@ struct timer_node {
     kind what = kind::wait_timeout;
 };
 
-// join_waiter is one party waiting for a task to finish: another task (task
-// set; it is woken through its wait word) or a plain thread (task null; it
-// sleeps on `futex`). It lives on the waiter's stack and is linked into the
-// awaited task's list under that task's join lock; a waiter that leaves
-// early (timeout, cancel) unlinks itself under the same lock.
-struct join_waiter {
-    join_waiter* next = nullptr;
-    join_waiter* prev = nullptr;
-    task_record* task = nullptr;
-    std::uint64_t word = 0;
-    std::atomic<std::uint32_t>* futex = nullptr;
-    bool linked = false;
-};
+// Joining a task has no wait of its own: a joiner, task or plain thread,
+// waits through the one waiter (weft/waiter.hpp, V1-V4), as event::wait()
+// does. It holds a one_wait in a detail::stable (V4) and links its node into
+// the awaited task's `joiners` under that task's `join_lock`
+// (src/task/task.cpp: wait_finished, wait_any, complete):
+//
+// TASK-J1  `finished` is stored under join_lock (complete()), and a joiner
+//          loads it and, only if it is false, arms its waiter and links its
+//          node in the same hold of the lock. So either the joiner sees the
+//          task finished and does not wait, or its node is in `joiners`
+//          when complete() takes the lock: no joiner misses the end.
+// TASK-J2  complete() claims every waiter still linked, under join_lock
+//          (pop_claimed, V1), and wakes them after releasing it. Nothing is
+//          handed over but the wake: outcome, result and exception are final
+//          before complete() runs and reach the joiner through the claim and
+//          the wake (V2). So a joiner's wait ends `notified` only when the
+//          task has finished. A waiter whose claim was won first by its
+//          timeout, its cancellation or (when_any) another task's end is
+//          dropped from the queue; its owner unlinks its node under
+//          join_lock before the node's life ends (V3). complete() touches a
+//          node and its waiter only under the lock while linked, or after
+//          claiming it (its owner then waits for the wake).
+// TASK-J3  wait_any() (when_any) has one waiter and one node per task: it
+//          arms the waiter once, then links node i under task i's
+//          join_lock, one task at a time (TASK-J1 for each); a task found
+//          finished there ends the wait with claim_self(). The first claim
+//          ends the wait, so the waiter is woken at most once however many
+//          of the tasks end. Afterwards it unlinks every node it linked,
+//          each under its task's lock (V3).
 
 // local_slot is one task_local<T> value of a task (a short list per task).
 struct local_slot {
@@ -187,13 +297,16 @@ struct task_record {
     std::atomic<std::uint32_t> shield_depth{0};  // written by the task only
     std::atomic<std::uint32_t> refs{2};
 
-    // --- the end ---
+    // --- the end, and joining (TASK-J1 - TASK-J3 above) ---
     std::atomic<std::uint8_t> finish_flags{0};
-    std::atomic<bool> finished{false};   // outcome, result and exception are final (release)
-    std::atomic_flag join_lock = ATOMIC_FLAG_INIT;  // guards joiners
-    join_waiter* joiners = nullptr;
-    std::exception_ptr exception;
+    std::atomic<bool> finished{false};   // outcome, result and exception are final (release); set under join_lock
+    spin_lock join_lock;                 // guards joiners and the store of finished (TASK-J1)
+    // outcome sits here, in a byte that would otherwise be padding, so that
+    // the queue's second pointer (its tail) does not make the record any
+    // bigger than the one-pointer list of joiners it replaced.
     task_state outcome;
+    wait_queue joiners;                  // the nodes of the waiters that join this task
+    std::exception_ptr exception;
 
     // --- timers, locals, queues, registry (owned by the scheduler) ---
     timer_node deadline_timer;    // in a timer wheel only if has_deadline

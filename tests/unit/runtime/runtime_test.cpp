@@ -25,6 +25,7 @@
 
 #include "unit/runtime/runtime_fixture.hpp"
 #include "weft/runtime.hpp"
+#include "weft/sync/event.hpp"
 
 namespace {
 
@@ -422,6 +423,78 @@ TEST_P(runtime_test, when_any_from_a_plain_thread) {
     with_empty[0] = rt.spawn([] { return 0; });
     EXPECT_EQ(errc_of([&] { (void)weft::when_any(with_empty); }), task_errc::empty_handle);
     EXPECT_EQ(with_empty[0].join(), 0);
+}
+
+// Joiners wait through the one waiter (TASK-J1 - TASK-J3 in
+// weft/detail/task_record.hpp): one task's queue of joiners holds tasks and
+// plain threads at once, and joiners that time out or are canceled leave it
+// from anywhere in the queue while the others stay.
+TEST_P(runtime_test, joiners_of_one_task_from_tasks_and_threads_some_timing_out_or_canceled) {
+    weft::runtime rt(options());
+    driver d(rt);
+    std::atomic<bool> go{false};
+    auto target = rt.spawn([&go] {
+        while (!go.load()) weft::this_task::sleep_for(1ms);
+        return 5;
+    });
+    std::atomic<int> saw_end{0}, timed_out{0};
+    auto wait = [&](int i) {
+        if (i % 2 == 1) {
+            if (!target.wait_for(1ms)) timed_out.fetch_add(1);
+        } else if (target.wait_for(1h)) {
+            saw_end.fetch_add(1);
+        }
+    };
+    std::vector<weft::join_handle<void>> tasks;
+    for (int i = 0; i < 8; ++i) tasks.push_back(rt.spawn([&wait, i] { wait(i); }));
+    auto canceled = rt.spawn([&target] { (void)target.wait_for(1h); });
+    std::vector<std::thread> threads;
+    for (int i = 0; i < 4; ++i) threads.emplace_back([&wait, i] { wait(i); });
+    EXPECT_TRUE(eventually([&] { return timed_out.load() == 6; })) << "a joiner did not time out";
+    EXPECT_FALSE(target.is_ready());
+    canceled.cancel();
+    EXPECT_THROW(canceled.join(), weft::task_canceled);
+    go = true;
+    for (auto& t : tasks) t.join();
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(saw_end.load(), 6);
+    EXPECT_EQ(timed_out.load(), 6);
+    EXPECT_EQ(target.join(), 5);
+}
+
+// when_any has one waiter with a node on every task (TASK-J3): tasks that
+// end at the same moment, on different workers, race to claim it; exactly
+// one wakes it. The waiter is a task, a copy-stack task (its waiter and
+// nodes off the shared stack, V4) or a plain thread.
+TEST_P(runtime_test, when_any_of_tasks_that_end_together_wakes_its_waiter_once) {
+    weft::runtime rt(options());
+    driver d(rt);
+    const int rounds = weft::test::sanitized ? 40 : 200;
+    for (int r = 0; r < rounds; ++r) {
+        weft::event gate;
+        std::vector<weft::join_handle<int>> hs;
+        for (int i = 0; i < 4; ++i)
+            hs.push_back(rt.spawn([&gate, i] {
+                gate.wait();
+                return i;
+            }));
+        std::thread setter([&gate, r] {
+            std::this_thread::sleep_for(std::chrono::microseconds(r % 5 * 100));
+            gate.set();
+        });
+        std::size_t won = hs.size();
+        if (r % 3 == 2) {
+            won = weft::when_any(hs);
+        } else {
+            weft::spawn_options o;
+            o.copy_stack = r % 3 == 1;
+            rt.spawn([&hs, &won] { won = weft::when_any(hs); }, o).join();
+        }
+        setter.join();
+        ASSERT_LT(won, hs.size());
+        EXPECT_TRUE(hs[won].is_ready());
+        for (int i = 0; i < 4; ++i) EXPECT_EQ(hs[static_cast<std::size_t>(i)].join(), i);
+    }
 }
 
 // ------------------------------------------------------------ task_local
