@@ -185,6 +185,34 @@ inline wait_node* wait_queue::pop_claimed() noexcept {
     return nullptr;
 }
 
+// claim_all() takes every waiter of q that is still waiting, in FIFO order,
+// chained through `next` (a claimed node is unlinked: its link is ours until
+// its waiter is woken). Call under the lock that guards q. wake_all() then
+// wakes the chain after that lock is released, reading each node before its
+// waiter runs on and ends it. Together they are "wake everybody": event::set()
+// and the end of a joined task.
+inline wait_node* claim_all(wait_queue& q) noexcept {
+    wait_node* head = nullptr;
+    wait_node* tail = nullptr;
+    while (wait_node* n = q.pop_claimed()) {
+        n->next = nullptr;
+        if (tail)
+            tail->next = n;
+        else
+            head = n;
+        tail = n;
+    }
+    return head;
+}
+
+inline void wake_all(wait_node* n) noexcept {
+    while (n) {
+        wait_node* next = n->next;
+        n->w->wake();
+        n = next;
+    }
+}
+
 // one_wait is the common wait: one waiter, one node (and the primitive's
 // slot, if any, set by the caller). Held in a detail::stable (V4).
 struct one_wait {

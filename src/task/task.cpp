@@ -56,34 +56,6 @@ std::string describe(const task_record* t) {
     return s;
 }
 
-// claim_all() takes every waiter of q that is still waiting, in FIFO order,
-// chained through `next` (a claimed node is unlinked: its link is ours
-// until its waiter is woken). Call under the queue's lock. As event::set()
-// does (src/sync/event.cpp).
-wait_node* claim_all(wait_queue& q) noexcept {
-    wait_node* head = nullptr;
-    wait_node* tail = nullptr;
-    while (wait_node* n = q.pop_claimed()) {
-        n->next = nullptr;
-        if (tail)
-            tail->next = n;
-        else
-            head = n;
-        tail = n;
-    }
-    return head;
-}
-
-// wake_all() wakes a claim_all() chain after the lock is released; each node
-// is read before its waiter runs on and ends it.
-void wake_all(wait_node* n) noexcept {
-    while (n) {
-        wait_node* next = n->next;
-        n->w->wake();
-        n = next;
-    }
-}
-
 // wake_joiners() is complete()'s part for a task that has joiners, called
 // with t's join_lock held; returns with it released. Out of line: the
 // finish of a task nobody joins stays as short as it was before joiners
