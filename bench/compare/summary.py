@@ -141,7 +141,7 @@ def dates(results):
         d = load(results, name + ".json")
         if not d:
             continue
-        meta = d.get("meta", {})
+        meta = d.get("meta") or {"quick": d.get("args", {}).get("quick")}  # r8.json keeps it in args
         date = meta.get("date", "")[:16].replace("T", " ")
         kind = "quick run" if meta.get("quick") else "full run"
         when = f"{date} UTC, {kind}" if date else kind
