@@ -22,6 +22,8 @@ import json
 import os
 import sys
 
+from report import fmt  # the peer report's number format (bench/compare/report.py)
+
 BEGIN = "<!-- bench-summary: begin -->"
 END = "<!-- bench-summary: end -->"
 
@@ -32,16 +34,6 @@ def load(results, name):
         return None
     with open(path) as f:
         return json.load(f)
-
-
-def fmt(x):
-    if x is None:
-        return "n/a"
-    if x >= 100:
-        return f"{x:,.0f}"
-    if x >= 10:
-        return f"{x:.1f}"
-    return f"{x:.2f}"
 
 
 def cell(stat):
