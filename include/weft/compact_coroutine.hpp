@@ -213,7 +213,7 @@ WEFT_API void compact_caught(compact_record* r) noexcept;
 //       primitives see code outside any fiber (the top of this file). For
 //       the same reason it has no registry entry, name, after-switch hook
 //       (its word never carries `hooked`), switch_to, or guard word (its
-//       stacks have the pool's guard pages), and it is never parked from
+//       stacks have the pool's guard pages), and it is never suspended from
 //       inside another coroutine (suspend_outer), so both sides of its
 //       switch tell the tools r's own tool_state (no running_in()).
 //   D4  No fp_env_mode::own: the record has no room for the two FP states

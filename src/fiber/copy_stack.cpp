@@ -37,7 +37,7 @@ void grow(save_area a, std::size_t n) {
 }
 
 // Every copy-stack coroutine that is not running was suspended by jump()
-// (in park(), switch_to(), finish()'s or compact_yield()'s switch), so its
+// (in switch_back(), switch_to(), finish()'s or compact_yield()'s switch), so its
 // stack holds, from the context up: the switch frame, the unused gap below
 // the suspended function's stack pointer
 // (context::frame::gap, the x86-64 red zone: free here, because the

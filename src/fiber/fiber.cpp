@@ -305,7 +305,7 @@ void suspend_chain(fiber_record* f, after_switch_fn hook, void* arg) {
         }
     }
     if (!found) misuse(f, coroutine_errc::yield_outside);
-    park(f, cur, ts, hook, arg);
+    switch_back(f, cur, ts, hook, arg);
 }
 
 void switch_misuse(const fiber_record* self, const fiber_record* next, fiber_state seen) {

@@ -158,7 +158,7 @@ struct alignas(16) fiber_record {
     // Cold from here on (the guard word is checked at every switch only in
     // builds without NDEBUG).
     const std::uint64_t* guard_word = nullptr;  // a malloc_stack's guard word, else null
-    fiber_record* active = nullptr;  // tool builds: whose code runs where it parked (null: its own)
+    fiber_record* active = nullptr;  // tool builds: whose code runs where it switched back (null: its own)
     context::fp_control fp;          // own_fp: its FP control state while it is not running (F1)
     context::fp_control resumer_fp;  // own_fp: its resumer's, while it runs (F1)
 #if WEFT_TSAN && !WEFT_SHARE_FP_ENV
@@ -450,7 +450,7 @@ template <bool Keep = true>
 // its resumer, which waits on this very thread (I5): it keeps its own
 // exception state (unless it has ended) and makes the resumer current again,
 // with the resumer's.
-// Fp = false: the caller has done fp_leave() already (park()).
+// Fp = false: the caller has done fp_leave() already (switch_back()).
 template <bool Keep = true, bool Fp = true>
 [[gnu::always_inline]] inline void leave_to_resumer(fiber_record* f, thread_state* ts) noexcept {
     if constexpr (Fp) fp_leave<Keep>(f);
@@ -474,9 +474,9 @@ template <bool Keep = true, bool Fp = true>
 }
 
 // settle_fiber() is the arriving side's half in fiber f, which arrives
-// where it parked or handed over (or at its entry); the code running there
-// is `self`'s (f itself, or a fiber it resumed when it was parked from
-// inside that one: suspend_chain()). f was resumed (the word names f) or
+// where it switched back or handed over (or at its entry); the code running
+// there is `self`'s (f itself, or a fiber it resumed when it was suspended
+// from inside that one: suspend_chain()). f was resumed (the word names f) or
 // switched to (the word names the fiber that handed over).
 [[gnu::always_inline]] inline void settle_fiber(fiber_record* self, fiber_record* f, context::transfer t) noexcept {
     fiber_record* r = record_of(t.data);
@@ -527,7 +527,7 @@ template <bool Keep = true, bool Fp = true>
 }
 
 // running_in() is the fiber whose code runs where f is suspended: f, or
-// the fiber f resumed from inside which it was parked (suspend_chain()).
+// the fiber f resumed from inside which it was suspended (suspend_chain()).
 // Only the tools need to know (ASan's stack bounds, TSan's fibers).
 [[gnu::always_inline]] inline fiber_record* running_in(fiber_record* f) noexcept {
     if constexpr (with_tools) return f->active ? f->active : f;
@@ -612,13 +612,13 @@ template <bool ThrowIfBusy = true>
     return resume<ThrowIfBusy>(f, plain);
 }
 
-// park() switches fiber f, running on this thread, back to its resumer.
+// switch_back() switches fiber f, running on this thread, back to its resumer.
 // The code calling it runs in `cur`, f itself or a fiber f resumed
 // (directly or further down), which stays running inside f and is current
 // again when f is resumed. Throws: forced_unwind when f is resumed to be
 // unwound.
-[[gnu::always_inline]] inline void park(fiber_record* f, fiber_record* cur, thread_state* ts, after_switch_fn hook,
-                                        void* arg) {
+[[gnu::always_inline]] inline void switch_back(fiber_record* f, fiber_record* cur, thread_state* ts,
+                                               after_switch_fn hook, void* arg) {
     check_guard(f);
     // One test for the two rare cases (F4): a suspend while being unwound
     // (a misuse: suspend() leaves it to this test, suspend_chain() tests
@@ -646,7 +646,7 @@ template <bool ThrowIfBusy = true>
 // f out: f is running and this code is on its stack (then this thread runs
 // it, and f->ts is this thread's state, written when f last arrived), and f
 // is not being unwound.
-// (The unwinding test is park()'s, folded into its FP test, F4.)
+// (The unwinding test is switch_back()'s, folded into its FP test, F4.)
 [[gnu::always_inline]] inline void check_leaving(const fiber_record* f) {
     if (f->state.load(std::memory_order_relaxed) != fiber_state::running || !f->stack.contains(stack_pointer()))
         [[unlikely]]
@@ -655,7 +655,7 @@ template <bool ThrowIfBusy = true>
 
 [[gnu::always_inline]] inline void suspend(fiber_record* f, after_switch_fn hook = nullptr, void* arg = nullptr) {
     check_leaving(f);
-    park(f, f, f->ts, hook, arg);
+    switch_back(f, f, f->ts, hook, arg);
 }
 
 // suspend_chain() is suspend() of f from code running in a fiber that f

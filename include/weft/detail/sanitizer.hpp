@@ -144,7 +144,7 @@ inline void off_shared_stack([[maybe_unused]] void* base, [[maybe_unused]] std::
 
 // enter() runs on the resumer just before it switches into fiber `f`,
 // whose code runs on the stack [base, base + size) of fiber `running` (f
-// itself, or a fiber f resumed when f was parked from inside it);
+// itself, or a fiber f resumed when f was suspended from inside it);
 // *resumer_fake receives the resumer's ASan fake stack, to be handed back to
 // returned().
 WEFT_SWITCH_INLINE inline void enter([[maybe_unused]] tool_state& f, [[maybe_unused]] tool_state& running,
