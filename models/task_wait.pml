@@ -8,7 +8,7 @@
  *
  * Code (weft): include/weft/detail/task_record.hpp (wait word layout,
  * W1-W3, R1, timer_node), src/task/task.cpp (arm, try_end, arrive, park,
- * park_until, request_cancel), src/runtime/runtime_core.hpp (hooks::park),
+ * park_until, request_cancel), src/runtime/runtime_core.hpp (hooks::after_park),
  * src/runtime/timers.cpp (fire_shard, remove_timer).
  *
  * One task makes NWAITS waits in a row. Each wait is armed (fresh sequence,
@@ -184,7 +184,7 @@ active proctype task()
         had_deadline[cur] = dl;
 
         /* park(): set_state(waiting); switch_out(); the after-switch hook
-         * hooks::park makes the scheduler's arrival once the task is
+         * hooks::after_park makes the scheduler's arrival once the task is
          * switched out. */
         parked = true;
         arrive(a);

@@ -140,7 +140,7 @@ struct runtime_options {
     // io is the IO backend, made when the runtime's first IO wait needs it.
     io_backend io = io_backend::automatic;
     // trace_path: when not empty, the runtime records a task trace (per
-    // worker: the spans in which each task ran, spawns, steals, parks,
+    // worker: the spans in which each task ran, spawns, steals, sleeps,
     // wakes) and writes it there as Chrome / Perfetto trace-event JSON when
     // it stops. Empty: the path in the environment variable WEFT_TRACE, if
     // set (docs/debugging.md). Costs one predictable branch per event site
@@ -307,9 +307,9 @@ struct worker_stats {
     std::uint64_t switches = 0;  // switches into a task here (first runs, resumes and hand-offs)
     std::uint64_t steals = 0;    // steals that took tasks from another worker's deque
     std::uint64_t stolen = 0;    // tasks those steals moved here
-    std::uint64_t parks = 0;     // times it slept for want of work
+    std::uint64_t sleeps = 0;    // times it slept for want of work
     std::uint64_t injected = 0;  // tasks it took from the injection queue
-    std::uint64_t timers = 0;    // timers it fired (sleeps, wait timeouts, task deadlines)
+    std::uint64_t timers = 0;    // timers it fired (task sleeps, wait timeouts, task deadlines)
     std::uint64_t io_waits = 0;  // IO waits begun by tasks running here
     std::uint64_t io_polls = 0;  // polls for IO readiness it made
     std::size_t deque = 0;       // tasks in its deque now (an estimate)
@@ -335,7 +335,7 @@ struct runtime_stats {
             t.switches += w.switches;
             t.steals += w.steals;
             t.stolen += w.stolen;
-            t.parks += w.parks;
+            t.sleeps += w.sleeps;
             t.injected += w.injected;
             t.timers += w.timers;
             t.io_waits += w.io_waits;

@@ -139,7 +139,7 @@ std::unique_ptr<weft::detail::poller> make_reactor(weft::detail::runtime_core* c
     // a poll's completion is task work of the thread that armed it, so
     // each one interrupts that thread (the echo benchmark measured half
     // epoll's rate), or, with IORING_SETUP_COOP_TASKRUN, waits until that
-    // thread next enters the kernel, which a parked worker may not do
+    // thread next enters the kernel, which a sleeping worker may not do
     // (docs/io.md, "Backends").
     if (o.io == io_backend::io_uring) b = make_uring_backend(why);
     if (!b) b = make_epoll_backend();

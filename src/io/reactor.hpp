@@ -1,6 +1,6 @@
 // reactor.hpp: layer L6's reactor, internal. One per runtime (made on the
 // first wait by runtime_poller()), it is the runtime's poller: the watcher
-// worker waits in poll() (src/runtime/parking.cpp, I1/I2).
+// worker waits in poll() (src/runtime/sleeping.cpp, I1/I2).
 //
 // Invariants (docs/io.md):
 //   R1  a registration's memory is never freed while its reactor lives:

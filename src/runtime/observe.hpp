@@ -46,7 +46,7 @@ private:
 // trace_event is one recorded event (32 bytes). For spans, `t0` is the
 // start and `t1` the end; for instants t1 is unused.
 struct trace_event {
-    enum kind : std::uint8_t { run, park, spawn, steal, wake, timers };
+    enum kind : std::uint8_t { run, sleep, spawn, steal, wake, timers };
     std::int64_t t0;
     std::int64_t t1;
     std::uint64_t id;   // run/spawn/wake: the task id; steal: the victim; timers: how many fired
@@ -64,8 +64,8 @@ public:
     void begin_run(const task_record* t) noexcept;
     // end_run() closes the open run span, if any.
     void end_run() noexcept;
-    void begin_park() noexcept;
-    void end_park() noexcept;
+    void begin_sleep() noexcept;
+    void end_sleep() noexcept;
     void instant(trace_event::kind k, std::uint64_t id, std::uint32_t arg = 0) noexcept;
     // name() records t's name for the writer (at its spawn).
     void name(const task_record* t) noexcept;
@@ -80,7 +80,7 @@ private:
     std::size_t cap_;
     std::int64_t run_start_ = -1;
     std::uint64_t run_id_ = 0;
-    std::int64_t park_start_ = -1;
+    std::int64_t sleep_start_ = -1;
 };
 
 // steady_now_ns() is steady_clock's now in nanoseconds: the clock of the
@@ -98,7 +98,7 @@ bool write_trace(const std::string& path, unsigned workers, const std::vector<tr
 // worker_view is the part of a worker that stats(), the trace and the
 // watchdog read: counters (O1), the running task (O2), the thread.
 struct worker_view {
-    counter spawned, finished, switches, steals, stolen, parks, injected, timers, io_waits, io_polls;
+    counter spawned, finished, switches, steals, stolen, sleeps, injected, timers, io_waits, io_polls;
     // current is the task running on the worker (null between tasks);
     // other threads only compare it with null.
     std::atomic<task_record*> current{nullptr};

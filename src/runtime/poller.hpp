@@ -1,7 +1,7 @@
 // poller.hpp: layer L4, internal: the runtime's side of IO. The IO layer
 // (L6, src/io/reactor.hpp) implements poller and calls the functions below;
-// the runtime's parked watcher waits in the poller (I1, I2 in
-// scheduler.hpp). Not installed: no public header needs it.
+// the runtime's sleeping watcher waits in the poller (I1, I2 in
+// runtime_core.hpp). Not installed: no public header needs it.
 #pragma once
 
 #include <cstddef>

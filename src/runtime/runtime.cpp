@@ -188,9 +188,9 @@ poller* runtime_poller(runtime_core* c, make_poller_fn make) {
     c->io_owned = make(c, c->opts);
     poller* p = c->io_owned.get();
     c->io.store(p, std::memory_order_release);
-    // A worker parked before there was a poller sleeps on its futex word:
+    // A worker that went to sleep before there was a poller waits on its futex word:
     // wake them all, so that the watcher starts polling (I1).
-    for (auto& w : c->ws) c->wake_parked(w.get());
+    for (auto& w : c->ws) c->wake_sleeper(w.get());
     return p;
 }
 

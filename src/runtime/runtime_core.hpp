@@ -1,5 +1,5 @@
 // runtime_core.hpp: layer L4, internal: the scheduler's shared
-// definitions: runtime_core (workers, their queues, parking, timers, the
+// definitions: runtime_core (workers, their queues, sleep, timers, the
 // registry, the blocking pool, stopping), a worker, the after-switch hooks.
 // The code is in this folder, one file a concern:
 //   runtime.cpp    construction, the choice of a task's stack, the entry
@@ -7,7 +7,7 @@
 //   worker.cpp     the queues (Q1, Q2) and running tasks: a worker's loop,
 //                  hand-off, a task's first run and its end, run_once()
 //   stackless.cpp  running a C++20 task (A1-A4)
-//   parking.cpp    parking and waking workers, the watcher, IO polling
+//   sleeping.cpp   sleeping and waking workers, the watcher, IO polling
 //                  (P1, T2, I1, I2)
 //   timers.cpp     the timer wheels (T1-T3)
 //   spawn.cpp      spawning, the registry, statistics, unhandled exceptions
@@ -23,17 +23,17 @@
 //       FIFO or inbox: never in a deque (thieves take from deques only);
 //   P1  no lost wake-up: after a task is published to a queue that other
 //       workers may take from, either some worker looks at the queues later
-//       than the publication, or a parked worker is woken (see notify_one()
-//       and park());
+//       than the publication, or a sleeping worker is woken (see notify_one()
+//       and sleep());
 //   T1  a timer node is in a timer wheel only while its task is alive: the
 //       task takes its nodes out before it can end (remove_timer() finds the
 //       wheel through the node, whichever worker it runs on), and a firing
 //       timer takes a reference under the wheel's lock;
-//   T2  while any worker is parked and a timer exists, one parked worker
+//   T2  while any worker sleeps and a timer exists, one sleeping worker
 //       (the watcher) sleeps no later than the earliest timer over all the
 //       wheels: it publishes that time (watch_until) and reads the wheels
 //       again, under idle_mu (INT64_MAX while the watcher has published
-//       nothing: unpark_locked() resets it when the watcher changes);
+//       nothing: wake_sleeper_locked() resets it when the watcher changes);
 //       add_timer() publishes its wheel's earliest time and then reads
 //       watch_until, and wakes the watcher when it is earlier (see
 //       watch_wait_ns() and add_timer()).
@@ -45,7 +45,7 @@
 //       another worker runs its loop or the watcher wakes (docs/timers.md).
 //   I1  once the runtime has a poller (L6, docs/io.md), the watcher of T2
 //       waits in poller::poll() instead of on its futex word, and
-//       everything that wakes a parked worker (notify_one(), wake(), a new
+//       everything that wakes a sleeping worker (notify_one(), wake(), a new
 //       watcher, add_timer()) also interrupts the poll when the worker is
 //       polling: the worker sets `polling` under idle_mu after reading its
 //       futex word there, and a waker stores the word and reads `polling`
@@ -54,7 +54,7 @@
 //       stays pending until a poll sees it);
 //   I2  one thread at a time polls (poll_mu), and nobody waits for the
 //       lock: a running worker tries it every io_interval loop iterations
-//       and before it parks, so readiness is seen while every worker is
+//       and before it sleeps, so readiness is seen while every worker is
 //       busy (Go's findrunnable polls the same way); the watcher tries it
 //       and, when it is taken, naps on its futex word for at most 1 ms and
 //       looks again (the holder is a poll(0), or a replaced watcher being
@@ -153,9 +153,9 @@ struct alignas(64) worker {
     std::mutex inbox_mu;
     task_fifo inbox;
     std::atomic<bool> inbox_nonempty{false};
-    // Parking: 0 = may sleep, 1 = woken.
+    // Sleeping: 0 = may sleep, 1 = woken.
     std::atomic<std::uint32_t> futex{0};
-    bool parked = false;  // guarded by runtime_core::idle_mu
+    bool sleeping = false;  // guarded by runtime_core::idle_mu
     // polling: the worker is (about to be) inside poller::poll() with a
     // timeout, as the watcher (I1); guarded by runtime_core::idle_mu.
     bool polling = false;
@@ -238,11 +238,11 @@ private:
     task_record* steal(worker* w) noexcept;
     task_record* find_work(worker* w) noexcept;
     bool has_work(worker* w) noexcept;
-    // Parking.
+    // Sleeping.
     void notify_one() noexcept;
     void wake(worker* w) noexcept;
-    worker* unpark_locked(worker* w) noexcept;
-    void park(worker* w) noexcept;
+    worker* wake_sleeper_locked(worker* w) noexcept;
+    void sleep(worker* w) noexcept;
     void stop_searching(worker* w) noexcept;
     // Running.
     void loop(worker* w, task_record* until, bool until_empty);
@@ -268,11 +268,11 @@ private:
     void kick(worker* w, bool polling) noexcept;
 
 public:
-    // wake_parked() wakes w if it is parked (its loop looks again).
-    void wake_parked(worker* w) noexcept {
+    // wake_sleeper() wakes w if it sleeps (its loop looks again).
+    void wake_sleeper(worker* w) noexcept {
         {
             std::lock_guard g(idle_mu);
-            if (!w->parked) return;
+            if (!w->sleeping) return;
         }
         wake(w);
     }
@@ -296,10 +296,10 @@ private:
     std::mutex inj_mu;
     task_fifo inj;
     std::atomic<std::size_t> inj_len{0};
-    // Parked workers.
+    // Sleeping workers.
     std::mutex idle_mu;
     std::vector<worker*> idle;
-    std::atomic<int> n_parked{0};
+    std::atomic<int> n_sleeping{0};
     std::atomic<int> n_searching{0};
     worker* watcher = nullptr;  // guarded by idle_mu (T2)
     // Timers (T1-T3): one wheel per worker, and one (the last) for nodes
@@ -367,12 +367,12 @@ inline void runtime_core::push_local(worker* w, task_record* t) noexcept {
     notify_one();
 }
 
-// notify_one() is the publishers' side of P1 (parking.cpp): after a task
-// is published, wake a parked worker unless one is searching. Here, inline,
+// notify_one() is the publishers' side of P1 (sleeping.cpp): after a task
+// is published, wake a sleeping worker unless one is searching. Here, inline,
 // so that its quick exit costs every queue push two loads.
 inline void runtime_core::notify_one() noexcept {
     if (n_searching.load(std::memory_order_seq_cst) > 0) return;
-    if (n_parked.load(std::memory_order_seq_cst) == 0) return;
+    if (n_sleeping.load(std::memory_order_seq_cst) == 0) return;
     worker* w = nullptr;
     worker* told = nullptr;
     bool wp = false, tp = false;
@@ -382,7 +382,7 @@ inline void runtime_core::notify_one() noexcept {
         // Leave the watcher asleep when another worker can go.
         w = idle.back();
         if (w == watcher && idle.size() > 1) w = idle[idle.size() - 2];
-        told = unpark_locked(w);
+        told = wake_sleeper_locked(w);
         w->futex.store(1, std::memory_order_release);
         wp = w->polling;
         tp = told && told->polling;
@@ -433,21 +433,21 @@ struct hooks {
     static worker* worker_of(task_record* t) noexcept {
         return static_cast<runtime_core*>(t->sched)->ws[static_cast<unsigned>(t->worker.load(std::memory_order_relaxed))].get();
     }
-    static void park(void* p) noexcept {
+    static void after_park(void* p) noexcept {
         auto* t = static_cast<task_record*>(p);
         guard_check(t);
         worker_of(t)->switched = true;
         arrive(t);
     }
-    // handoff_park / handoff_yield run on the side of the task that was
+    // after_handoff_park / after_handoff_yield run on the side of the task that was
     // handed the worker (switch_to), once the leaving task is saved. They do
     // not set `switched`: the worker's resume() is still running a task.
-    static void handoff_park(void* p) noexcept {
+    static void after_handoff_park(void* p) noexcept {
         auto* t = static_cast<task_record*>(p);
         guard_check(t);
         arrive(t);
     }
-    static void handoff_yield(void* p) noexcept {
+    static void after_handoff_yield(void* p) noexcept {
         auto* t = static_cast<task_record*>(p);
         guard_check(t);
         requeue(worker_of(t), t);
@@ -466,7 +466,7 @@ struct hooks {
             w->rt->notify_one();
         }
     }
-    static void yield(void* p) noexcept {
+    static void after_yield(void* p) noexcept {
         auto* t = static_cast<task_record*>(p);
         guard_check(t);
         worker* w = worker_of(t);

@@ -105,7 +105,7 @@ runtime_stats runtime_core::stats() const {
         s.switches = v.switches.get();
         s.steals = v.steals.get();
         s.stolen = v.stolen.get();
-        s.parks = v.parks.get();
+        s.sleeps = v.sleeps.get();
         s.injected = v.injected.get();
         s.timers = v.timers.get();
         s.io_waits = v.io_waits.get();

@@ -29,7 +29,7 @@ void runtime_core::add_timer(timer_node* n) {
     }
     // T2: the watcher sleeps until watch_until; tell it when this wheel is
     // due earlier.
-    if (due < watch_until.load(std::memory_order_seq_cst) && n_parked.load(std::memory_order_seq_cst) > 0) {
+    if (due < watch_until.load(std::memory_order_seq_cst) && n_sleeping.load(std::memory_order_seq_cst) > 0) {
         worker* v = nullptr;
         bool vp = false;
         {

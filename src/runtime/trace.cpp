@@ -54,12 +54,12 @@ void trace_buffer::end_run() noexcept {
     run_start_ = -1;
 }
 
-void trace_buffer::begin_park() noexcept { park_start_ = steady_now_ns(); }
+void trace_buffer::begin_sleep() noexcept { sleep_start_ = steady_now_ns(); }
 
-void trace_buffer::end_park() noexcept {
-    if (park_start_ < 0) return;
-    push({park_start_, steady_now_ns(), 0, 0, trace_event::park});
-    park_start_ = -1;
+void trace_buffer::end_sleep() noexcept {
+    if (sleep_start_ < 0) return;
+    push({sleep_start_, steady_now_ns(), 0, 0, trace_event::sleep});
+    sleep_start_ = -1;
 }
 
 void trace_buffer::instant(trace_event::kind k, std::uint64_t id, std::uint32_t arg) noexcept {
@@ -155,10 +155,10 @@ bool write_trace(const std::string& path, unsigned workers, const std::vector<tr
                     task_name(f, names, e.id);
                     std::fprintf(f, ",\"args\":{\"id\":%" PRIu64 "}}", e.id);
                     break;
-                case trace_event::park:
+                case trace_event::sleep:
                     std::fputs(",\"ph\":\"X\",\"dur\":", f);
                     micros(f, span_dur(e));
-                    std::fputs(",\"cat\":\"park\",\"name\":\"parked\"}", f);
+                    std::fputs(",\"cat\":\"sleep\",\"name\":\"asleep\"}", f);
                     break;
                 case trace_event::spawn:
                     std::fprintf(f, ",\"ph\":\"i\",\"s\":\"t\",\"cat\":\"spawn\",\"name\":\"spawn\",\"args\":{\"id\":%" PRIu64 ",\"task\":", e.id);

@@ -94,9 +94,9 @@ public:
         // Release (the paper's release fence + relaxed store): a thief that
         // acquires bottom_ >= b + 1 sees the slot, the item's contents and,
         // after a grow, the new ring. seq_cst on top of that: the runtime's
-        // wake-up protocol (P1 in src/runtime/parking.cpp) orders this store
-        // before the pusher's seq_cst loads of the parked/searching counts,
-        // against a parking worker's seq_cst increment and its seq_cst
+        // wake-up protocol (P1 in src/runtime/sleeping.cpp) orders this store
+        // before the pusher's seq_cst loads of the sleeping/searching counts,
+        // against a sleeping worker's seq_cst increment and its seq_cst
         // empty_estimate(); a release store could pass those loads (x86
         // reorders a store with a later load) and lose a wake-up. An
         // exchange, not a seq_cst store: a store followed by a load of
@@ -224,7 +224,7 @@ public:
     // both ends: possibly stale by the time it returns, never negative. Any
     // thread. Exact for the owner when no thief is active.
     [[nodiscard]] std::int64_t size_estimate() const noexcept {
-        // A hint only, but seq_cst: the runtime's parking worker relies on
+        // A hint only, but seq_cst: a worker going to sleep relies on
         // it to see a push that its seq_cst registration did not precede
         // (P1). top_ first: it only grows, so reading it before bottom_ errs
         // towards "more items" rather than a negative size; the max() covers

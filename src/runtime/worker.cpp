@@ -172,7 +172,7 @@ task_record* runtime_core::find_work(worker* w) noexcept {
     if (!w->searching) {
         // About half of the workers search at once: a soft bound, as in Go's
         // scheduler (the check and the increment are two steps, so two
-        // workers can pass the check together; models/worker_parking.pml
+        // workers can pass the check together; models/worker_sleep.pml
         // shows it with -DSTRICT_HALF). No wake-up depends on the bound.
         if (2 * n_searching.load(std::memory_order_seq_cst) >= int(nworkers)) return nullptr;
         n_searching.fetch_add(1, std::memory_order_seq_cst);
@@ -208,7 +208,7 @@ void runtime_core::switch_out(task_record* t, bool yield) {
             if (task_record* next = local_next(w)) {
                 if (next->fiber && !next->copy_stack) {
                     begin_run(w, next);
-                    this_fiber::switch_to(fiber_ref(next->fiber), yield ? &hooks::handoff_yield : &hooks::handoff_park,
+                    this_fiber::switch_to(fiber_ref(next->fiber), yield ? &hooks::after_handoff_yield : &hooks::after_handoff_park,
                                           t);
                     return;
                 }
@@ -216,7 +216,7 @@ void runtime_core::switch_out(task_record* t, bool yield) {
             }
         }
     }
-    const after_switch_fn hook = yield ? &hooks::yield : &hooks::park;
+    const after_switch_fn hook = yield ? &hooks::after_yield : &hooks::after_park;
     // A task driving a generator may wait from inside it: suspend the task's
     // fiber with the generator inside (suspend_outer).
     if (outermost)
@@ -364,7 +364,7 @@ void runtime_core::loop(worker* w, task_record* until, bool until_empty) {
         }
         w->io_tick = 0;
         if (poll_now(w)) continue;
-        park(w);
+        sleep(w);
     }
 }
 

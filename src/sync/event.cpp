@@ -14,9 +14,9 @@ namespace {
 
 using clock = std::chrono::steady_clock;
 
-// park() waits in q with n's waiter; called with `spin` held, returns with
+// wait_in_queue() waits in q with n's waiter; called with `spin` held, returns with
 // it released. A waiter that was not notified is unlinked again (V3).
-waiter::outcome park(spin_lock& spin, wait_queue& q, wait_node& n, const clock::time_point* deadline) {
+waiter::outcome wait_in_queue(spin_lock& spin, wait_queue& q, wait_node& n, const clock::time_point* deadline) {
     n.w->arm();
     q.push_back(&n);
     spin.unlock();
@@ -61,7 +61,7 @@ bool event::wait_slow(const clock::time_point* deadline) {
         spin_.unlock();
         return true;
     }
-    return finish(park(spin_, queue_, s->n, deadline));
+    return finish(wait_in_queue(spin_, queue_, s->n, deadline));
 }
 
 // ---- latch ---------------------------------------------------------------------
@@ -90,7 +90,7 @@ bool latch::wait_slow(const clock::time_point* deadline) {
         spin_.unlock();
         return true;
     }
-    return finish(park(spin_, queue_, s->n, deadline));
+    return finish(wait_in_queue(spin_, queue_, s->n, deadline));
 }
 
 // ---- wait_group ----------------------------------------------------------------
@@ -115,7 +115,7 @@ bool wait_group::wait_slow(const clock::time_point* deadline) {
         spin_.unlock();
         return true;
     }
-    return finish(park(spin_, queue_, s->n, deadline));
+    return finish(wait_in_queue(spin_, queue_, s->n, deadline));
 }
 
 // ---- barrier -------------------------------------------------------------------

@@ -5,10 +5,10 @@
 //
 //   ping_pong            chains of pinned tasks on alternating workers,
 //                        each joining the one before: every wake-up crosses
-//                        from one worker to another that was parked;
+//                        from one worker to another that was asleep;
 //   outside_spawns       4 plain threads spawn 10,000 tasks each (and wake
 //                        sleepers by cancel()) into a runtime whose workers
-//                        keep parking, with small random pauses;
+//                        keep going to sleep, with small random pauses;
 //   one_cpu_*            the same two with the whole process pinned to one
 //                        CPU (sched_setaffinity, restored afterwards);
 //   idle_cpu             an idle runtime with 2 workers burns under 5% of one
@@ -76,13 +76,13 @@ std::uint64_t ping_pong_wakeups() {
 // k joins task k-1 (its handle moved into task k), so every task but the
 // head parks, and the head waits for a gate; once the whole chain is
 // parked the gate opens, and each task's end wakes the next one on the
-// next worker, which was parked since nothing else was runnable there.
+// next worker, which was asleep since nothing else was runnable there.
 // (With one worker the chain stays on it: the wake-ups then come from the
-// same worker, and parking happens between them.)
+// same worker, and it sleeps between them.)
 void run_ping_pong(weft::runtime& rt, std::uint64_t wakeups) {
     // Several chains at once keep both cores busy (a lone chain waits for
     // one thread wake-up after another) and make wake-ups meet workers that
-    // are just about to park, the window a lost wake-up needs.
+    // are just about to sleep, the window a lost wake-up needs.
     constexpr int chains = 4;
     const std::uint64_t length = under_tsan ? 250 : 2000;
     std::atomic<std::uint64_t> wrong{0};
@@ -110,7 +110,7 @@ void run_ping_pong(weft::runtime& rt, std::uint64_t wakeups) {
             ends.push_back(std::move(last));
         }
         // Every link parks in its join before the gate opens (bounded: a
-        // link still running when it opens only means fewer parked workers).
+        // link still running when it opens only means fewer sleeping workers).
         (void)weft::test::eventually(
             [&] {
                 std::size_t waiting = 0;
@@ -157,7 +157,7 @@ TEST_P(runtime_stress, ping_pong_wakeups_cross_workers_and_none_is_lost) {
 // ------------------------------------------------------------ (b) outside spawns
 
 // run_outside_spawns() has `threads` plain threads spawn `per_thread` tasks
-// each into rt, pausing now and then so that the workers park; one spawn in
+// each into rt, pausing now and then so that the workers sleep; one spawn in
 // 50 is a sleeper that the thread wakes later by cancel() (a wake from
 // outside). Then every thread joins its tasks.
 void run_outside_spawns(weft::runtime& rt, int threads, int per_thread) {
@@ -214,7 +214,7 @@ void run_outside_spawns(weft::runtime& rt, int threads, int per_thread) {
 
 int outside_per_thread() { return under_tsan ? 2'000 : 10'000; }
 
-TEST_P(runtime_stress, spawns_and_wakes_from_outside_threads_while_workers_park) {
+TEST_P(runtime_stress, spawns_and_wakes_from_outside_threads_while_workers_sleep) {
     weft::runtime rt(options());
     dog_.show(&rt);
     run_outside_spawns(rt, 4, outside_per_thread());
@@ -308,7 +308,7 @@ TEST_F(runtime_idle, an_idle_runtime_uses_no_cpu) {
     // what the process uses without a runtime first and allow for it.
     const double baseline = sanitized ? cpu_over(1000ms) : 0.0;
     weft::runtime rt({.workers = 2});
-    // Some work first, so the workers have been busy and must park again;
+    // Some work first, so the workers have been busy and must sleep again;
     // then a sleeper, so there is a timer (an hour away) to wait for.
     const long sum = rt.block_on([] {
         std::vector<weft::join_handle<long>> hs;

@@ -19,7 +19,7 @@ import subprocess
 import sys
 from collections import defaultdict
 
-CATEGORIES = ("task", "park", "spawn", "wake", "steal", "timers")
+CATEGORIES = ("task", "sleep", "spawn", "wake", "steal", "timers")
 # args each instant category carries
 INSTANT_ARGS = {"spawn": ("id", "task"), "wake": ("id",), "steal": ("victim", "tasks"), "timers": ("fired",)}
 TOLERANCE_US = 1.0  # covers the 1 ns rounding of ts and dur, and ts + dur summed in binary floating point
@@ -79,8 +79,8 @@ def check_events(events, workers):
         if not isinstance(args, dict):
             raise Failed(f"{describe(i, e)}: args is not an object")
         if ph == "X":
-            if cat not in ("task", "park"):
-                raise Failed(f"{describe(i, e)}: a span of category {cat!r}; spans are task or park")
+            if cat not in ("task", "sleep"):
+                raise Failed(f"{describe(i, e)}: a span of category {cat!r}; spans are task or sleep")
             if not is_num(e.get("dur")) or e["dur"] < 0:
                 raise Failed(f"{describe(i, e)}: a span needs dur >= 0")
             if cat == "task":
@@ -109,7 +109,7 @@ def check_overlaps(spans, events):
                              f"\n  {describe(s[2], events[s[2]])}")
             if prev is None or s[1] > prev[1]:
                 prev = s
-    ok(f"no task or park spans overlap on one thread (tolerance {TOLERANCE_US:g} us): "
+    ok(f"no task or sleep spans overlap on one thread (tolerance {TOLERANCE_US:g} us): "
        + ", ".join(f"tid {t}: {len(ss)}" for t, ss in sorted(spans.items())))
 
 

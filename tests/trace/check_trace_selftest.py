@@ -16,7 +16,7 @@ import tempfile
 
 CHECKER = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "check_trace.py")
 ARGS = ["--workers", "2", "--expect-task", "main", "--expect-task", "consumer", "--expect", "spawn", "--expect", "wake",
-        "--expect", "park", "--expect", "steal", "--expect", "timers"]
+        "--expect", "sleep", "--expect", "steal", "--expect", "timers"]
 
 
 def valid():
@@ -38,10 +38,10 @@ def valid():
         i(0, "spawn", 3.0, {"id": 2, "task": "consumer"}),
         # back to back, as the writer puts a switch: end == next start
         x(0, "task", "consumer", 12.0, 5.125, 2),
-        x(0, "park", "parked", 17.125, 100.0),
+        x(0, "sleep", "asleep", 17.125, 100.0),
         i(1, "steal", 4.0, {"victim": 0, "tasks": 1}),
         x(1, "task", "task 3", 4.5, 0.001, 3),
-        x(1, "park", "parked", 5.0, 50.0),
+        x(1, "sleep", "asleep", 5.0, 50.0),
         i(1, "timers", 55.0, {"fired": 1}),
         i(1, "wake", 55.5, {"id": 1}),
         x(1, "task", "main", 56.0, 3.0, 1),
@@ -56,8 +56,8 @@ def broken():
 
     def overlap_tasks(d):
         spans(d, 0)[0]["dur"] = 12.0  # main runs 2 us into consumer
-    def overlap_park(d):
-        spans(d, 1)[1]["dur"] = 55.0  # the park runs 4 us into main
+    def overlap_sleep(d):
+        spans(d, 1)[1]["dur"] = 55.0  # the sleep runs 4 us into main
     def no_worker(d):
         d["traceEvents"] = [e for e in d["traceEvents"] if not (e.get("name") == "thread_name" and e.get("tid") == 1)]
     def no_task(d):
@@ -78,7 +78,7 @@ def broken():
         d["traceEvents"] = "none"
     return [
         ("overlapping task spans", overlap_tasks, "spans overlap on tid 0"),
-        ("a park overlapping a task", overlap_park, "spans overlap on tid 1"),
+        ("a sleep overlapping a task", overlap_sleep, "spans overlap on tid 1"),
         ("a worker without thread_name", no_worker, "no thread_name metadata for worker 1"),
         ("a missing task", no_task, "no task span named 'consumer'"),
         ("a task span without args.id", no_id, "without an integer args.id"),

@@ -7,7 +7,7 @@
 #
 # One lane per worker (and one for "other threads" when spawns or wakes
 # came from threads that are not workers). Task runs are bars coloured by
-# task name, parked time light grey bars, spawn / wake / steal / timers
+# task name, time asleep light grey bars, spawn / wake / steal / timers
 # instants small markers above the bars. The x axis is milliseconds from
 # the runtime's start; --from / --to cut a window out of it.
 #
@@ -33,10 +33,10 @@ INSTANTS = {
     "steal": ("X", "#c00000", "steal"),
     "timers": ("d", "#000000", "timers fired"),
 }
-PARK_COLOUR = "#d9d9d9"
+SLEEP_COLOUR = "#d9d9d9"
 OTHER_COLOUR = "#8c8c8c"
 UNNAMED_COLOUR = "#b3b3cc"
-# 20 colours far enough apart, none of them near the park grey
+# 20 colours far enough apart, none of them near the sleep grey
 PALETTE = [
     "#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#e15759", "#76b7b2", "#edc948",
     "#9c755f", "#ff9da7", "#17becf", "#bcbd22", "#8c564b", "#393b79", "#637939",
@@ -88,7 +88,7 @@ def is_unnamed(e):
 
 
 def collect(events):
-    spans = []      # (tid, ts, dur, task name or None for park, unnamed)
+    spans = []      # (tid, ts, dur, task name or None for sleep, unnamed)
     instants = []   # (tid, ts, cat)
     thread_names = {}
     for e in events:
@@ -105,7 +105,7 @@ def collect(events):
         if ts is None:
             continue
         cat = e.get("cat")
-        if ph == "X" and cat in ("task", "park"):
+        if ph == "X" and cat in ("task", "sleep"):
             dur = number(e, "dur")
             if dur is not None and dur >= 0:
                 name = str(e.get("name", "")) if cat == "task" else None
@@ -167,7 +167,7 @@ def main(argv=None):
         fail(str(e))
     spans, instants, thread_names = collect(events)
     if not spans and not instants:
-        fail(f"{a.trace}: no weft events (task, park, spawn, wake, steal, timers) in {len(events)} event(s)")
+        fail(f"{a.trace}: no weft events (task, sleep, spawn, wake, steal, timers) in {len(events)} event(s)")
 
     try:
         import matplotlib
@@ -215,12 +215,12 @@ def main(argv=None):
     # task that follow each other.
     bars = defaultdict(list)  # (lane, colour) -> [(x, width)] in ms
     for tid, ts, dur, label in spans:
-        colour = PARK_COLOUR if label is None else colours.get(label, OTHER_COLOUR)
+        colour = SLEEP_COLOUR if label is None else colours.get(label, OTHER_COLOUR)
         bars[(lane[tid], colour)].append((ts / 1000, dur / 1000))
     for (y, colour), xs in bars.items():
-        h = 0.3 if colour == PARK_COLOUR else 0.6
+        h = 0.3 if colour == SLEEP_COLOUR else 0.6
         ax.broken_barh(xs, (y - h / 2, h), facecolors=colour, edgecolors=darker(colour), linewidth=0.4,
-                       zorder=1 if colour == PARK_COLOUR else 2)
+                       zorder=1 if colour == SLEEP_COLOUR else 2)
 
     marks = defaultdict(lambda: ([], []))
     for tid, ts, cat in instants:
@@ -249,7 +249,7 @@ def main(argv=None):
     task_handles = [Patch(color=colours[n], label=n) for n in legend_names]
     if has_other:
         task_handles.append(Patch(color=OTHER_COLOUR, label=OTHER))
-    task_handles.append(Patch(color=PARK_COLOUR, label="parked"))
+    task_handles.append(Patch(color=SLEEP_COLOUR, label="asleep"))
     event_handles = [Line2D([], [], linestyle="", marker=INSTANTS[c][0], color=INSTANTS[c][1], label=INSTANTS[c][2])
                      for c in INSTANTS if c in marks]
     legends = [ax.legend(handles=task_handles, title="tasks", loc="upper left", bbox_to_anchor=(1.01, 1.0),

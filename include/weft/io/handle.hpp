@@ -8,7 +8,7 @@
 //   if (auto ec = h.wait(weft::io::interest::readable, weft::io::after(1s)))
 //       ...  // std::errc::timed_out, or operation_canceled if closed meanwhile
 //
-// docs/io.md has the design: the reactor inside the runtime's parking, the
+// docs/io.md has the design: the reactor where the runtime's workers sleep, the
 // backends, the registration sequence numbers, what each error means.
 //
 // Errors are std::error_code in std::system_category() (errno values):

@@ -124,7 +124,7 @@ TEST_P(handle_test, readiness_is_seen_while_every_worker_is_busy) {
         pipe_pair p;
         std::atomic<bool> stop{false};
         std::vector<join_handle<void>> spinners;
-        // As many yielding spinners as workers (at least one): nobody parks.
+        // As many yielding spinners as workers (at least one): no worker sleeps.
         for (unsigned i = 0; i < std::max(1u, workers()); ++i)
             spinners.push_back(spawn([&] {
                 while (!stop.load()) this_task::yield();

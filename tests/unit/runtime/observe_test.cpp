@@ -227,7 +227,7 @@ TEST_P(observe_test, the_trace_is_written_when_the_runtime_stops) {
     EXPECT_GE(count_of(j, "\"cat\":\"wake\""), 2u);
     EXPECT_GE(count_of(j, "\"cat\":\"timers\""), 1u);
     if (workers() > 0) {
-        EXPECT_GE(count_of(j, "\"cat\":\"park\""), 1u);
+        EXPECT_GE(count_of(j, "\"cat\":\"sleep\""), 1u);
     }
     EXPECT_NE(j.find("\"otherData\":{\"workers\":" + std::to_string(std::max(1u, workers())) + ",\"dropped\":0}"),
               std::string::npos);
@@ -393,7 +393,7 @@ TEST_P(observe_test, an_idle_worker_is_not_a_stall) {
     o.watchdog.sample_signal = 0;
     weft::runtime rt(o);
     rt.block_on([&] { weft::this_task::sleep_for(4 * threshold); });  // a task waiting: not running
-    std::this_thread::sleep_for(2 * threshold);  // workers parked, driver gone
+    std::this_thread::sleep_for(2 * threshold);  // workers asleep, driver gone
     rt.stop();
     EXPECT_EQ(log.count.load(), 0);
 }

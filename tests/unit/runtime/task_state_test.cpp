@@ -520,10 +520,10 @@ TEST_P(deadline_test, a_sleeper_wakes_on_time_while_other_workers_are_busy) {
     int late = 0;
     double worst_ms = 0;
     for (int round = 0; round < 5; ++round) {
-        std::this_thread::sleep_for(10ms);  // every worker parks
+        std::this_thread::sleep_for(10ms);  // every worker sleeps
         const auto t0 = clk::now();
         auto sleeper = rt.spawn([] { weft::this_task::sleep_for(5ms); });
-        std::this_thread::sleep_for(1ms);  // it runs and sleeps; the workers park again
+        std::this_thread::sleep_for(1ms);  // it runs and sleeps; the workers sleep again
         std::vector<weft::join_handle<void>> spinners;
         for (unsigned k = 0; k < busy; ++k)
             spinners.push_back(rt.spawn([] {

@@ -1,7 +1,7 @@
-// parking.cpp: layer L4, idle workers: parking and waking them without a
-// lost wake-up (P1), the watcher that sleeps until the earliest timer (T2),
-// and polling for IO, in the park and while running (I1, I2). The
-// invariants are listed in runtime_core.hpp.
+// sleeping.cpp: layer L4, idle workers: putting them to sleep and waking
+// them without a lost wake-up (P1), the watcher that sleeps until the
+// earliest timer (T2), and polling for IO, asleep and while running (I1,
+// I2). The invariants are listed in runtime_core.hpp.
 
 #include "runtime_core.hpp"
 
@@ -10,36 +10,36 @@
 
 namespace weft::detail {
 
-// ---- parking (P1) ------------------------------------------------------------
+// ---- sleeping (P1) ------------------------------------------------------------
 //
 // A publisher stores the task (seq_cst: the deque's push, the injection and
 // inbox locks), then notify_one() (inline, in runtime_core.hpp) reads
-// n_searching and n_parked (seq_cst). A worker going to sleep first stops
-// searching (seq_cst decrement), then registers as parked (seq_cst
+// n_searching and n_sleeping (seq_cst). A worker going to sleep first stops
+// searching (seq_cst decrement), then registers as sleeping (seq_cst
 // increment, under idle_mu), then looks at every queue again (seq_cst
 // loads), and only then sleeps. In the single total order of these
-// operations either the publisher sees the worker parked (and wakes one) or
+// operations either the publisher sees the worker sleeping (and wakes one) or
 // searching (and that searcher's later look finds the task), or the
 // worker's look comes after the publication and finds it.
 // A searcher that finds work and was the last searcher wakes another worker,
 // so work it did not take is not left to a searcher that has stopped.
 
-// Timers and parked workers (T2): one parked worker, the watcher, sleeps
+// Timers and sleeping workers (T2): one sleeping worker, the watcher, sleeps
 // until the earliest timer over all the wheels; the others sleep without a
 // timeout. When the watcher leaves (woken for work, or its timeout came),
-// another parked worker becomes the watcher, and is told to look at the
+// another sleeping worker becomes the watcher, and is told to look at the
 // timers again if there are any; add_timer() tells the watcher when its
 // wheel's earliest time is earlier than the one the watcher sleeps until.
-// So while any worker is parked, one of them wakes for the next timer, and
+// So while any worker sleeps, one of them wakes for the next timer, and
 // the others stay asleep.
 //
-// Futex word values: 0 sleep, 1 leave parking (work), 2 the timers changed:
+// Futex word values: 0 sleep, 1 stop sleeping (work), 2 the timers changed:
 // recompute the timeout and sleep again.
 
-worker* runtime_core::unpark_locked(worker* w) noexcept {
-    w->parked = false;
+worker* runtime_core::wake_sleeper_locked(worker* w) noexcept {
+    w->sleeping = false;
     idle.erase(std::find(idle.begin(), idle.end(), w));
-    n_parked.fetch_sub(1, std::memory_order_seq_cst);
+    n_sleeping.fetch_sub(1, std::memory_order_seq_cst);
     if (watcher != w) return nullptr;
     // T2: the new watcher has published nothing yet (it may be asleep
     // without a timeout): until it does, every add_timer() tells it.
@@ -57,7 +57,7 @@ void runtime_core::wake(worker* w) noexcept {
     bool wp = false, tp = false;
     {
         std::lock_guard g(idle_mu);
-        if (w->parked) told = unpark_locked(w);
+        if (w->sleeping) told = wake_sleeper_locked(w);
         w->futex.store(1, std::memory_order_release);
         wp = w->polling;
         tp = told && told->polling;
@@ -110,7 +110,7 @@ std::int64_t runtime_core::watch_wait_ns() noexcept {
     return d < 0 ? 0 : d;
 }
 
-void runtime_core::park(worker* w) noexcept {
+void runtime_core::sleep(worker* w) noexcept {
     if (w->searching) {
         w->searching = false;
         n_searching.fetch_sub(1, std::memory_order_seq_cst);
@@ -118,15 +118,15 @@ void runtime_core::park(worker* w) noexcept {
     {
         std::lock_guard g(idle_mu);
         w->futex.store(0, std::memory_order_relaxed);
-        w->parked = true;
+        w->sleeping = true;
         idle.push_back(w);
         if (!watcher) watcher = w;
-        n_parked.fetch_add(1, std::memory_order_seq_cst);
+        n_sleeping.fetch_add(1, std::memory_order_seq_cst);
     }
     const bool sleeps = !has_work(w);
     if (sleeps) {
-        w->view.parks.bump();
-        if (w->view.trace) [[unlikely]] w->view.trace->begin_park();
+        w->view.sleeps.bump();
+        if (w->view.trace) [[unlikely]] w->view.trace->begin_sleep();
     }
     if (sleeps) {
         for (;;) {
@@ -177,12 +177,12 @@ void runtime_core::park(worker* w) noexcept {
             if (watching && earliest_timer() <= steady_now_ns()) break;
         }
     }
-    if (sleeps && w->view.trace) [[unlikely]] w->view.trace->end_park();
+    if (sleeps && w->view.trace) [[unlikely]] w->view.trace->end_sleep();
     worker* told = nullptr;
     bool tp = false;
     {
         std::lock_guard g(idle_mu);
-        if (w->parked) told = unpark_locked(w);
+        if (w->sleeping) told = wake_sleeper_locked(w);
         tp = told && told->polling;
     }
     if (told) kick(told, tp);

@@ -1,16 +1,16 @@
 // pan: -DSAFETY -DCOLLAPSE
 // run: -m100000
-// bug: BUG_NO_RECHECK park() sleeps without has_work()'s second look after registering as parked
+// bug: BUG_NO_RECHECK sleep() sleeps without has_work()'s second look after registering as sleeping
 // bug: BUG_NOTIFY_FIRST inject() calls notify_one() before it pushes the task
-/* worker_parking.pml: parking and waking of idle workers (P1: no lost
+/* worker_sleep.pml: sleeping and waking of idle workers (P1: no lost
  * wake-up) with two workers, the injection queue, a pinned task's inbox,
  * the LIFO slot, stealing and the searching count.
  *
  * Code (weft): src/runtime/worker.cpp: runtime_core::ready, push_inbox,
  * inject, pop_injection, local_next, find_work, steal, has_work, loop;
- * src/runtime/parking.cpp: wake, unpark_locked, stop_searching, park;
+ * src/runtime/sleeping.cpp: wake, wake_sleeper_locked, stop_searching, sleep;
  * src/runtime/runtime_core.hpp: push_local, notify_one, hooks::requeue;
- * docs/runtime.md "Parking, and why no wake-up is lost".
+ * docs/runtime.md "Sleeping, and why no wake-up is lost".
  *
  * Abstractions:
  *   - tasks are identical, so each queue is a count; the Chase-Lev deque's
@@ -20,8 +20,8 @@
  *     loop finds them);
  *   - a critical section under idle_mu, inj_mu or inbox_mu is one atomic
  *     step (idle_mu is never held across anything else; see notify_one
- *     and park for why the seq_cst counters in them may go with it);
- *     every seq_cst access outside a lock (n_searching, n_parked, the
+ *     and sleep for why the seq_cst counters in them may go with it);
+ *     every seq_cst access outside a lock (n_searching, n_sleeping, the
  *     deque, inj_len, inbox_nonempty in has_work) is a step of its own;
  *   - no timers and no poller: the watcher (T2) is chosen as in the code,
  *     but futex value 2, watch_wait_ns and I1/I2 are left out; a sleeping
@@ -55,8 +55,8 @@ bool inbox_nonempty[N];      /* worker::inbox_nonempty */
 byte inj = 0;                /* the injection queue; its length inj_len */
 
 byte n_searching = 0;        /* runtime_core::n_searching */
-byte n_parked = 0;           /* runtime_core::n_parked */
-bool parked[N];              /* worker::parked (idle_mu) */
+byte n_sleeping = 0;         /* runtime_core::n_sleeping */
+bool sleeping[N];            /* worker::sleeping (idle_mu) */
 byte futex[N];               /* worker::futex: 0 may sleep, 1 woken */
 byte idle[N];                /* runtime_core::idle (idle_mu), a stack */
 byte nidle = 0;
@@ -64,12 +64,12 @@ byte watcher = NONE;         /* runtime_core::watcher (idle_mu) */
 
 byte budget = 2;             /* tasks that running tasks may still make ready */
 
-/* unpark_locked(w), idle_mu held (timers left out: no `told`): not
- * parked, out of `idle`, n_parked decremented (seq_cst), a new watcher if
+/* wake_sleeper_locked(w), idle_mu held (timers left out: no `told`): not
+ * sleeping, out of `idle`, n_sleeping decremented (seq_cst), a new watcher if
  * w was it. */
-inline unpark_locked(w, j)
+inline wake_sleeper_locked(w, j)
 {
-    parked[w] = false;
+    sleeping[w] = false;
     j = 0;
     do
     :: j < nidle && idle[j] != w -> j++
@@ -82,7 +82,7 @@ inline unpark_locked(w, j)
     od;
     nidle--;
     idle[nidle] = 0;
-    n_parked--;
+    n_sleeping--;
     if
     :: watcher == w ->
         if
@@ -94,13 +94,13 @@ inline unpark_locked(w, j)
     j = 0
 }
 
-/* notify_one(): n_searching, then n_parked (two seq_cst loads, two steps);
- * then, under idle_mu, pick a parked worker (not the watcher if another
- * one is parked), unpark_locked() it and store 1 in its futex word; kick()
+/* notify_one(): n_searching, then n_sleeping (two seq_cst loads, two steps);
+ * then, under idle_mu, pick a sleeping worker (not the watcher if another
+ * one sleeps), wake_sleeper_locked() it and store 1 in its futex word; kick()
  * (futex_wake) after the lock.
  *
- * The critical section is one step. Its accesses to `parked`, `idle` and
- * `watcher` are guarded by idle_mu; n_parked and the futex word are also
+ * The critical section is one step. Its accesses to `sleeping`, `idle` and
+ * `watcher` are guarded by idle_mu; n_sleeping and the futex word are also
  * read without the lock, but by different parties (notify_one's early
  * return and the sleeper's loop), and neither reader can tell "between the
  * decrement and the store" from "after both": the wake is then certain. */
@@ -110,7 +110,7 @@ inline notify_one(nw, j)
     :: n_searching > 0 -> skip
     :: else ->
         if
-        :: n_parked == 0 -> skip
+        :: n_sleeping == 0 -> skip
         :: else ->
             atomic {
                 /* lock_guard g(idle_mu) */
@@ -122,7 +122,7 @@ inline notify_one(nw, j)
                     :: nw == watcher && nidle > 1 -> nw = idle[nidle - 2]
                     :: else
                     fi;
-                    unpark_locked(nw, j);
+                    wake_sleeper_locked(nw, j);
                     futex[nw] = 1;                /* store(1, release) */
                     nw = 0
                 fi
@@ -169,10 +169,10 @@ active proctype outside()
     byte nw, j;
     /* push_inbox(home = worker 0, t): under inbox_mu, seq_cst flag store */
     d_step { inbox[0]++; inbox_nonempty[0] = true };
-    /* wake(home): under idle_mu: unpark if parked, futex word 1; kick() */
+    /* wake(home): under idle_mu: wake_sleeper_locked if sleeping, futex word 1; kick() */
     atomic {
         if
-        :: parked[0] -> unpark_locked(0, j)
+        :: sleeping[0] -> wake_sleeper_locked(0, j)
         :: else
         fi;
         futex[0] = 1
@@ -230,7 +230,7 @@ end_loop:
         if
         :: !got && !searching ->
             if
-            :: 2 * n_searching >= N -> goto park   /* return nullptr */
+            :: 2 * n_searching >= N -> goto to_sleep   /* return nullptr */
             :: else
             fi;
             d_step {
@@ -294,44 +294,44 @@ end_loop:
             :: true
             fi
         :: else ->
-park:
-            /* ---- park(w) ---- */
+to_sleep:
+            /* ---- sleep(w) ---- */
             if
             :: searching ->
                 d_step { searching = false; assert(n_searching > 0); n_searching-- }
             :: else
             fi;
-            /* under idle_mu: futex word 0, parked, into `idle`, the watcher
-             * if there is none, n_parked incremented (seq_cst). One step:
+            /* under idle_mu: futex word 0, sleeping, into `idle`, the watcher
+             * if there is none, n_sleeping incremented (seq_cst). One step:
              * the futex word is read outside the lock only by this worker,
-             * n_parked is the one access others make without the lock. */
+             * n_sleeping is the one access others make without the lock. */
             atomic {
                         futex[me] = 0;
-                parked[me] = true;
+                sleeping[me] = true;
                 idle[nidle] = me; nidle++;
                 if :: watcher == NONE -> watcher = me :: else fi;
-                n_parked++
+                n_sleeping++
             };
 #ifndef BUG_NO_RECHECK
             /* has_work(w): its own queues, then (seq_cst loads, a step
              * each) its inbox flag, the injection queue's length, every
              * deque. Any work: no sleep. */
             if
-            :: lifo[me] != 0 || pinned[me] != 0 -> goto unpark
+            :: lifo[me] != 0 || pinned[me] != 0 -> goto awake
             :: else
             fi;
-            if :: inbox_nonempty[me] -> goto unpark :: else fi;
-            if :: inj != 0 -> goto unpark :: else fi;
-            if :: dq[0] != 0 -> goto unpark :: else fi;
-            if :: dq[1] != 0 -> goto unpark :: else fi;
+            if :: inbox_nonempty[me] -> goto awake :: else fi;
+            if :: inj != 0 -> goto awake :: else fi;
+            if :: dq[0] != 0 -> goto awake :: else fi;
+            if :: dq[1] != 0 -> goto awake :: else fi;
 #endif
 end_sleep:
             futex[me] == 1;     /* futex_wait(&futex, 0) in a loop until it is 1 */
-unpark:
-            /* under idle_mu: unpark_locked() if still parked */
+awake:
+            /* under idle_mu: wake_sleeper_locked() if still sleeping */
             atomic {
                         if
-                :: parked[me] -> unpark_locked(me, j)
+                :: sleeping[me] -> wake_sleeper_locked(me, j)
                 :: else
                 fi
             }
