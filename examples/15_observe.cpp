@@ -2,12 +2,12 @@
 //
 // Three things a runtime shows of itself:
 //   1. runtime::stats(): counters per worker (tasks spawned and finished,
-//      switches, steals, parks, timers, IO waits, queue lengths), readable
+//      switches, steals, sleeps, timers, IO waits, queue lengths), readable
 //      from any thread while tasks run;
 //   2. the task trace: with WEFT_TRACE=file.json in the environment (or
 //      runtime_options::trace_path) the runtime writes, when it stops, a
 //      Chrome / Perfetto trace of which task ran when on which worker, with
-//      spawns, steals, parks and wakes. Open it in ui.perfetto.dev, in
+//      spawns, steals, sleeps and wakes. Open it in ui.perfetto.dev, in
 //      chrome://tracing or speedscope, or draw it with
 //      tools/trace/weft_trace_plot.py;
 //   3. the starvation watchdog: a task that runs longer than a threshold
@@ -98,11 +98,11 @@ int main() {
     std::printf("2. runtime::stats()\n");
     const weft::runtime_stats s = rt.stats();
     std::printf("  %-7s %8s %8s %9s %7s %6s %6s %7s %7s %6s\n", "worker", "spawned", "finished", "switches", "steals",
-                "stolen", "parks", "timers", "injected", "deque");
+                "stolen", "sleeps", "timers", "injected", "deque");
     for (const weft::worker_stats& w : s.workers)
         std::printf("  %-7u %8llu %8llu %9llu %7llu %6llu %6llu %7llu %7llu %6zu\n", w.worker,
                     (unsigned long long)w.spawned, (unsigned long long)w.finished, (unsigned long long)w.switches,
-                    (unsigned long long)w.steals, (unsigned long long)w.stolen, (unsigned long long)w.parks,
+                    (unsigned long long)w.steals, (unsigned long long)w.stolen, (unsigned long long)w.sleeps,
                     (unsigned long long)w.timers, (unsigned long long)w.injected, w.deque);
     const weft::worker_stats t = s.total();
     std::printf("  spawned from outside: %llu, live tasks: %zu\n", (unsigned long long)s.spawned_outside, s.live_tasks);
