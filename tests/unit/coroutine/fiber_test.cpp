@@ -462,14 +462,14 @@ TEST_F(fiber_core, two_threads_racing_to_resume_one_fiber_exactly_one_wins) {
     }
 }
 
-// A fiber drives a generator whose body has to wait: it parks the fiber
+// A fiber drives a generator whose body has to wait: it suspends the fiber
 // (suspend_outer) from the generator's stack, and another thread resumes it.
 // weft must write the current fiber of the thread the code arrives on:
 // holding the first thread's slot across the switch would leave that
 // thread's slot pointing at the fiber and the second thread's stale.
-TEST_F(fiber_core, a_fiber_parked_inside_a_nested_coroutine_resumes_on_another_thread) {
-    struct parked_state {
-        std::atomic<bool> parked{false};
+TEST_F(fiber_core, a_fiber_suspended_inside_a_nested_coroutine_resumes_on_another_thread) {
+    struct hook_state {
+        std::atomic<bool> ran{false};
     } ps;
     weft::fiber_ref outer_ref;
     weft::coroutine_ref gen_ref;
@@ -484,7 +484,7 @@ TEST_F(fiber_core, a_fiber_parked_inside_a_nested_coroutine_resumes_on_another_t
                 [&](weft::yielder<int>& y) {
                     gen_thread_before = thread_id();
                     weft::this_fiber::suspend_outer(
-                        outer_ref, [](void* arg) noexcept { static_cast<parked_state*>(arg)->parked = true; }, &ps);
+                        outer_ref, [](void* arg) noexcept { static_cast<hook_state*>(arg)->ran = true; }, &ps);
                     gen_thread_after = thread_id();
                     gen_current_after = weft::this_fiber::current().record() != outer_ref.record() &&
                                         weft::this_fiber::current().name() == "gen";
@@ -499,7 +499,7 @@ TEST_F(fiber_core, a_fiber_parked_inside_a_nested_coroutine_resumes_on_another_t
         {.name = "outer"});
     outer_ref = outer.ref();
     EXPECT_EQ(outer.resume(), outer_ref);
-    EXPECT_TRUE(ps.parked.load());
+    EXPECT_TRUE(ps.ran.load());
     EXPECT_EQ(outer.state(), weft::fiber_state::suspended);
     EXPECT_FALSE(weft::this_fiber::current());
     bool other_clean_after = false;
@@ -555,12 +555,12 @@ TEST_F(fiber_core, a_shared_stack_busy_on_another_thread_is_reported_not_waited_
     });
     bool ran = false;
     weft::fiber waiting(std::allocator_arg, weft::shared_stack(pool), [&] { ran = true; });
-    int parked_destroyed = 0;
-    weft::fiber parked(std::allocator_arg, weft::shared_stack(pool), [&] {
-        counts_destruction guard{&parked_destroyed};
+    int suspended_destroyed = 0;
+    weft::fiber suspended(std::allocator_arg, weft::shared_stack(pool), [&] {
+        counts_destruction guard{&suspended_destroyed};
         weft::this_fiber::suspend();
     });
-    parked.resume();  // suspended with its frames saved off the stack once holder runs
+    suspended.resume();  // suspended with its frames saved off the stack once holder runs
     std::thread t([&] { holder.resume(); });
     ASSERT_TRUE(wait_for([&] { return inside.load(); }));
     EXPECT_FALSE(waiting.try_resume());
@@ -573,18 +573,18 @@ TEST_F(fiber_core, a_shared_stack_busy_on_another_thread_is_reported_not_waited_
         EXPECT_NE(std::string(e.what()).find("another thread"), std::string::npos) << e.what();
     }
     // Cancelling is refused the same way, and leaves the fiber as it was.
-    EXPECT_EQ(error_of([&] { parked.unwind(); }), weft::coroutine_errc::shared_stack_busy);
-    EXPECT_EQ(parked.state(), weft::fiber_state::suspended);
-    EXPECT_EQ(parked_destroyed, 0);
+    EXPECT_EQ(error_of([&] { suspended.unwind(); }), weft::coroutine_errc::shared_stack_busy);
+    EXPECT_EQ(suspended.state(), weft::fiber_state::suspended);
+    EXPECT_EQ(suspended_destroyed, 0);
     release = true;
     t.join();
     EXPECT_FALSE(timed_out);
     EXPECT_TRUE(waiting.try_resume());
     EXPECT_TRUE(ran);
     EXPECT_TRUE(holder.done());
-    parked.unwind();
-    EXPECT_TRUE(parked.done());
-    EXPECT_EQ(parked_destroyed, 1);
+    suspended.unwind();
+    EXPECT_TRUE(suspended.done());
+    EXPECT_EQ(suspended_destroyed, 1);
 }
 
 // ------------------------------------------------------------ FP control state
