@@ -44,11 +44,11 @@ std::size_t resident_bytes() {
     return resident * weft::page_size();
 }
 
-// park_all() creates `count` coroutines on stacks from `alloc`, each with a
+// suspend_all() creates `count` coroutines on stacks from `alloc`, each with a
 // little state that lives across its two yields, and runs each one to its
 // first yield. It returns the resident memory that costs.
 template <class Alloc>
-std::size_t park_all(std::vector<weft::coroutine<int>>& cos, Alloc alloc, long long& sum) {
+std::size_t suspend_all(std::vector<weft::coroutine<int>>& cos, Alloc alloc, long long& sum) {
     cos.reserve(count);
     const std::size_t before = resident_bytes();
     for (int id = 0; id < count; ++id) {
@@ -84,7 +84,7 @@ int main() {
     weft::shared_stack_pool pool({.stack_size = 64 * 1024, .stacks = 4});
     std::vector<weft::coroutine<int>> shared;
     long long sum = 0;
-    const std::size_t shared_rss = park_all(shared, weft::shared_stack(pool), sum);
+    const std::size_t shared_rss = suspend_all(shared, weft::shared_stack(pool), sum);
     ok = ok && sum == static_cast<long long>(count) * (count - 1) / 2;
 
     // copy_stats(): all but the last coroutine of each stack had their live
@@ -110,7 +110,7 @@ int main() {
         weft::stack_pool own_pool;
         std::vector<weft::coroutine<int>> own;
         sum = 0;
-        own_rss = park_all(own, weft::pooled_stack(own_pool), sum);
+        own_rss = suspend_all(own, weft::pooled_stack(own_pool), sum);
         ok = ok && sum == static_cast<long long>(count) * (count - 1) / 2;
     }  // the coroutines go first (declared after the pool), then the pool
     std::printf("2. resident memory per suspended coroutine: copy stack %zu bytes, own stack %zu bytes\n",
