@@ -21,7 +21,7 @@ namespace weft::detail {
 // without telling its task (A1): an await that bypassed weft (inside a
 // coroutine type that resumes its awaiters itself). Nobody would ever
 // resume the task, and its frames may be resumed from outside the runtime.
-[[noreturn]] static void stackless_lost(const task_record* t) noexcept {
+[[noreturn, gnu::cold, gnu::noinline]] static void stackless_lost(const task_record* t) noexcept {
     const std::string who = describe_named("C++20 task", t->name, t);
     std::fprintf(stderr,
                  "weft: %s (id %llu) suspended without a weft awaiter; a coroutine inside a weft task "
@@ -54,34 +54,36 @@ namespace weft::detail {
 //       a C++20 task cannot be swallowed, as the forced unwind of a
 //       stackful task cannot.
 stackless_body::stop co_body::step(task_record* t) {
-    std::uint8_t ev = co_none;
-    if (co_job* j = std::exchange(pending, nullptr)) {  // A3: its call has returned
-        if (j->canceled) ev = co_canceled;
+    static_assert(co_park == 1 + int(stop::parked) && co_requeue == 1 + int(stop::requeued));
+    if (event != co_none && !may_resume(t)) [[unlikely]] {
+        collect(t, false);
+        return stop::ended;
     }
-    if (!started) {
-        started = true;
-        // Canceled before it started: its frame goes without running.
-        if (t->cancel_reason.load(std::memory_order_acquire) != 0) ev = co_canceled;
+    std::coroutine_handle<>::from_address(resume_next).resume();
+    const std::uint8_t ev = event;
+    if (ev == co_park || ev == co_requeue) [[likely]] {
+        event = co_none;
+        return static_cast<stop>(ev - 1);
     }
-    if (ev != co_canceled) {
-        std::coroutine_handle<>::from_address(resume_next).resume();
-        ev = std::exchange(event, co_none);
-    }
-    switch (ev) {
-    case co_park: return stop::parked;
-    case co_requeue: return stop::requeued;
-    case co_blocking: return stop::borrow;
-    case co_finished:
-    case co_canceled: collect(t, ev == co_finished); return stop::ended;
-    default: stackless_lost(t);
-    }
+    if (ev == co_blocking) return stop::borrow;  // `event` stays: the step after the call takes it (A3)
+    if (ev != co_finished && ev != co_canceled) [[unlikely]]
+        stackless_lost(t);
+    event = co_none;
+    collect(t, ev == co_finished);
+    return stop::ended;
+}
+
+bool co_body::may_resume(task_record* t) noexcept {
+    if (std::exchange(event, co_none) == co_start)  // canceled before it started: its frame goes unrun
+        return t->cancel_reason.load(std::memory_order_acquire) == 0;
+    // co_blocking: the call on the borrowed fiber has returned, or was
+    // unwound by the task's cancellation.
+    return !std::exchange(pending, nullptr)->canceled;
 }
 
 // no_fiber(): no stack for the call (A3): it fails with the error, which
 // await_resume() rethrows in the coroutine at the next step.
-void co_body::no_fiber(task_record*, std::exception_ptr e) noexcept {
-    std::exchange(pending, nullptr)->error = std::move(e);
-}
+void co_body::no_fiber(task_record*, std::exception_ptr e) noexcept { pending->error = std::move(e); }
 
 namespace {
 

@@ -52,13 +52,15 @@ struct co_job {
 };
 
 // co_event is what a C++20 task's coroutine asks of its task when it
-// suspends (co_body::event, A1-A4).
+// suspends (co_body::event, A1-A4). co_park and co_requeue are one more than
+// the stackless_body::stop they become.
 inline constexpr std::uint8_t co_none = 0;      // resumed, nothing asked yet
 inline constexpr std::uint8_t co_park = 1;      // its wait is armed: park the task (A2)
 inline constexpr std::uint8_t co_requeue = 2;   // queue it again
 inline constexpr std::uint8_t co_blocking = 3;  // run `pending` on a borrowed fiber, then resume (A3)
 inline constexpr std::uint8_t co_finished = 4;  // the root coroutine has ended: collect the result
 inline constexpr std::uint8_t co_canceled = 5;  // cancellation took effect: destroy the frames (A4)
+inline constexpr std::uint8_t co_start = 6;     // not run yet: the first step looks for an early cancel
 
 // co_body is a C++20 task's stackless body (L3's stackless_body, SB1-SB4):
 // the scheduler calls step() on the worker's stack, and step() resumes the
@@ -67,11 +69,13 @@ inline constexpr std::uint8_t co_canceled = 5;  // cancellation took effect: des
 // (co_task_block<T>, below), so the awaiters reach it from the running
 // task, and the coroutine frames, which every nested async<T> has too,
 // carry none of it. Only the task's current thread touches it.
+// Between steps `event` is co_none, except before the first step
+// (co_start) and after a borrow (co_blocking, until the step after the
+// call): the one value a step tests before it resumes.
 struct WEFT_API co_body : stackless_body {
-    void* resume_next = nullptr;    // the coroutine to resume at the next step (its address)
-    co_job* pending = nullptr;      // A3: the call on the borrowed fiber, until its next step
-    std::uint8_t event = co_none;   // A1: why the coroutine suspended
-    bool started = false;           // it has had its first step
+    void* resume_next = nullptr;     // the coroutine to resume at the next step (its address)
+    co_job* pending = nullptr;       // A3: the call on the borrowed fiber, until the step after it
+    std::uint8_t event = co_start;   // A1: why the coroutine suspended
 
     stop step(task_record* t) override;
     void no_fiber(task_record* t, std::exception_ptr e) noexcept override;
@@ -81,6 +85,11 @@ struct WEFT_API co_body : stackless_body {
 
 protected:
     ~co_body() = default;
+
+private:
+    // may_resume() is the cold start of a step whose event is co_start or
+    // co_blocking: false when the frames are to be destroyed instead (A4).
+    bool may_resume(task_record* t) noexcept;
 };
 
 // stackless_task() is the calling C++20 task when its coroutine runs on its
