@@ -2,8 +2,9 @@
 // (weft/async.hpp), which its templates need: the promise and its start
 // without stack growth (S1), a C++20 task's stackless body (A1-A4) and heap
 // block, the awaiter behind every weft::co awaitable (A3), the bridge for
-// foreign awaitables (A2), weft::await()'s wait, and spawn. Nothing here is API. Only weft/async.hpp
-// includes it, before it defines async<T>, which is declared here.
+// foreign awaitables (A2), weft::await()'s wait, and spawn. Nothing here is
+// API. Only weft/async.hpp includes it, before it defines async<T>, which is
+// declared here.
 #pragma once
 
 #include <chrono>

@@ -235,10 +235,12 @@ protected:
 inline constexpr std::uint8_t finish_finished = 1;
 inline constexpr std::uint8_t finish_detached = 2;
 
-// stackless_body is the body of a task that has no fiber of its own (a
-// C++20 task of weft/async.hpp is one; the record points to it, `stackless`).
-// The worker runs it on the worker's own stack, one step at a time, with the
-// task current and running, and each step says why it stopped:
+// stackless_body is the body of a task that has no fiber of its own
+// (implemented by layer L7 for C++20 tasks; the record points to it,
+// `stackless`). The worker runs it on the worker's own stack, one step at a
+// time, with the task current and running, and each step says why it
+// stopped (a body that ended says in `outcome` whether it finished, failed
+// or was canceled, so the scheduler has one answer for all three):
 //
 // SB1  step() returns only once the body is suspended (or gone): the
 //      scheduler acts on the answer after step() has returned, on the same
@@ -256,7 +258,7 @@ inline constexpr std::uint8_t finish_detached = 2;
 // SB4  ended: the body is gone (its destructors ran, with the task current);
 //      outcome, and the result or the exception, are set. The scheduler runs
 //      task_end() and finishes the task.
-class stackless_body {
+class WEFT_API stackless_body {
 public:
     enum class stop : std::uint8_t { parked, requeued, borrow, ended };
     virtual stop step(task_record* t) = 0;
