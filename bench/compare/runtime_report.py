@@ -664,7 +664,7 @@ sample (the variants of A1-A3 run in rotated rounds in each process; a cell is t
 the repetitions of each process's median). A hop is one value through the channel (a send and
 its recv); a C++20 task's `co_await co::send/recv` first tries the operation without waiting
 and, if it must wait, runs the blocking call on a fiber borrowed for that call (A3 in
-src/runtime/stackless.cpp). A4: RSS growth per task while all wait on one event (one process per
+src/async/async.cpp). A4: RSS growth per task while all wait on one event (one process per
 variant, so that pooled stacks are not shared); a C++20 task in a `weft::co` wait holds a
 borrowed fiber for the wait; A4 parked on a foreign awaitable (a gate the program writes) it
 holds none (A2). Ratio: the row's median / the stackful-only row's median at the

@@ -12,8 +12,8 @@
 // spawned). Spawned (runtime::spawn, block_on), its coroutine is the body of
 // a task of that runtime: the same workers, queues, ids, states,
 // cancellation, deadlines, registry and join_handle as a stackful task, but
-// no stack of its own: the scheduler resumes it on the worker's stack
-// (run_stackless() in src/runtime/stackless.cpp, A1-A4). Awaited with
+// no stack of its own: the scheduler resumes it on the worker's stack, as a
+// stackless body (co_body::step() in src/async/async.cpp, A1-A4). Awaited with
 // co_await from another coroutine, it runs in the awaiting coroutine's task,
 // by symmetric transfer (no stack growth however many awaits complete at
 // once: S1 in weft/detail/async_detail.hpp).

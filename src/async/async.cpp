@@ -1,14 +1,89 @@
-// async.cpp: layer L7 (weft/async.hpp): the bridge coroutine that lets any
-// C++20 awaitable wake a weft waiter, and the borrowed fiber's body of a
-// C++20 task (A3 in src/runtime/stackless.cpp).
+// async.cpp: layer L7 (weft/async.hpp): a C++20 task's stackless body,
+// the protocol A1-A4 by which its coroutine tells the task why it suspended,
+// the borrowed fiber's body (A3), and the bridge coroutine that lets any
+// C++20 awaitable wake a weft waiter.
 
 #include "weft/async.hpp"
 
+#include <coroutine>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <new>
+#include <string>
+#include <utility>
+
+#include "weft/detail/support.hpp"
 
 namespace weft::detail {
+
+// stackless_lost() ends the process when a C++20 task's coroutine suspended
+// without telling its task (A1): an await that bypassed weft (inside a
+// coroutine type that resumes its awaiters itself). Nobody would ever
+// resume the task, and its frames may be resumed from outside the runtime.
+[[noreturn, gnu::cold, gnu::noinline]] static void stackless_lost(const task_record* t) noexcept {
+    const std::string who = describe_named("C++20 task", t->name, t);
+    std::fprintf(stderr,
+                 "weft: %s (id %llu) suspended without a weft awaiter; a coroutine inside a weft task "
+                 "may suspend only on weft awaitables, on weft::async, or on awaitables that weft::async's "
+                 "co_await bridges (docs/async.md)\n",
+                 who.c_str(), static_cast<unsigned long long>(t->id));
+    std::abort();
+}
+
+// co_body::step() is one step of a C++20 task (L3's stackless_body,
+// SB1-SB4): its coroutine is resumed on the worker's stack and says through
+// `event` why it suspended. The protocol (docs/async.md):
+//   A1  The coroutine writes `event` (and `resume_next`, the handle to
+//       resume next) before it suspends; step() reads them after resume()
+//       has returned, on the same thread, when the coroutine is suspended,
+//       and only then answers the scheduler (SB1).
+//   A2  co_park: the coroutine armed its wait (W1) before it suspended; the
+//       scheduler's arrival (R1) comes only after step() has returned
+//       (parked, SB2), so a waker on another thread can never resume a
+//       frame still running.
+//   A3  co_blocking: a call that may block (a mutex, a channel, a join ...)
+//       runs on a fiber borrowed for it alone (borrow, SB3); the task is
+//       then an ordinary stackful task until the call returns, and the
+//       fiber goes back at once. L5 and L6 are therefore written once, for
+//       stackful waits. The next step finds the call in `pending` and
+//       resumes the coroutine, or destroys its frames if the call was
+//       unwound by the task's cancellation.
+//   A4  co_canceled: the frames are destroyed (their destructors run, on
+//       this stack, with the task current), never resumed: cancellation of
+//       a C++20 task cannot be swallowed, as the forced unwind of a
+//       stackful task cannot.
+stackless_body::stop co_body::step(task_record* t) {
+    static_assert(co_park == 1 + int(stop::parked) && co_requeue == 1 + int(stop::requeued));
+    if (event != co_none && !may_resume(t)) [[unlikely]] {
+        collect(t, false);
+        return stop::ended;
+    }
+    std::coroutine_handle<>::from_address(resume_next).resume();
+    const std::uint8_t ev = event;
+    if (ev == co_park || ev == co_requeue) [[likely]] {
+        event = co_none;
+        return static_cast<stop>(ev - 1);
+    }
+    if (ev == co_blocking) return stop::borrow;  // `event` stays: the step after the call takes it (A3)
+    if (ev != co_finished && ev != co_canceled) [[unlikely]]
+        stackless_lost(t);
+    event = co_none;
+    collect(t, ev == co_finished);
+    return stop::ended;
+}
+
+bool co_body::may_resume(task_record* t) noexcept {
+    if (std::exchange(event, co_none) == co_start)  // canceled before it started: its frame goes unrun
+        return t->cancel_reason.load(std::memory_order_acquire) == 0;
+    // co_blocking: the call on the borrowed fiber has returned, or was
+    // unwound by the task's cancellation.
+    return !std::exchange(pending, nullptr)->canceled;
+}
+
+// no_fiber(): no stack for the call (A3): it fails with the error, which
+// await_resume() rethrows in the coroutine at the next step.
+void co_body::no_fiber(task_record*, std::exception_ptr e) noexcept { pending->error = std::move(e); }
 
 namespace {
 
@@ -52,7 +127,10 @@ std::coroutine_handle<> make_bridge(waiter* w) {
 
 void destroy_bridge(std::coroutine_handle<> h) noexcept { h.destroy(); }
 
-void run_co_pending(task_record* t) { t->co_pending->run(t->co_pending); }
+void run_co_pending(task_record* t) {
+    co_job* j = body_of(t)->pending;
+    j->run(j);
+}
 
 void await_misuse(const char* what) { throw std::invalid_argument(std::string("weft: ") + what); }
 

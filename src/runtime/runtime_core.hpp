@@ -6,7 +6,7 @@
 //                  points the public headers call, weft::runtime
 //   worker.cpp     the queues (Q1, Q2) and running tasks: a worker's loop,
 //                  hand-off, a task's first run and its end, run_once()
-//   stackless.cpp  running a C++20 task (A1-A4)
+//   stackless.cpp  running a task without a fiber of its own (SB1-SB4)
 //   sleeping.cpp   sleeping and waking workers, the watcher, IO polling
 //                  (P1, T2, I1, I2)
 //   timers.cpp     the timer wheels (T1-T3)

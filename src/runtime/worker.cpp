@@ -228,8 +228,8 @@ void runtime_core::switch_out(task_record* t, bool yield) {
 void runtime_core::run_task(worker* w, task_record* t) {
   for (;;) {
     if (t->stackless && !t->fiber) {
-        // A C++20 task (A1-A4 in run_stackless()); it comes back here only
-        // to run a blocking call on a borrowed fiber.
+        // A task without a fiber of its own (SB1-SB4, run_stackless()); it
+        // comes back here only to run a call on a borrowed fiber.
         if (!run_stackless(w, t)) return;
     }
     if (!t->fiber) [[unlikely]] {
@@ -295,12 +295,10 @@ void runtime_core::run_task(worker* w, task_record* t) {
     t = w->current();
     if (t->fiber->state.load(std::memory_order_acquire) == fiber_state::done) {
         if (t->stackless) {
-            // A3: the blocking call on the borrowed fiber has returned (or
-            // was unwound by the task's cancellation): the stack goes back
-            // at once, and the coroutine goes on on this worker's stack.
-            co_job* j = std::exchange(t->co_pending, nullptr);
+            // SB3: the call on the borrowed fiber has returned (or was
+            // unwound by the task's cancellation): the stack goes back at
+            // once, and the body goes on on this worker's stack.
             destroy(std::exchange(t->fiber, nullptr));
-            t->co_event = j->canceled ? co_canceled : co_none;
             w->set_current(nullptr);
             continue;
         }

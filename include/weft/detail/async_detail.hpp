@@ -1,9 +1,10 @@
 // weft/detail/async_detail.hpp: the inside of weft::async<T>
 // (weft/async.hpp), which its templates need: the promise and its start
-// without stack growth (S1), a C++20 task's heap block, the awaiter behind
-// every weft::co awaitable (A3), the bridge for foreign awaitables (A2),
-// weft::await()'s wait, and spawn. Nothing here is API. Only weft/async.hpp
-// includes it, before it defines async<T>, which is declared here.
+// without stack growth (S1), a C++20 task's stackless body (A1-A4) and heap
+// block, the awaiter behind every weft::co awaitable (A3), the bridge for
+// foreign awaitables (A2), weft::await()'s wait, and spawn. Nothing here is
+// API. Only weft/async.hpp includes it, before it defines async<T>, which is
+// declared here.
 #pragma once
 
 #include <chrono>
@@ -41,12 +42,67 @@ struct async_access {
     }
 };
 
+// co_job is a blocking call that a C++20 task makes on a borrowed fiber
+// (A3): run() makes the call and keeps its result, or its exception in
+// `error`; a forced unwind (the task's cancellation) passes through run()
+// after it has set `canceled`.
+struct co_job {
+    void (*run)(co_job*) = nullptr;
+    std::exception_ptr error;
+    bool canceled = false;
+};
+
+// co_event is what a C++20 task's coroutine asks of its task when it
+// suspends (co_body::event, A1-A4). co_park and co_requeue are one more than
+// the stackless_body::stop they become.
+inline constexpr std::uint8_t co_none = 0;      // resumed, nothing asked yet
+inline constexpr std::uint8_t co_park = 1;      // its wait is armed: park the task (A2)
+inline constexpr std::uint8_t co_requeue = 2;   // queue it again
+inline constexpr std::uint8_t co_blocking = 3;  // run `pending` on a borrowed fiber, then resume (A3)
+inline constexpr std::uint8_t co_finished = 4;  // the root coroutine has ended: collect the result
+inline constexpr std::uint8_t co_canceled = 5;  // cancellation took effect: destroy the frames (A4)
+inline constexpr std::uint8_t co_start = 6;     // not run yet: the first step looks for an early cancel
+
+// co_body is a C++20 task's stackless body (L3's stackless_body, SB1-SB4):
+// the scheduler calls step() on the worker's stack, and step() resumes the
+// coroutine `resume_next` and turns the event it left into a stop
+// (src/async/async.cpp, A1-A4). It lives in the task's heap block
+// (co_task_block<T>, below), so the awaiters reach it from the running
+// task, and the coroutine frames, which every nested async<T> has too,
+// carry none of it. Only the task's current thread touches it.
+// Between steps `event` is co_none, except before the first step
+// (co_start) and after a borrow (co_blocking, until the step after the
+// call): the one value a step tests before it resumes.
+struct WEFT_API co_body : stackless_body {
+    void* resume_next = nullptr;     // the coroutine to resume at the next step (its address)
+    co_job* pending = nullptr;       // A3: the call on the borrowed fiber, until the step after it
+    std::uint8_t event = co_start;   // A1: why the coroutine suspended
+
+    stop step(task_record* t) override;
+    void no_fiber(task_record* t, std::exception_ptr e) noexcept override;
+    // collect() ends the root coroutine: takes its result into the task
+    // (finished) or destroys its frames (canceled, A4), and sets outcome.
+    virtual void collect(task_record* t, bool finished) noexcept = 0;
+
+protected:
+    ~co_body() = default;
+
+private:
+    // may_resume() is the cold start of a step whose event is co_start or
+    // co_blocking: false when the frames are to be destroyed instead (A4).
+    bool may_resume(task_record* t) noexcept;
+};
+
 // stackless_task() is the calling C++20 task when its coroutine runs on its
 // worker's stack (no borrowed fiber), else null.
 [[nodiscard]] inline task_record* stackless_task() noexcept {
     task_record* t = current_task();
     return t && t->stackless && !t->fiber ? t : nullptr;
 }
+
+// body_of() is the stackless body of the running C++20 task t (a co_body:
+// weft has no other stackless bodies).
+[[nodiscard]] inline co_body* body_of(task_record* t) noexcept { return static_cast<co_body*>(t->stackless); }
 
 // cancel_due() says whether t's cancellation takes effect at this await.
 [[nodiscard]] inline bool cancel_due(const task_record* t) noexcept {
@@ -60,7 +116,8 @@ struct async_access {
 // resumer touches nothing of it after the wake). Throws: std::bad_alloc.
 [[nodiscard]] WEFT_API std::coroutine_handle<> make_bridge(waiter* w);
 WEFT_API void destroy_bridge(std::coroutine_handle<> h) noexcept;
-// run_co_pending() is a C++20 task's borrowed fiber's body (A3).
+// run_co_pending() is a C++20 task's borrowed fiber's body (A3): the task
+// record's `run`.
 WEFT_API void run_co_pending(task_record* t);
 // await_misuse() throws std::invalid_argument naming what was awaited.
 [[noreturn]] WEFT_API void await_misuse(const char* what);
@@ -150,7 +207,7 @@ struct foreign_awaiter {
     }
     template <class P>
     std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) {
-        task_record* t = current_task();
+        co_body* b = body_of(current_task());
         w.arm(false);
         try {
             bridge = make_bridge(&w);
@@ -158,8 +215,8 @@ struct foreign_awaiter {
             (void)w.claim_self();
             throw;
         }
-        t->co_resume = h.address();
-        t->co_event = co_park;
+        b->resume_next = h.address();
+        b->event = co_park;
         using S = decltype(inner.await_suspend(bridge));
         try {
             if constexpr (std::is_void_v<S>) {
@@ -168,7 +225,7 @@ struct foreign_awaiter {
             } else if constexpr (std::is_same_v<S, bool>) {
                 if (inner.await_suspend(bridge)) return std::noop_coroutine();
                 if (w.claim_self()) {  // completed at once: go on now
-                    t->co_event = co_none;
+                    b->event = co_none;
                     return h;
                 }
                 return std::noop_coroutine();  // the bridge was resumed too: it woke us
@@ -176,7 +233,7 @@ struct foreign_awaiter {
                 return inner.await_suspend(bridge);
             }
         } catch (...) {
-            t->co_event = co_none;
+            b->event = co_none;
             if (w.claim_self()) {
                 destroy_bridge(std::exchange(bridge, {}));
                 throw;
@@ -215,7 +272,7 @@ struct async_promise_base {
     static constexpr std::uint8_t not_started = 0, running_inside = 1, suspended = 2, ended = 3;
     std::coroutine_handle<> continuation{};  // the awaiting coroutine, if any
     std::exception_ptr error;
-    task_record* root = nullptr;  // the task whose body this coroutine is, if any
+    co_body* root = nullptr;  // the body of the task whose root this coroutine is, if any
     std::uint8_t stage = not_started;  // S1; only the task's current thread touches it
 
     struct final_awaiter {
@@ -225,7 +282,7 @@ struct async_promise_base {
             async_promise_base& p = h.promise();
             if (std::exchange(p.stage, ended) == running_inside) return std::noop_coroutine();  // S1: parent goes on
             if (p.continuation) return p.continuation;  // symmetric transfer back
-            if (p.root) p.root->co_event = co_finished;
+            if (p.root) p.root->event = co_finished;
             return std::noop_coroutine();
         }
         void await_resume() noexcept {}
@@ -270,15 +327,16 @@ struct async_promise<void> : async_promise_base {
     }
 };
 
-// co_task_block<T> is a C++20 task's heap block: record, result slot, root
-// coroutine; the name follows it in the same allocation.
+// co_task_block<T> is a C++20 task's heap block: record, result slot, the
+// task's stackless body, root coroutine; the name follows it in the same
+// allocation.
 template <class T>
-struct co_task_block final : task_block<T> {
+struct co_task_block final : task_block<T>, co_body {
     std::coroutine_handle<async_promise<T>> root{};
 
-    // end() is co_end: collect the result of a root that finished, or
-    // destroy the frames of one canceled (A4), then drop the frame.
-    static void end(task_record* t, bool finished) noexcept {
+    // collect() takes the result of a root that finished, or destroys the
+    // frames of one canceled (A4), then drops the frame.
+    void collect(task_record* t, bool finished) noexcept override {
         auto* self = static_cast<co_task_block*>(t);
         if (finished) {
             auto& p = self->root.promise();
@@ -344,17 +402,17 @@ struct blocking_awaiter {
         return false;
     }
     void await_suspend(std::coroutine_handle<> h) noexcept {
-        task_record* t = current_task();
-        t->co_resume = h.address();
+        co_body* b = body_of(current_task());
+        b->resume_next = h.address();
         if (cancel) {
-            t->co_event = co_canceled;
+            b->event = co_canceled;
             return;
         }
         fiber_job& j = job.emplace();
         j.run = &on_fiber;
         j.self = this;
-        t->co_pending = &j;
-        t->co_event = co_blocking;
+        b->pending = &j;
+        b->event = co_blocking;
     }
     R await_resume() {
         if (job && job->error) std::rethrow_exception(std::exchange(job->error, nullptr));
@@ -415,8 +473,9 @@ struct yield_awaiter {
     }
     void await_suspend(std::coroutine_handle<> h) noexcept {
         task_record* t = current_task();
-        t->co_resume = h.address();
-        t->co_event = cancel_due(t) ? co_canceled : co_requeue;
+        co_body* b = body_of(t);
+        b->resume_next = h.address();
+        b->event = cancel_due(t) ? co_canceled : co_requeue;
     }
     void await_resume() noexcept {}
 };
@@ -433,16 +492,15 @@ join_handle<T> spawn_co(runtime_core* c, async<T>&& a, const spawn_options& o) {
     if (!o.name.empty()) std::memcpy(name, o.name.data(), o.name.size());
     name[o.name.size()] = '\0';
     t->name = std::string_view(name, o.name.size());
-    t->stackless = true;
+    t->stackless = t;
     t->run = &run_co_pending;
     t->destroy_block = &block::free_block;
     t->discard = &block::drop_root;
-    t->co_end = &block::end;
     t->stack_size = o.stack_size;
     t->copy_stack = o.copy_stack;
     auto& h = async_access::handle(a);
     t->root = h;
-    t->co_resume = h.address();
+    t->resume_next = h.address();
     h.promise().root = t;
     if (!submit(c, t, o)) {
         h.promise().root = nullptr;

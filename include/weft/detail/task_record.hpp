@@ -235,24 +235,38 @@ protected:
 inline constexpr std::uint8_t finish_finished = 1;
 inline constexpr std::uint8_t finish_detached = 2;
 
-// co_job is a blocking call that a C++20 task (weft/async.hpp) makes on a
-// borrowed fiber: run() makes the call and keeps its result, or its
-// exception in `error`; a forced unwind (the task's cancellation) passes
-// through run() after it has set `canceled`.
-struct co_job {
-    void (*run)(co_job*) = nullptr;
-    std::exception_ptr error;
-    bool canceled = false;
-};
+// stackless_body is the body of a task that has no fiber of its own
+// (implemented by layer L7 for C++20 tasks; the record points to it,
+// `stackless`). The worker runs it on the worker's own stack, one step at a
+// time, with the task current and running, and each step says why it
+// stopped (a body that ended says in `outcome` whether it finished, failed
+// or was canceled, so the scheduler has one answer for all three):
+//
+// SB1  step() returns only once the body is suspended (or gone): the
+//      scheduler acts on the answer after step() has returned, on the same
+//      thread, so nothing it does for the task (an arrival, a requeue) can
+//      let another thread run the body while step() is still on the stack.
+// SB2  parked: the body armed its wait (W1) before it suspended; the
+//      scheduler sets the task waiting and arrives (R1). requeued: it is
+//      runnable; the scheduler queues it again.
+// SB3  borrow: the body needs a stack for one call. The scheduler makes the
+//      task a fiber and runs `run` on it as an ordinary stackful task; when
+//      that fiber's body has returned (or was unwound by the task's
+//      cancellation) the fiber goes at once and step() is called again, and
+//      the body learns from its own state how the call ended. If no fiber
+//      can be had, no_fiber() gets the error and step() is called again.
+// SB4  ended: the body is gone (its destructors ran, with the task current);
+//      outcome, and the result or the exception, are set. The scheduler runs
+//      task_end() and finishes the task.
+class WEFT_API stackless_body {
+public:
+    enum class stop : std::uint8_t { parked, requeued, borrow, ended };
+    virtual stop step(task_record* t) = 0;
+    virtual void no_fiber(task_record* t, std::exception_ptr e) noexcept = 0;
 
-// co_event is what a C++20 task's coroutine asks of its scheduler when it
-// suspends (task_record::co_event; docs/async.md, A1-A4).
-inline constexpr std::uint8_t co_none = 0;      // resumed, nothing asked yet
-inline constexpr std::uint8_t co_park = 1;      // its wait is armed: arrive (R1) and wait for the waker
-inline constexpr std::uint8_t co_requeue = 2;     // queue it again
-inline constexpr std::uint8_t co_blocking = 3;  // run co_pending on a borrowed fiber, then resume
-inline constexpr std::uint8_t co_finished = 4;  // the root coroutine has ended: collect the result
-inline constexpr std::uint8_t co_canceled = 5;  // cancellation took effect: destroy the frames
+protected:
+    ~stackless_body() = default;
+};
 
 // task_record is a task's bookkeeping, at the start of one small heap block
 // that also holds the callable, the result (task_block<T>) and the name.
@@ -273,9 +287,9 @@ struct task_record {
     void (*run)(task_record*) = nullptr;                // the body, on the task's stack
     void (*destroy_block)(task_record*) noexcept = nullptr;
     void (*discard)(task_record*) noexcept = nullptr;  // destroys the callable of a task that never ran
+    stackless_body* stackless = nullptr;  // non-null: no fiber of its own, only borrowed ones (SB1-SB4)
     std::size_t stack_size = 0;      // 0: the runtime's
     bool copy_stack = false;
-    bool stackless = false;  // a C++20 task (weft/async.hpp): no fiber except a borrowed one
     bool pinned = false;     // never runs on another worker than `home`
     unsigned home = 0;       // pinned: its worker
     unsigned shard = 0;      // registry shard it is listed in
@@ -317,18 +331,6 @@ struct task_record {
     task_record* reg_prev = nullptr;
     task_record* reg_next = nullptr;
     void* sched_data = nullptr;   // the scheduler's own use
-
-    // --- C++20 tasks (stackless; weft/async.hpp) ---
-    // The scheduler resumes `co_resume` on the worker's own stack; the
-    // coroutine says through co_event why it suspended. co_end collects the
-    // root coroutine's result (finished) or destroys its frames (canceled)
-    // and sets outcome. Written by the task while it runs, read by the
-    // scheduler after the resume returns (same thread).
-    void* co_resume = nullptr;
-    co_job* co_pending = nullptr;
-    void (*co_end)(task_record* t, bool finished) noexcept = nullptr;
-    std::uint8_t co_event = co_none;
-    bool co_started = false;
 
     task_record() noexcept : state(task_state{}), outcome(task_state{}) {}  // created
 };
