@@ -18,7 +18,8 @@ namespace weft::detail {
 // timer_wheel holds timer nodes by deadline in `levels` wheels of 64 slots,
 // each level 64 times coarser than the one below, plus an overflow list for
 // deadlines beyond the top level. Each slot is an intrusive doubly-linked
-// list (detail::intrusive_list, IL1-IL3), so insert() and erase() are O(1); one occupancy bitmap per level
+// list (detail::intrusive_list without a tail, IL1-IL3), so insert() and
+// erase() are O(1); one occupancy bitmap per level
 // finds the next non-empty slot in O(levels).
 //
 // Time is counted in ticks of tick_ns. `elapsed` is the wheel's position:
@@ -268,7 +269,9 @@ private:
     mutable std::uint64_t earliest_ = no_tick;
     mutable bool earliest_known_ = true;
     std::uint64_t occupied_[levels] = {};
-    using slot_list = intrusive_list<timer_node, list_links<timer_node, &timer_node::prev, &timer_node::next>>;
+    using slot_list =
+        intrusive_list<timer_node, list_links<timer_node, &timer_node::prev, &timer_node::next>, /*WithTail=*/false>;
+    static_assert(sizeof(slot_list) == sizeof(timer_node*), "a slot is its head pointer");
     slot_list lists_[levels * slots + 1];
 };
 

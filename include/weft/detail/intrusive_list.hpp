@@ -3,7 +3,11 @@
 // nothing of weft and knows no layer's types).
 //
 //   intrusive_list    doubly linked: O(1) push_back, push_front, pop_front,
-//                     remove of any node
+//                     remove of any node; or, without its tail pointer,
+//                     push_front, pop_front and remove only (a table of
+//                     lists, e.g. a timer wheel's slots, where the tail would
+//                     double the table and cost a store on every push and
+//                     remove that empties or fills a list)
 //   intrusive_fifo    singly linked: O(1) push_back, pop_front, append; for
 //                     queues that never remove from the middle, where a
 //                     second pointer per node would cost
@@ -21,8 +25,9 @@
 //   IL1  A node is in at most one list through a given pair of links, and a
 //        list only ever holds nodes pushed into it and not popped or removed
 //        since.
-//   IL2  head is null exactly when tail is null (the list is empty); the
-//        head's prev and the tail's next are null; for consecutive nodes a,
+//   IL2  head is null exactly when tail is null (the list is empty; a list
+//        without a tail: head is null); the head's prev and the last node's
+//        next are null; for consecutive nodes a,
 //        b: next(a) == b and (intrusive_list) prev(b) == a.
 //   IL3  A node leaves a list with null links (pop_front, remove):
 //        a node that was never linked, or has been unlinked, has null links,
@@ -30,6 +35,8 @@
 //        of a node that is not in it, so a caller may reuse an unlinked
 //        node's links (e.g. to chain woken nodes) until it links it again.
 #pragma once
+
+#include <type_traits>
 
 namespace weft::detail {
 
@@ -48,11 +55,15 @@ struct fifo_link {
     static T*& next(T& n) noexcept { return n.*Next; }
 };
 
+// no_tail is the tail of an intrusive_list that keeps none (takes no room).
+struct no_tail {};
+
 // intrusive_list<T, Links> is a doubly linked list of T through the members
 // Links names (list_links). It owns nothing: nodes outlive their time in it.
 // Not synchronised. Links may be incomplete where the list is declared; it
-// must be complete where the list's functions are used.
-template <class T, class Links>
+// must be complete where the list's functions are used. WithTail = false
+// drops the tail pointer, and with it push_back() and back().
+template <class T, class Links, bool WithTail = true>
 class intrusive_list {
 public:
     constexpr intrusive_list() noexcept = default;
@@ -60,18 +71,25 @@ public:
     intrusive_list& operator=(const intrusive_list&) = delete;
     // Moving takes every node (the source is left empty).
     constexpr intrusive_list(intrusive_list&& o) noexcept : head_(o.head_), tail_(o.tail_) {
-        o.head_ = o.tail_ = nullptr;
+        o.head_ = nullptr;
+        if constexpr (WithTail) o.tail_ = nullptr;
     }
 
     [[nodiscard]] bool empty() const noexcept { return head_ == nullptr; }
     [[nodiscard]] T* front() const noexcept { return head_; }
-    [[nodiscard]] T* back() const noexcept { return tail_; }
+    [[nodiscard]] T* back() const noexcept
+        requires WithTail
+    {
+        return tail_;
+    }
     // next() is the node after n in the list, or null (n is in this list).
     [[nodiscard]] static T* next(T* n) noexcept { return Links::next(*n); }
 
     // push_back() / push_front() link n at the end / the start. Requires: n
     // is in no list through these links (IL1).
-    void push_back(T* n) noexcept {
+    void push_back(T* n) noexcept
+        requires WithTail
+    {
         Links::next(*n) = nullptr;
         Links::prev(*n) = tail_;
         if (tail_)
@@ -85,7 +103,7 @@ public:
         Links::next(*n) = head_;
         if (head_)
             Links::prev(*head_) = n;
-        else
+        else if constexpr (WithTail)
             tail_ = n;
         head_ = n;
     }
@@ -97,7 +115,7 @@ public:
         head_ = Links::next(*n);
         if (head_)
             Links::prev(*head_) = nullptr;
-        else
+        else if constexpr (WithTail)
             tail_ = nullptr;
         Links::next(*n) = nullptr;  // prev(n) is null already (IL2)
         return n;
@@ -113,7 +131,7 @@ public:
             head_ = x;
         if (x)
             Links::prev(*x) = p;
-        else
+        else if constexpr (WithTail)
             tail_ = p;
         Links::prev(*n) = Links::next(*n) = nullptr;
     }
@@ -123,7 +141,7 @@ public:
 
 private:
     T* head_ = nullptr;  // first: a debugger reads a list's head at its address
-    T* tail_ = nullptr;
+    [[no_unique_address]] std::conditional_t<WithTail, T*, no_tail> tail_{};
 };
 
 // intrusive_fifo<T, Link> is a singly linked FIFO of T through the member

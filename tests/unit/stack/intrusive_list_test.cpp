@@ -2,7 +2,8 @@
 // (weft/detail/intrusive_list.hpp, below every layer; tested here with the
 // other support helpers): order of push_back / push_front / pop_front, remove
 // of the head, the tail and a middle node, IL2 (the links of neighbours and
-// the ends) and IL3 (null links after leaving), a node in two lists at once.
+// the ends) and IL3 (null links after leaving), a node in two lists at once,
+// a list without a tail.
 
 #include <gtest/gtest.h>
 
@@ -168,6 +169,35 @@ TEST(IntrusiveList, OneNodeInTwoLists) {
     EXPECT_EQ(n[0].other_prev, &n[2]);
     EXPECT_EQ(n[1].other_prev, nullptr);
     EXPECT_EQ(n[1].other_next, nullptr);
+}
+
+TEST(IntrusiveList, WithoutTail) {
+    using head_only =
+        weft::detail::intrusive_list<node, weft::detail::list_links<node, &node::prev, &node::next>, false>;
+    static_assert(sizeof(head_only) == sizeof(node*), "a list without a tail is its head pointer");
+    node n[4];
+    head_only l;
+    for (int i = 0; i < 4; ++i) {
+        n[i].value = i;
+        l.push_front(&n[i]);
+    }
+    std::vector<int> seen;
+    for (node* x = l.front(); x; x = head_only::next(x)) seen.push_back(x->value);
+    EXPECT_EQ(seen, (v{3, 2, 1, 0}));
+    l.remove(&n[0]);  // the last node
+    expect_unlinked(n[0]);
+    EXPECT_EQ(n[1].next, nullptr);
+    l.remove(&n[3]);  // the head
+    expect_unlinked(n[3]);
+    EXPECT_EQ(l.front(), &n[2]);
+    EXPECT_EQ(n[2].prev, nullptr);
+    head_only moved = l.take();
+    EXPECT_TRUE(l.empty());
+    EXPECT_EQ(moved.pop_front(), &n[2]);
+    EXPECT_EQ(moved.pop_front(), &n[1]);
+    EXPECT_EQ(moved.pop_front(), nullptr);
+    EXPECT_TRUE(moved.empty());
+    for (const node& x : n) expect_unlinked(x);
 }
 
 TEST(IntrusiveFifo, PushPopAppend) {
