@@ -277,7 +277,7 @@ private:
     std::size_t mapped_ = 0;
     std::size_t peak_mapped_ = 0;
     std::uint64_t retired_hits_ = 0;  // hits of thread caches whose threads exited
-    detail::intrusive_list<cache, detail::pool_cache_links> caches_;  // the registered thread caches
+    detail::intrusive_list<cache, detail::pool_cache_links, false> caches_;  // the registered thread caches
 };
 
 // pooled_stack is a stack allocator that takes stacks from a stack_pool: a

@@ -37,7 +37,8 @@ inline constexpr std::uint32_t shard_count = 64;
 struct alignas(64) shard {
     std::atomic<std::uint32_t> lock{0};
     std::uint32_t pad = 0;
-    intrusive_list<fiber_record, list_links<fiber_record, &fiber_record::reg_prev, &fiber_record::reg_next>> fibers;
+    intrusive_list<fiber_record, list_links<fiber_record, &fiber_record::reg_prev, &fiber_record::reg_next>, false>
+        fibers;
     std::uint64_t count = 0;
 };
 

@@ -311,7 +311,8 @@ private:
     // which costs far more than the few instructions held here.
     struct shard {
         mutable spin_lock mu;
-        intrusive_list<task_record, list_links<task_record, &task_record::reg_prev, &task_record::reg_next>> tasks;
+        intrusive_list<task_record, list_links<task_record, &task_record::reg_prev, &task_record::reg_next>, false>
+            tasks;
     };
     std::unique_ptr<shard[]> shards;
     // The blocking pool.

@@ -30,7 +30,7 @@ namespace {
 // The registry of live pools, for find_shared_slot(). Constant-initialised
 // so that pools created during static initialisation may use it.
 constinit std::mutex registry_mutex;
-constinit detail::intrusive_list<shared_stack_pool, detail::shared_pool_links> registry;  // guarded by registry_mutex
+constinit detail::intrusive_list<shared_stack_pool, detail::shared_pool_links, false> registry;  // guarded by registry_mutex
 std::atomic<int> live_pools{0};
 
 thread_local char token_anchor;

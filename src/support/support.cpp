@@ -48,7 +48,7 @@ std::atomic_ref<std::int64_t> slot(thread_slots& s, unsigned id) noexcept { retu
 
 struct registry {
     std::mutex mutex;
-    intrusive_list<thread_slots, list_links<thread_slots, &thread_slots::prev, &thread_slots::next>>
+    intrusive_list<thread_slots, list_links<thread_slots, &thread_slots::prev, &thread_slots::next>, false>
         threads;  // registered, not retired; guarded by mutex
     std::atomic<std::int64_t> retired[thread_counter::max_counters] = {};
     pthread_key_t key{};

@@ -6,7 +6,8 @@
 //                     remove of any node; or, without its tail pointer,
 //                     push_front, pop_front and remove only (a table of
 //                     lists, e.g. a timer wheel's slots, where the tail would
-//                     double the table and cost a store on every push and
+//                     double the table, and the registries, which never need
+//                     the end; the tail costs a store on every push and
 //                     remove that empties or fills a list)
 //   intrusive_fifo    singly linked: O(1) push_back, pop_front, append; for
 //                     queues that never remove from the middle, where a
