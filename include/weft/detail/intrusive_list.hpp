@@ -17,10 +17,10 @@
 // named as the node's type likes); the list is told which members through a
 // links type (list_links / fifo_link below, or a type of the user's with the
 // same static functions). So a node costs exactly its link pointers, a list
-// exactly its head and tail pointers, and every access compiles to a plain
-// load or store at a fixed offset. A node may sit in several lists at once
-// through different link members (a task record: its run queue and its
-// registry).
+// exactly its head and tail pointers (or its head only), and every access
+// compiles to a plain load or store at a fixed offset. A node may sit in
+// several lists at once through different link members (a task record: its
+// run queue and its registry).
 //
 // Invariants (per list, under whatever guards the list):
 //   IL1  A node is in at most one list through a given pair of links, and a
@@ -28,10 +28,10 @@
 //        since.
 //   IL2  head is null exactly when tail is null (the list is empty; a list
 //        without a tail: head is null); the head's prev and the last node's
-//        next are null; for consecutive nodes a,
-//        b: next(a) == b and (intrusive_list) prev(b) == a.
-//   IL3  A node leaves a list with null links (pop_front, remove):
-//        a node that was never linked, or has been unlinked, has null links,
+//        next are null; for consecutive nodes a, b: next(a) == b and
+//        (intrusive_list) prev(b) == a; tail is the last node.
+//   IL3  A node leaves a list with null links (pop_front, remove): a node
+//        that was never linked, or has been unlinked, has null links,
 //        provided it started with null links. The list never reads the links
 //        of a node that is not in it, so a caller may reuse an unlinked
 //        node's links (e.g. to chain woken nodes) until it links it again.
