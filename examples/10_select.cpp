@@ -18,6 +18,7 @@
 
 #include <weft/runtime.hpp>
 #include <weft/sync/channel.hpp>
+#include <weft/sync/select.hpp>
 
 #include <chrono>
 #include <cstdio>

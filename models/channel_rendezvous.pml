@@ -10,9 +10,9 @@
  * Code (weft): include/weft/waiter.hpp (V1-V3, wait_queue::push_back,
  * remove, pop_claimed), src/task/waiter.cpp (the thread waiter's state_:
  * arm, claim, wake, wait with a deadline), include/weft/sync/channel.hpp
- * (K1-K5; channel::send_now, recv_now, send_wait, recv_wait, hand_to,
- * take_from, close; recv_case::poll / link / unlink), src/sync/channel.cpp
- * (select_engine, lock_set).
+ * (K1-K4; channel::send_now, recv_now, send_wait, recv_wait, hand_to,
+ * take_from, close), include/weft/sync/select.hpp (K5; recv_case::poll /
+ * link / unlink), src/sync/select.cpp (select_engine, lock_set).
  *
  * Parties (every one a plain thread; a task's claim is its wait word's
  * try_end and its wake the second arrival, task_wait.pml):

@@ -65,6 +65,7 @@
 #include <vector>
 
 #include "weft/config.hpp"
+#include "weft/detail/intrusive_list.hpp"
 #include "weft/stack.hpp"
 
 namespace weft {
@@ -73,6 +74,7 @@ class stack_pool;
 
 namespace detail {
 struct pool_thread_cache;
+struct pool_cache_links;  // a cache's links in its pool's list (src/stack/pooled_stack.cpp)
 struct stack_pool_access;
 }  // namespace detail
 
@@ -275,7 +277,7 @@ private:
     std::size_t mapped_ = 0;
     std::size_t peak_mapped_ = 0;
     std::uint64_t retired_hits_ = 0;  // hits of thread caches whose threads exited
-    cache* caches_ = nullptr;         // the registered thread caches
+    detail::intrusive_list<cache, detail::pool_cache_links, false> caches_;  // the registered thread caches
 };
 
 // pooled_stack is a stack allocator that takes stacks from a stack_pool: a

@@ -94,6 +94,10 @@ struct shared_stack_slot {
 // shared_pools_exist() says whether any shared_stack_pool is alive.
 [[nodiscard]] WEFT_API bool shared_pools_exist() noexcept;
 
+// shared_pool_links names a pool's links in the registry of live pools (an
+// intrusive_list, src/stack/shared_stack.cpp).
+struct shared_pool_links;
+
 }  // namespace detail
 
 // shared_stack_pool owns the shared stacks; see the top of this file. Every
@@ -149,6 +153,7 @@ public:
 
 private:
     friend WEFT_API detail::shared_stack_slot* detail::find_shared_slot(const void*) noexcept;
+    friend struct detail::shared_pool_links;
 
     detail::shared_stack_slot* slots_ = nullptr;
     std::size_t count_ = 0;

@@ -178,8 +178,8 @@ private:
 // wait_queue::pop_claimed() (declared with wait_queue in
 // weft/detail/task_record.hpp).
 inline wait_node* wait_queue::pop_claimed() noexcept {
-    while (wait_node* n = head_) {
-        remove(n);
+    while (wait_node* n = list_.pop_front()) {
+        n->linked = false;
         if (n->w->claim()) return n;
     }
     return nullptr;
@@ -192,17 +192,9 @@ inline wait_node* wait_queue::pop_claimed() noexcept {
 // waiter runs on and ends it. Together they are "wake everybody": event::set()
 // and the end of a joined task.
 inline wait_node* claim_all(wait_queue& q) noexcept {
-    wait_node* head = nullptr;
-    wait_node* tail = nullptr;
-    while (wait_node* n = q.pop_claimed()) {
-        n->next = nullptr;
-        if (tail)
-            tail->next = n;
-        else
-            head = n;
-        tail = n;
-    }
-    return head;
+    detail::intrusive_fifo<wait_node, detail::fifo_link<wait_node, &wait_node::next>> claimed;
+    while (wait_node* n = q.pop_claimed()) claimed.push_back(n);
+    return claimed.front();
 }
 
 inline void wake_all(wait_node* n) noexcept {

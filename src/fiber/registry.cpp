@@ -23,6 +23,7 @@
 #include <cstdint>
 
 #include "weft/detail/context_frame.hpp"
+#include "weft/detail/intrusive_list.hpp"
 
 #include "internal.hpp"
 
@@ -31,11 +32,13 @@ namespace weft::detail {
 inline constexpr std::uint32_t shard_count = 64;
 
 // shard is one list of live fibers. Layout read by debuggers: see
-// weft_debug_layout (the head at shard_head, the stride sizeof(shard)).
+// weft_debug_layout (the head at shard_head: a list's head is at its
+// address; the stride sizeof(shard)).
 struct alignas(64) shard {
     std::atomic<std::uint32_t> lock{0};
     std::uint32_t pad = 0;
-    fiber_record* head = nullptr;
+    intrusive_list<fiber_record, list_links<fiber_record, &fiber_record::reg_prev, &fiber_record::reg_next>, false>
+        fibers;
     std::uint64_t count = 0;
 };
 
@@ -127,7 +130,7 @@ extern "C" {
     25,
     weft::detail::shard_count,
     sizeof(weft::detail::shard),
-    offsetof(weft::detail::shard, head),
+    offsetof(weft::detail::shard, fibers),
     offsetof(weft::detail::fiber_record, id),
     offsetof(weft::detail::fiber_record, reg_next),
     offsetof(weft::detail::fiber_record, name) + weft::detail::sv_data,
@@ -169,10 +172,7 @@ void register_fiber(fiber_record* f) noexcept {
     f->reg_shard = sh - 1;
     shard& s = weft_debug_registry[sh - 1];
     lock(s);
-    f->reg_prev = nullptr;
-    f->reg_next = s.head;
-    if (s.head) s.head->reg_prev = f;
-    s.head = f;
+    s.fibers.push_front(f);
     ++s.count;
     unlock(s);
 }
@@ -180,14 +180,9 @@ void register_fiber(fiber_record* f) noexcept {
 void unregister_fiber(fiber_record* f) noexcept {
     shard& s = weft_debug_registry[f->reg_shard];
     lock(s);
-    if (f->reg_prev)
-        f->reg_prev->reg_next = f->reg_next;
-    else
-        s.head = f->reg_next;
-    if (f->reg_next) f->reg_next->reg_prev = f->reg_prev;
+    s.fibers.remove(f);
     --s.count;
     unlock(s);
-    f->reg_prev = f->reg_next = nullptr;
 }
 
 }  // namespace weft::detail

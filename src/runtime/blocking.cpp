@@ -14,12 +14,7 @@ namespace weft::detail {
 void runtime_core::blocking(blocking_job& job) {
     {
         std::lock_guard g(bl_mu);
-        job.next = nullptr;
-        if (bl_tail)
-            bl_tail->next = &job;
-        else
-            bl_head = &job;
-        bl_tail = &job;
+        bl_jobs.push_back(&job);
         if (bl_idle == 0 && bl_threads < opts.blocking_threads) {
             bl_pool.emplace_back([this] { blocking_main(); });
             ++bl_threads;
@@ -32,12 +27,10 @@ void runtime_core::blocking_main() {
     std::unique_lock lk(bl_mu);
     for (;;) {
         ++bl_idle;
-        bl_cv.wait(lk, [this] { return bl_head != nullptr || bl_stop; });
+        bl_cv.wait(lk, [this] { return !bl_jobs.empty() || bl_stop; });
         --bl_idle;
-        if (!bl_head) return;  // stopping, nothing left
-        blocking_job* job = bl_head;
-        bl_head = job->next;
-        if (!bl_head) bl_tail = nullptr;
+        blocking_job* job = bl_jobs.pop_front();
+        if (!job) return;  // stopping, nothing left
         lk.unlock();
         // The job lives on the waiting task's stack: read it before the
         // task can go on.

@@ -76,6 +76,7 @@
 #include <utility>
 #include <vector>
 
+#include "weft/detail/intrusive_list.hpp"
 #include "weft/detail/support.hpp"
 #include "weft/runtime.hpp"
 #include "weft/waiter.hpp"
@@ -96,38 +97,25 @@ struct worker;
 worker* this_worker() noexcept;
 void set_this_worker(worker* w) noexcept;
 
-// task_fifo is an intrusive FIFO through task_record::next.
+// task_fifo is an intrusive FIFO through task_record::next
+// (detail::intrusive_fifo, IL1-IL3) that counts its tasks.
 struct task_fifo {
-    task_record* head = nullptr;
-    task_record* tail = nullptr;
+    intrusive_fifo<task_record, fifo_link<task_record, &task_record::next>> q;
     std::size_t size = 0;
+    [[nodiscard]] bool empty() const noexcept { return q.empty(); }
     void push(task_record* t) noexcept {
-        t->next = nullptr;
-        if (tail)
-            tail->next = t;
-        else
-            head = t;
-        tail = t;
+        q.push_back(t);
         ++size;
     }
     task_record* pop() noexcept {
-        task_record* t = head;
-        if (!t) return nullptr;
-        head = t->next;
-        if (!head) tail = nullptr;
-        t->next = nullptr;
-        --size;
+        task_record* t = q.pop_front();
+        if (t) --size;
         return t;
     }
     void append(task_fifo& o) noexcept {
-        if (!o.head) return;
-        if (tail)
-            tail->next = o.head;
-        else
-            head = o.head;
-        tail = o.tail;
+        q.append(o.q);
         size += o.size;
-        o = task_fifo{};
+        o.size = 0;
     }
 };
 
@@ -323,14 +311,14 @@ private:
     // which costs far more than the few instructions held here.
     struct shard {
         mutable spin_lock mu;
-        task_record* head = nullptr;
+        intrusive_list<task_record, list_links<task_record, &task_record::reg_prev, &task_record::reg_next>, false>
+            tasks;
     };
     std::unique_ptr<shard[]> shards;
     // The blocking pool.
     std::mutex bl_mu;
     std::condition_variable bl_cv;
-    blocking_job* bl_head = nullptr;
-    blocking_job* bl_tail = nullptr;
+    intrusive_fifo<blocking_job, fifo_link<blocking_job, &blocking_job::next>> bl_jobs;
     unsigned bl_threads = 0;
     unsigned bl_idle = 0;
     bool bl_stop = false;

@@ -37,10 +37,7 @@ bool runtime_core::submit(task_record* t, const spawn_options& o) {
         // that visit cannot exist.
         if (stopping.load(std::memory_order_acquire)) return false;
         t->id = next_task_id.fetch_add(1, std::memory_order_relaxed);
-        t->reg_prev = nullptr;
-        t->reg_next = s.head;
-        if (s.head) s.head->reg_prev = t;
-        s.head = t;
+        s.tasks.push_front(t);
         live.fetch_add(1, std::memory_order_relaxed);
     }
     refs.fetch_add(1, std::memory_order_relaxed);
@@ -78,7 +75,7 @@ std::vector<task_info> runtime_core::tasks() const {
     const std::int64_t now = coarse_now_ns();
     for (unsigned i = 0; i <= nworkers; ++i) {
         std::lock_guard g(shards[i].mu);
-        for (task_record* t = shards[i].head; t; t = t->reg_next) {
+        for (task_record* t = shards[i].tasks.front(); t; t = t->reg_next) {
             task_info info;
             info.id = t->id;
             info.name = std::string(t->name);

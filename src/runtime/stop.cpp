@@ -21,7 +21,7 @@ void runtime_core::stop() {
     // instruction).
     for (unsigned i = 0; i <= nworkers; ++i) {
         std::lock_guard g(shards[i].mu);
-        for (task_record* t = shards[i].head; t; t = t->reg_next) request_cancel(t, wait_status::canceled);
+        for (task_record* t = shards[i].tasks.front(); t; t = t->reg_next) request_cancel(t, wait_status::canceled);
     }
     if (nthreads == 0) {
         driver_guard g(this);

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "weft/detail/intrusive_list.hpp"
 #include "weft/detail/task_record.hpp"
 
 namespace weft::detail {
@@ -17,7 +18,8 @@ namespace weft::detail {
 // timer_wheel holds timer nodes by deadline in `levels` wheels of 64 slots,
 // each level 64 times coarser than the one below, plus an overflow list for
 // deadlines beyond the top level. Each slot is an intrusive doubly-linked
-// list, so insert() and erase() are O(1); one occupancy bitmap per level
+// list (detail::intrusive_list without a tail, IL1-IL3), so insert() and
+// erase() are O(1); one occupancy bitmap per level
 // finds the next non-empty slot in O(levels).
 //
 // Time is counted in ticks of tick_ns. `elapsed` is the wheel's position:
@@ -80,7 +82,7 @@ public:
         unlink(n);
         --size_;
         forget_earliest(n);
-        if (!heads_[s]) recompute();
+        if (lists_[s].empty()) recompute();
         return true;
     }
 
@@ -107,8 +109,8 @@ public:
             if (s < slots) {
                 // Level 0: every node here has tick elapsed_ <= now_tick, so
                 // when <= now (E1); checked all the same.
-                while (count < max && heads_[s]) {
-                    timer_node* n = heads_[s];
+                while (count < max && !lists_[s].empty()) {
+                    timer_node* n = lists_[s].front();
                     unlink(n);
                     if (n->when <= now) {
                         --size_;
@@ -121,14 +123,11 @@ public:
             } else {
                 // A coarser slot (or the overflow list) reached its start:
                 // move its nodes down (E3).
-                timer_node* n = heads_[s];
-                heads_[s] = nullptr;
+                slot_list moving = lists_[s].take();
                 clear_bit(s);
-                while (n) {
-                    timer_node* next = n->next;
+                while (timer_node* n = moving.pop_front()) {
                     n->slot = timer_node::unlinked;
                     link(n, tick_of(n->when));
-                    n = next;
                 }
             }
             recompute();
@@ -158,7 +157,7 @@ public:
             std::uint64_t e = next_;  // a level-0 slot holds the nodes of one tick: its start
             if (next_slot_ >= slots) {
                 e = no_tick;
-                for (const timer_node* n = heads_[next_slot_]; n; n = n->next) e = std::min(e, tick_of(n->when));
+                for (timer_node* n = lists_[next_slot_].front(); n; n = slot_list::next(n)) e = std::min(e, tick_of(n->when));
             }
             earliest_ = e;
             earliest_known_ = true;
@@ -202,10 +201,7 @@ private:
             occupied_[level] |= std::uint64_t{1} << (s % slots);
         }
         n->slot = s;
-        n->prev = nullptr;
-        n->next = heads_[s];
-        if (n->next) n->next->prev = n;
-        heads_[s] = n;
+        lists_[s].push_front(n);
         if (start < next_) {
             next_ = start;
             next_slot_ = s;
@@ -216,14 +212,9 @@ private:
     // when the list empties; next_ is the caller's to recompute).
     void unlink(timer_node* n) noexcept {
         const std::uint16_t s = n->slot;
-        if (n->prev)
-            n->prev->next = n->next;
-        else
-            heads_[s] = n->next;
-        if (n->next) n->next->prev = n->prev;
-        n->prev = n->next = nullptr;
+        lists_[s].remove(n);
         n->slot = timer_node::unlinked;
-        if (!heads_[s]) clear_bit(s);
+        if (lists_[s].empty()) clear_bit(s);
     }
 
     // forget_earliest() is called when n leaves the wheel: if n may have been
@@ -259,7 +250,7 @@ private:
                 next_slot_ = static_cast<std::uint16_t>(level * slots + slot);
             }
         }
-        if (heads_[overflow]) {
+        if (!lists_[overflow].empty()) {
             const std::uint64_t start = ((elapsed_ >> top_shift) + 1) << top_shift;
             if (start < next_) {
                 next_ = start;
@@ -278,7 +269,10 @@ private:
     mutable std::uint64_t earliest_ = no_tick;
     mutable bool earliest_known_ = true;
     std::uint64_t occupied_[levels] = {};
-    timer_node* heads_[levels * slots + 1] = {};
+    using slot_list =
+        intrusive_list<timer_node, list_links<timer_node, &timer_node::prev, &timer_node::next>, /*WithTail=*/false>;
+    static_assert(sizeof(slot_list) == sizeof(timer_node*), "a slot is its head pointer");
+    slot_list lists_[levels * slots + 1];
 };
 
 }  // namespace weft::detail

@@ -82,7 +82,7 @@ task_record* runtime_core::pop_injection(worker* w) noexcept {
     {
         std::lock_guard g(inj_mu);
         const std::size_t take = std::min(injection_batch, inj.size / nworkers + 1);
-        for (std::size_t i = 0; i < take && inj.head; ++i) batch.push(inj.pop());
+        for (std::size_t i = 0; i < take && !inj.empty(); ++i) batch.push(inj.pop());
         inj_len.store(inj.size, std::memory_order_seq_cst);
     }
     w->view.injected.bump(batch.size);
@@ -137,7 +137,7 @@ task_record* runtime_core::local_next(worker* w) noexcept {
     }
     w->lifo_streak = 0;
     // Alternate between pinned and stealable tasks so neither starves.
-    if ((w->tick & 1) && w->pinned.head) return w->pinned.pop();
+    if ((w->tick & 1) && !w->pinned.empty()) return w->pinned.pop();
     task_record* t = nullptr;
     if (w->fifo_next) {
         w->fifo_next = false;
@@ -184,7 +184,7 @@ task_record* runtime_core::find_work(worker* w) noexcept {
 
 bool runtime_core::has_work(worker* w) noexcept {
     if (shutdown.load(std::memory_order_seq_cst)) return true;
-    if (w->stash || w->lifo || w->pinned.head || w->inbox_nonempty.load(std::memory_order_seq_cst)) return true;
+    if (w->stash || w->lifo || !w->pinned.empty() || w->inbox_nonempty.load(std::memory_order_seq_cst)) return true;
     if (inj_len.load(std::memory_order_seq_cst) != 0) return true;
     for (auto& v : ws)
         if (!v->deque.empty_estimate()) return true;
@@ -327,11 +327,7 @@ void runtime_core::finish_task(worker* w, task_record* t) noexcept {
     {
         shard& s = shards[t->shard];
         std::lock_guard g(s.mu);
-        if (t->reg_prev)
-            t->reg_prev->reg_next = t->reg_next;
-        else
-            s.head = t->reg_next;
-        if (t->reg_next) t->reg_next->reg_prev = t->reg_prev;
+        s.tasks.remove(t);
     }
     w->view.finished.bump();
     const bool last = live.fetch_sub(1, std::memory_order_acq_rel) == 1;

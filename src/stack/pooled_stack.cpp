@@ -68,6 +68,9 @@ struct pool_thread_cache {
     std::atomic<bool> orphaned{false};  // the pool was destroyed; the owner frees the record
 };
 
+struct pool_cache_links
+    : list_links<pool_thread_cache, &pool_thread_cache::prev_in_pool, &pool_thread_cache::next_in_pool> {};
+
 // stack_pool_access lets the thread-exit hook reach the pool's internals.
 struct stack_pool_access {
     static void retire(stack_pool& pool, pool_thread_cache& c) noexcept { pool.retire(c); }
@@ -235,7 +238,7 @@ stack_pool::~stack_pool() {
     std::lock_guard<std::mutex> registry(registry_mutex);
     std::lock_guard<std::mutex> lock(mutex_);
     std::size_t cached = reserve_.size();
-    for (cache* r = caches_; r; r = r->next_in_pool) cached += r->count.load(memory_order_relaxed);
+    for (cache* r = caches_.front(); r; r = r->next_in_pool) cached += r->count.load(memory_order_relaxed);
     const std::int64_t unpooled = unpooled_live_.load(memory_order_relaxed);
     if (cached != mapped_ || unpooled != 0) {
         std::fprintf(stderr,
@@ -244,15 +247,12 @@ stack_pool::~stack_pool() {
                      mapped_ - std::min(cached, mapped_), static_cast<long long>(unpooled));
         std::abort();
     }
-    for (cache* r = caches_; r;) {
-        cache* next = r->next_in_pool;  // read before the owner may free r
+    while (cache* r = caches_.pop_front()) {  // unlinked before the owner may free r
         const std::uint32_t n = r->count.load(memory_order_relaxed);
         for (std::uint32_t i = 0; i < n; ++i) unmap_idle(r->slots[i]);
         r->count.store(0, memory_order_relaxed);
         r->orphaned.store(true, memory_order_release);
-        r = next;
     }
-    caches_ = nullptr;
     for (std::uintptr_t e : reserve_) unmap_idle(e);
     reserve_.clear();
 }
@@ -484,9 +484,7 @@ stack_pool::cache* stack_pool::local_cache(bool create) noexcept {
     r->last_pass = now_ns();
     {
         std::lock_guard<std::mutex> lock(mutex_);
-        r->next_in_pool = caches_;
-        if (caches_) caches_->prev_in_pool = r;
-        caches_ = r;
+        caches_.push_front(r);
     }
     r->next_in_thread = t.head;
     t.head = r;
@@ -575,11 +573,7 @@ void stack_pool::to_reserve(std::uintptr_t entry) noexcept {
 // it. Requires: registry_mutex held.
 void stack_pool::retire(cache& c) noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (c.prev_in_pool)
-        c.prev_in_pool->next_in_pool = c.next_in_pool;
-    else
-        caches_ = c.next_in_pool;
-    if (c.next_in_pool) c.next_in_pool->prev_in_pool = c.prev_in_pool;
+    caches_.remove(&c);
     retired_hits_ += c.hits.load(memory_order_relaxed);
     const std::uint32_t n = c.count.load(memory_order_relaxed);
     for (std::uint32_t i = 0; i < n; ++i) to_reserve(c.slots[i]);
@@ -705,7 +699,7 @@ stack_pool::statistics stack_pool::stats() const {
     s.hits = retired_hits_;
     s.reserved = reserve_.size();
     s.cached = reserve_.size();
-    for (const cache* r = caches_; r; r = r->next_in_pool) {
+    for (const cache* r = caches_.front(); r; r = r->next_in_pool) {
         s.hits += r->hits.load(memory_order_relaxed);
         s.cached += r->count.load(memory_order_relaxed);
         ++s.thread_caches;

@@ -12,17 +12,25 @@
 #include <stdexcept>
 #include <string>
 
+#include "weft/detail/intrusive_list.hpp"
 #include "weft/detail/sanitizer.hpp"
 #include "weft/shared_stack.hpp"
 
 namespace weft {
+
+namespace detail {
+struct shared_pool_links {
+    static shared_stack_pool*& prev(shared_stack_pool& p) noexcept { return p.prev_; }
+    static shared_stack_pool*& next(shared_stack_pool& p) noexcept { return p.next_pool_; }
+};
+}  // namespace detail
 
 namespace {
 
 // The registry of live pools, for find_shared_slot(). Constant-initialised
 // so that pools created during static initialisation may use it.
 constinit std::mutex registry_mutex;
-shared_stack_pool* registry = nullptr;
+constinit detail::intrusive_list<shared_stack_pool, detail::shared_pool_links, false> registry;  // guarded by registry_mutex
 std::atomic<int> live_pools{0};
 
 thread_local char token_anchor;
@@ -44,7 +52,7 @@ namespace detail {
 shared_stack_slot* find_shared_slot(const void* p) noexcept {
     if (live_pools.load(std::memory_order_acquire) == 0) return nullptr;
     std::lock_guard<std::mutex> lock(registry_mutex);
-    for (shared_stack_pool* pool = registry; pool; pool = pool->next_pool_)
+    for (shared_stack_pool* pool = registry.front(); pool; pool = pool->next_pool_)
         if (shared_stack_slot* s = pool->slot_of(p)) return s;
     return nullptr;
 }
@@ -92,9 +100,7 @@ shared_stack_pool::shared_stack_pool(const options& o) {
     for (std::size_t i = 0; i < count_; ++i)
         slots_[i].valgrind_id = detail::sanitizer::on_shared_stack(slots_[i].stack.base, stack_size_);
     std::lock_guard<std::mutex> lock(registry_mutex);
-    next_pool_ = registry;
-    if (registry) registry->prev_ = this;
-    registry = this;
+    registry.push_front(this);
     live_pools.fetch_add(1, std::memory_order_release);
 }
 
@@ -109,9 +115,7 @@ shared_stack_pool::~shared_stack_pool() {
     }
     {
         std::lock_guard<std::mutex> lock(registry_mutex);
-        if (prev_) prev_->next_pool_ = next_pool_;
-        else registry = next_pool_;
-        if (next_pool_) next_pool_->prev_ = prev_;
+        registry.remove(this);
         live_pools.fetch_sub(1, std::memory_order_release);
     }
     for (std::size_t i = 0; i < count_; ++i) {

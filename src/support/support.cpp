@@ -1,6 +1,7 @@
 // support.cpp: the cross-layer helpers of weft/detail/support.hpp.
 
 #include "weft/detail/support.hpp"
+#include "weft/detail/intrusive_list.hpp"
 
 #include <linux/futex.h>
 #include <pthread.h>
@@ -47,7 +48,8 @@ std::atomic_ref<std::int64_t> slot(thread_slots& s, unsigned id) noexcept { retu
 
 struct registry {
     std::mutex mutex;
-    thread_slots* head = nullptr;  // guarded by mutex
+    intrusive_list<thread_slots, list_links<thread_slots, &thread_slots::prev, &thread_slots::next>, false>
+        threads;  // registered, not retired; guarded by mutex
     std::atomic<std::int64_t> retired[thread_counter::max_counters] = {};
     pthread_key_t key{};
 
@@ -69,8 +71,7 @@ void registry::on_thread_exit(void* p) noexcept {
     std::lock_guard lock(r.mutex);
     for (unsigned i = 0; i < thread_counter::max_counters; ++i)
         r.retired[i].fetch_add(slot(*s, i).load(std::memory_order_relaxed), std::memory_order_relaxed);
-    if (s->prev) s->prev->next = s->next; else r.head = s->next;
-    if (s->next) s->next->prev = s->prev;
+    r.threads.remove(s);
     s->mode = slots_retired;
 }
 
@@ -78,10 +79,7 @@ void registry::on_thread_exit(void* p) noexcept {
     registry& r = reg();
     std::lock_guard lock(r.mutex);
     s.mode = slots_active;
-    s.prev = nullptr;
-    s.next = r.head;
-    if (r.head) r.head->prev = &s;
-    r.head = &s;
+    r.threads.push_front(&s);
     (void)pthread_setspecific(r.key, &s);
 }
 
@@ -111,7 +109,7 @@ std::int64_t thread_counter::read() const noexcept {
     registry& r = reg();
     std::lock_guard lock(r.mutex);
     std::int64_t sum = r.retired[id_].load(std::memory_order_relaxed);
-    for (thread_slots* s = r.head; s; s = s->next) sum += slot(*s, id_).load(std::memory_order_relaxed);
+    for (thread_slots* s = r.threads.front(); s; s = s->next) sum += slot(*s, id_).load(std::memory_order_relaxed);
     return sum;
 }
 

@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "weft/config.hpp"
+#include "weft/detail/intrusive_list.hpp"
 #include "weft/fiber.hpp"
 
 namespace weft {
@@ -67,37 +68,24 @@ struct wait_node {
     bool linked = false;
 };
 
-// wait_queue is an intrusive FIFO of wait nodes, guarded by its primitive's
-// lock.
+// wait_queue is an intrusive FIFO of wait nodes (detail::intrusive_list
+// through prev / next, IL1-IL3), guarded by its primitive's lock. `linked`
+// says whether a node is in a queue.
 class wait_queue {
 public:
-    [[nodiscard]] bool empty() const noexcept { return head_ == nullptr; }
-    [[nodiscard]] wait_node* front() const noexcept { return head_; }
+    [[nodiscard]] bool empty() const noexcept { return list_.empty(); }
+    [[nodiscard]] wait_node* front() const noexcept { return list_.front(); }
     void push_back(wait_node* n) noexcept {
 #ifndef NDEBUG
         detail::check_off_shared_stack(n, "a wait node");  // V4
 #endif
-        n->next = nullptr;
-        n->prev = tail_;
-        if (tail_)
-            tail_->next = n;
-        else
-            head_ = n;
-        tail_ = n;
+        list_.push_back(n);
         n->linked = true;
     }
     // remove() takes n out if it is linked (V3).
     void remove(wait_node* n) noexcept {
         if (!n->linked) return;
-        if (n->prev)
-            n->prev->next = n->next;
-        else
-            head_ = n->next;
-        if (n->next)
-            n->next->prev = n->prev;
-        else
-            tail_ = n->prev;
-        n->prev = n->next = nullptr;
+        list_.remove(n);
         n->linked = false;
     }
     // pop_claimed() takes nodes off the front until one whose waiter it
@@ -108,8 +96,7 @@ public:
     inline wait_node* pop_claimed() noexcept;
 
 private:
-    wait_node* head_ = nullptr;
-    wait_node* tail_ = nullptr;
+    detail::intrusive_list<wait_node, detail::list_links<wait_node, &wait_node::prev, &wait_node::next>> list_;
 };
 
 }  // namespace weft

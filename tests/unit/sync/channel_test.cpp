@@ -20,6 +20,7 @@
 #include "runtime_fixture.hpp"
 #include "weft/runtime.hpp"
 #include "weft/sync/channel.hpp"
+#include "weft/sync/select.hpp"
 
 namespace {
 

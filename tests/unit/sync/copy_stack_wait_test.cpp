@@ -26,6 +26,7 @@
 #include "weft/sync/condition_variable.hpp"
 #include "weft/sync/event.hpp"
 #include "weft/sync/mutex.hpp"
+#include "weft/sync/select.hpp"
 #include "weft/sync/semaphore.hpp"
 
 namespace weft::test {
