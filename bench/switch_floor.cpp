@@ -1,7 +1,7 @@
 // switch_floor.cpp: what the instructions a coroutine switch cannot avoid
 // cost on this machine, each alone in a loop, and the pairs that matter:
 //   - the locked compare-and-swap by which a weft resume claims a coroutine
-//     (fiber_record.hpp I2; a compact coroutine's take of its shared stack);
+//     (fiber_record.hpp FIBER-I2; a compact coroutine's take of its shared stack);
 //   - stmxcsr / fnstcw and ldmxcsr / fldcw, by which a switch that keeps
 //     each side's FP control state saves and restores it (jump_fcontext
 //     does both on every switch; a weft coroutine with fp_env_mode::own

@@ -15,7 +15,7 @@
 // socket) would race. So the first registration goes through a
 // weft::mutex (it suspends tasks, not workers): the winner waits with a
 // deadline already passed, which registers and returns at the next timer
-// tick (or at once, ready, when the reactor kept an edge: R3); the others
+// tick (or at once, ready, when the reactor kept an edge: REACTOR-R3); the others
 // then find it registered.
 
 #include <dlfcn.h>

@@ -1,17 +1,17 @@
 // pan: -DSAFETY
 // run: -m100000
 // bug: BUG_TAKE_BEFORE_CLAIM recv_now() takes a waiting sender's value before claiming it (hand-over before the claim)
-// bug: BUG_NO_UNLINK a timed-out sender returns without unlinking its node (V3)
+// bug: BUG_NO_UNLINK a timed-out sender returns without unlinking its node (WAITER-V3)
 /* channel_rendezvous.pml: an unbuffered channel<T> (capacity 0) between
  * threads: send / recv with timeouts, close(), and a select over two
- * channels that claims exactly one case. The waiter's protocol V1-V3 and
- * the channel's K1-K5.
+ * channels that claims exactly one case. The waiter's protocol WAITER-V1 - WAITER-V3 and
+ * the channel's CHAN-K1 - CHAN-K5.
  *
- * Code (weft): include/weft/waiter.hpp (V1-V3, wait_queue::push_back,
+ * Code (weft): include/weft/waiter.hpp (WAITER-V1 - WAITER-V3, wait_queue::push_back,
  * remove, pop_claimed), src/task/waiter.cpp (the thread waiter's state_:
  * arm, claim, wake, wait with a deadline), include/weft/sync/channel.hpp
- * (K1-K4; channel::send_now, recv_now, send_wait, recv_wait, hand_to,
- * take_from, close), include/weft/sync/select.hpp (K5; recv_case::poll /
+ * (CHAN-K1 - CHAN-K4; channel::send_now, recv_now, send_wait, recv_wait, hand_to,
+ * take_from, close), include/weft/sync/select.hpp (CHAN-K5; recv_case::poll /
  * link / unlink), src/sync/select.cpp (select_engine, lock_set).
  *
  * Parties (every one a plain thread; a task's claim is its wait word's
@@ -38,15 +38,15 @@
  *   - exactly once: a value is received at most once; when every party is
  *     done or blocked, a send that returned ok was received exactly once,
  *     and a send that returned timeout / closed (or still waits) was not
- *     received and still holds its value (K3);
+ *     received and still holds its value (CHAN-K3);
  *   - a receive that returned timeout / closed has nothing in its slot;
  *   - select: the one case it reports is the one that completed; the other
  *     case's slot is empty;
- *   - V1: a waiter is claimed at most once; no waiter is left claimed and
+ *   - WAITER-V1: a waiter is claimed at most once; no waiter is left claimed and
  *     never woken;
- *   - V3: no waker touches a node whose waiter has returned (the node is
+ *   - WAITER-V3: no waker touches a node whose waiter has returned (the node is
  *     on the returned frame);
- *   - K2: whenever a channel's lock is released, no armed sender and armed
+ *   - CHAN-K2: whenever a channel's lock is released, no armed sender and armed
  *     receiver are both linked in it.
  */
 
@@ -73,7 +73,7 @@
 #define QN 3
 typedef queue { byte e[QN]; byte cnt };
 
-/* K1: guarded by the channel's lock */
+/* CHAN-K1: guarded by the channel's lock */
 bool mu[2];
 bool closed[2];
 queue rq[2];                 /* receivers_ */
@@ -99,7 +99,7 @@ byte rgot[4];                /* what they received */
 byte delivered[3];           /* ghost: receipts per value */
 byte sel_case = NONE;        /* what select returned: 0, 1, or NONE (timeout) */
 
-/* K2 over channel c: an armed sender and an armed receiver both waiting */
+/* CHAN-K2 over channel c: an armed sender and an armed receiver both waiting */
 #define armed_in(q, k) (q.cnt > k && ws[node_w[q.e[k]]] == ARMED)
 #define K2_broken(c) ((armed_in(sq[c], 0) || armed_in(sq[c], 1) || armed_in(sq[c], 2)) && \
                       (armed_in(rq[c], 0) || armed_in(rq[c], 1) || armed_in(rq[c], 2)))
@@ -115,7 +115,7 @@ inline push_back(q, nd)
     node_linked[nd] = true
 }
 
-/* wait_queue::remove: a no-op for a node not linked (V3) */
+/* wait_queue::remove: a no-op for a node not linked (WAITER-V3) */
 inline remove(q, nd, k)
 {
     if
@@ -136,10 +136,10 @@ inline remove(q, nd, k)
     fi
 }
 
-/* waiter::claim(): CAS armed -> claimed (V1) */
+/* waiter::claim(): CAS armed -> claimed (WAITER-V1) */
 inline claim(w, ok)
 {
-    assert(alive[w]);                     /* V3: the node's frame still exists */
+    assert(alive[w]);                     /* WAITER-V3: the node's frame still exists */
     if
     :: ws[w] == ARMED -> ws[w] = CLAIMED; claims[w]++; assert(claims[w] == 1); ok = true
     :: else -> ok = false
@@ -206,7 +206,7 @@ inline wait(w, dl, o)
 inline hand_to(nd, s)
 {
     d_step {
-        assert(alive[node_w[nd]] && ws[node_w[nd]] == CLAIMED);   /* V2: after the claim */
+        assert(alive[node_w[nd]] && ws[node_w[nd]] == CLAIMED);   /* WAITER-V2: after the claim */
         rslot[nd] = sval[s]; sval[s] = 0;
         fired[node_w[nd]] = node_idx[nd]; code[node_w[nd]] = CODE_OK
     }
@@ -250,7 +250,7 @@ inline recv_now(c, out, res, wk, n, t, k, ok)
     pop_claimed(sq[c], n, t, k, ok);
     if
     :: n != NONE ->
-        d_step {                          /* take_from(n): after the claim (K3) */
+        d_step {                          /* take_from(n): after the claim (CHAN-K3) */
             assert(ws[node_w[n]] == CLAIMED);
             fired[node_w[n]] = node_idx[n]; code[node_w[n]] = CODE_OK;
             out = sval[node_w[n]]; sval[node_w[n]] = 0
@@ -281,7 +281,7 @@ proctype sender(byte s; byte c; byte v)
     if
     :: closed[c] -> res = R_CLOSED; UNLOCK(c)
     :: else ->
-        pop_claimed(rq[c], n, t, k, ok);  /* K2: a waiting receiver */
+        pop_claimed(rq[c], n, t, k, ok);  /* CHAN-K2: a waiting receiver */
         if
         :: n != NONE ->
             hand_to(n, s);
@@ -305,7 +305,7 @@ end_wait:
             :: else ->
 #ifndef BUG_NO_UNLINK
                 LOCK(c);
-                d_step { remove(sq[c], s, k) };   /* V3; v was not taken (K3) */
+                d_step { remove(sq[c], s, k) };   /* WAITER-V3; v was not taken (CHAN-K3) */
                 UNLOCK(c);
 #endif
                 res = R_TIMEOUT
@@ -315,7 +315,7 @@ end_wait:
     d_step {
         sres[s] = res;
         alive[s] = false;                 /* the frame (waiter, node) ends */
-        /* K3: the value left only if it was delivered */
+        /* CHAN-K3: the value left only if it was delivered */
         assert(res == R_OK && sval[s] == 0 || res != R_OK && sval[s] == v)
     }
 }
@@ -371,7 +371,7 @@ proctype sel()
     dl = true;                              /* with a timeout case */
     if :: first = 0 :: first = 1 fi;        /* the random poll order */
     alive[2] = true;
-    /* lock_set: A's lock, then B's (address order, K5) */
+    /* lock_set: A's lock, then B's (address order, CHAN-K5) */
     LOCK(A);
     LOCK(B);
     r = NONE;
@@ -409,7 +409,7 @@ proctype sel()
         UNLOCK(A);
 end_wait:
         wait(2, dl, o);
-        /* V3: take out every node still linked */
+        /* WAITER-V3: take out every node still linked */
         LOCK(A);
         LOCK(B);
         d_step { remove(rq[A], 2, k); remove(rq[B], 3, k) };

@@ -4,8 +4,8 @@
 // config: -DWITH_J1 -DWITH_J3
 // config: -DWITH_J2 -DWITH_J3
 // bug: BUG_CHECK_UNLOCKED wait_finished() checks finished outside the join lock, then links (check-then-act; TASK-J1)
-// bug: BUG_UNLINK_ON_TIMEOUT_ONLY a joiner unlinks its node when it timed out but not when it was canceled (V3)
-// bug: BUG_NO_CLAIM complete() wakes every linked joiner without claiming its waiter first (V1; TASK-J2)
+// bug: BUG_UNLINK_ON_TIMEOUT_ONLY a joiner unlinks its node when it timed out but not when it was canceled (WAITER-V3)
+// bug: BUG_NO_CLAIM complete() wakes every linked joiner without claiming its waiter first (WAITER-V1; TASK-J2)
 /* join.pml: joining a task through the one waiter (weft/waiter.hpp):
  * wait_finished from a task, with a deadline or not and with cancellation,
  * and from a plain thread with a deadline or not; when_any (wait_any) from
@@ -39,7 +39,7 @@
  *   timer    J1's wait_timer (fire_shard: the word is copied under the
  *            wheel lock, try_end(timed_out) + arrive after it);
  *   canceler request_cancel(J1), at any moment or never.
- * The task machinery (wait word, arrivals, C1) is task_wait.pml's, one
+ * The task machinery (wait word, arrivals, TASK-C1) is task_wait.pml's, one
  * wait per joiner task. All of them at once make 10^8 states, so the model
  * is checked in two configurations (the `config:` lines): J1 with J3 (two
  * joiners of X: a task with its timer and canceler, and a thread), and J2
@@ -56,14 +56,14 @@
  * Properties:
  *   - a joiner that returns "finished" has a finished target (when_any: the
  *     index it returns is of a finished task);
- *   - a joiner task's armed wait is ended by exactly one party (W2, V1),
- *     and the task is queued exactly once if it parked (R1), never if it
+ *   - a joiner task's armed wait is ended by exactly one party (TASK-W2, WAITER-V1),
+ *     and the task is queued exactly once if it parked (TASK-R1), never if it
  *     ended its own wait (claim_self); a thread's waiter is claimed at most
  *     once, and woken only after it was claimed;
  *   - a joiner that leaves (timed out, canceled, or when_any's other task)
  *     has unlinked its nodes: complete() never touches a node or a waiter
  *     whose owner has returned, neither under the lock nor in the wakes
- *     after it (V3, V4);
+ *     after it (WAITER-V3, WAITER-V4);
  *   - no lost wake-up: when nothing can move, every joiner has returned
  *     (both targets end, so nobody may wait for ever), and no waiter is
  *     claimed but not woken: an invalid end state otherwise;
@@ -187,12 +187,12 @@ inline arrive(j, a)
     a = 0
 }
 
-/* detail::arm(t, cancellable = true) with C1 (waiter::arm for a task) */
+/* detail::arm(t, cancellable = true) with TASK-C1 (waiter::arm for a task) */
 inline arm(j, w, r, ok, a)
 {
     w = ((SEQ(ww[j]) + 1) << 4) | CBIT | ARMED;
     ww[j] = w;                          /* seq_cst exchange */
-    r = reason[j];                      /* seq_cst load (C1) */
+    r = reason[j];                      /* seq_cst load (TASK-C1) */
     if
     :: r != 0 ->
         try_end(j, w, CANCELED, ok);
@@ -209,7 +209,7 @@ inline park(j, why, a)
 {
     arrive(j, a);
     d_step { queued[j] > 0 -> queued[j]--; why = STATUS(ww[j]) };
-    assert(why != ARMED)               /* W3 */
+    assert(why != ARMED)               /* TASK-W3 */
 }
 
 /* waiter::claim() of waiter wi (a waker, under the join lock) */
@@ -336,7 +336,7 @@ proctype j1()
     fi;
     park(0, why, a);
     tim_in = false;                                     /* remove_timer */
-    /* not notified: unlink under the join lock (V3) */
+    /* not notified: unlink under the join lock (WAITER-V3) */
 #ifdef BUG_UNLINK_ON_TIMEOUT_ONLY
     if
     :: why == TIMED_OUT ->
@@ -414,7 +414,7 @@ proctype j2()
     :: self -> why = NOTIFIED
     :: else -> park(1, why, a)
     fi;
-    /* unlink every node it linked (V3) */
+    /* unlink every node it linked (WAITER-V3) */
     if
     :: linked >= 1 ->
         LOCK(X);
@@ -484,7 +484,7 @@ proctype j3()
     if
     :: why != NOTIFIED ->
         LOCK(X);
-        d_step { remove(X, 3, k) };   /* V3 */
+        d_step { remove(X, 3, k) };   /* WAITER-V3 */
         UNLOCK(X);
         result[2] = R_TIMEOUT
     :: else -> result[2] = R_FINISHED
@@ -529,7 +529,7 @@ proctype canceler()
     :: else
     fi;
     d_step { if :: reason[0] == 0 -> reason[0] = CANCELED :: else fi };
-    w = ww[0];                          /* C1 */
+    w = ww[0];                          /* TASK-C1 */
     if
     :: STATUS(w) == ARMED && (w & CBIT) ->
         try_end(0, w, CANCELED, ok);

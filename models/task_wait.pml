@@ -1,13 +1,13 @@
 // pan: -DSAFETY
 // run: -m100000
-// bug: BUG_C1 C1's store/load pair in the wrong order: arm() loads cancel_reason before it stores the armed word
+// bug: BUG_C1 TASK-C1's store/load pair in the wrong order: arm() loads cancel_reason before it stores the armed word
 // bug: BUG_W1 try_end() compares only the status, not the sequence: a stale timer can end a later wait
 // bug: BUG_R1 arrive() does not reset the arrival count: the next wait's wake-up is lost
-/* task_wait.pml: the task wait word (W1-W3), the two arrivals (R1) and
- * cancellation's store/load pair (C1).
+/* task_wait.pml: the task wait word (TASK-W1 - TASK-W3), the two arrivals (TASK-R1) and
+ * cancellation's store/load pair (TASK-C1).
  *
  * Code (weft): include/weft/detail/task_record.hpp (wait word layout,
- * W1-W3, R1, timer_node), src/task/task.cpp (arm, try_end, arrive, park,
+ * TASK-W1 - TASK-W3, TASK-R1, timer_node), src/task/task.cpp (arm, try_end, arrive, park,
  * park_until, request_cancel), src/runtime/runtime_core.hpp (hooks::after_park),
  * src/runtime/timers.cpp (fire_shard, remove_timer).
  *
@@ -20,22 +20,22 @@
  *             armed forever;
  *   timer     fire_shard(): copies the node's word under the wheel lock,
  *             then try_end(copy, timed_out) + arrive() outside it; the copy
- *             may be from an earlier wait (the stale waker of W1);
+ *             may be from an earlier wait (the stale waker of TASK-W1);
  *   canceler  request_cancel(t, canceled): CAS of cancel_reason, then load
- *             of the word (C1), try_end + arrive if armed and cancellable.
+ *             of the word (TASK-C1), try_end + arrive if armed and cancellable.
  *
- * The C++ accesses of C1 are seq_cst, so their interleavings are exactly
+ * The C++ accesses of TASK-C1 are seq_cst, so their interleavings are exactly
  * Promela's sequentially consistent ones. What a weaker ordering would
  * allow (a store buffered past the following load: the store-buffering
  * litmus test) is the same as performing the load before the store, which
  * is how BUG_C1 models it.
  *
  * Properties:
- *   - W2: exactly one party ends each wait (ended_n[k] == 1 when the task
+ *   - TASK-W2: exactly one party ends each wait (ended_n[k] == 1 when the task
  *     resumes from wait k, never 2);
- *   - W3: the wait has ended when the task resumes (status != armed);
- *   - R1: the task is queued exactly once per wait (queued_n[k] == 1);
- *   - W1: a stale waker never ends a later wait: every successful try_end
+ *   - TASK-W3: the wait has ended when the task resumes (status != armed);
+ *   - TASK-R1: the task is queued exactly once per wait (queued_n[k] == 1);
+ *   - TASK-W1: a stale waker never ends a later wait: every successful try_end
  *     names the current wait, and the task never sees timed_out from a wait
  *     without a deadline or canceled from a wait that was not cancellable;
  *   - no lost wake-up, no missed cancellation: in a state where nothing
@@ -59,7 +59,7 @@
 #define SEQ(w)    ((w) >> 4)
 
 byte ww = 0;            /* task_record::wait_word */
-byte arrivals = 0;      /* task_record::arrivals (R1) */
+byte arrivals = 0;      /* task_record::arrivals (TASK-R1) */
 byte reason = 0;        /* task_record::cancel_reason */
 bool finished = false;  /* task_record::finished */
 
@@ -94,7 +94,7 @@ inline try_end(word, why, ok)
         :: else ->
             if
             :: STATUS(ww) == ARMED ->
-                assert(SEQ(word) == SEQ(ww));  /* W1: stale waker ends a later wait */
+                assert(SEQ(word) == SEQ(ww));  /* TASK-W1: stale waker ends a later wait */
                 ww = (ww & ~15) | why; ok = true
             :: else -> ok = false
             fi
@@ -102,14 +102,14 @@ inline try_end(word, why, ok)
         :: else ->
             if
             :: ww == word ->
-                assert(SEQ(word) == cur);      /* W1: only the current wait is ended */
+                assert(SEQ(word) == cur);      /* TASK-W1: only the current wait is ended */
                 ww = (word & ~15) | why; ok = true
             :: else -> ok = false
             fi
 #endif
         fi;
         if
-        :: ok -> ended_n[SEQ(ww)]++; assert(ended_n[SEQ(ww)] == 1)  /* W2 */
+        :: ok -> ended_n[SEQ(ww)]++; assert(ended_n[SEQ(ww)] == 1)  /* TASK-W2 */
         :: else
         fi
     }
@@ -121,7 +121,7 @@ inline ready()
     d_step {
         queued++;
         queued_n[cur]++;
-        assert(queued_n[cur] == 1)   /* R1: queued once per wait */
+        assert(queued_n[cur] == 1)   /* TASK-R1: queued once per wait */
     }
 }
 
@@ -162,8 +162,8 @@ active proctype task()
         r = reason;              /* load cancel_reason ... */
         ww = w;                  /* ... before the store of the word */
 #else
-        ww = w;                  /* C1: wait_word.store(w, seq_cst) */
-        r = reason;              /* C1: cancel_reason.load(seq_cst) */
+        ww = w;                  /* TASK-C1: wait_word.store(w, seq_cst) */
+        r = reason;              /* TASK-C1: cancel_reason.load(seq_cst) */
 #endif
         if
         :: c && r != 0 ->
@@ -192,16 +192,16 @@ end_parked:
         /* suspended until a worker takes it from the run queue */
         d_step { queued > 0 -> queued--; parked = false };
 
-        /* resumed: status_of(wait_word.load(acquire)) (W3) */
+        /* resumed: status_of(wait_word.load(acquire)) (TASK-W3) */
         r = STATUS(ww);
-        assert(r != ARMED);              /* W3 */
-        assert(ended_n[cur] == 1);       /* W2 */
-        assert(queued_n[cur] == 1);      /* R1 */
-        assert(r != TIMED_OUT || dl);    /* W1: no stale timer */
+        assert(r != ARMED);              /* TASK-W3 */
+        assert(ended_n[cur] == 1);       /* TASK-W2 */
+        assert(queued_n[cur] == 1);      /* TASK-R1 */
+        assert(r != TIMED_OUT || dl);    /* TASK-W1: no stale timer */
         assert(r != CANCELED || c);      /* only a cancellable wait is canceled */
 
         /* park_until(): remove_timer(); the primitive unlinks its node
-         * (V3; a no-op if the notifier took it). */
+         * (WAITER-V3; a no-op if the notifier took it). */
         if :: dl -> timer_in_wheel = false :: else fi;
         node_linked = false;
 
@@ -255,7 +255,7 @@ active proctype canceler()
     :: else
     fi;
     d_step { if :: reason == 0 -> reason = CANCELED :: else fi };  /* CAS, seq_cst */
-    w = ww;                                                        /* C1: load, seq_cst */
+    w = ww;                                                        /* TASK-C1: load, seq_cst */
     if
     :: STATUS(w) == ARMED && (w & CBIT) ->
         try_end(w, CANCELED, ok);

@@ -2,7 +2,7 @@
 // run: -m100000
 // bug: BUG_NO_RECHECK sleep() sleeps without has_work()'s second look after registering as sleeping
 // bug: BUG_NOTIFY_FIRST inject() calls notify_one() before it pushes the task
-/* worker_sleep.pml: sleeping and waking of idle workers (P1: no lost
+/* worker_sleep.pml: sleeping and waking of idle workers (SCHED-P1: no lost
  * wake-up) with two workers, the injection queue, a pinned task's inbox,
  * the LIFO slot, stealing and the searching count.
  *
@@ -23,8 +23,8 @@
  *     and sleep for why the seq_cst counters in them may go with it);
  *     every seq_cst access outside a lock (n_searching, n_sleeping, the
  *     deque, inj_len, inbox_nonempty in has_work) is a step of its own;
- *   - no timers and no poller: the watcher (T2) is chosen as in the code,
- *     but futex value 2, watch_wait_ns and I1/I2 are left out; a sleeping
+ *   - no timers and no poller: the watcher (SCHED-T2) is chosen as in the code,
+ *     but futex value 2, watch_wait_ns and SCHED-I1/I2 are left out; a sleeping
  *     worker blocks until its futex word is 1 (futex_wait(word, 0) and the
  *     loop around it);
  *   - the fairness tick (every 61st), the stash and hand-offs are left out.
@@ -35,7 +35,7 @@
  * and notify_one()).
  *
  * Properties:
- *   - P1: in a state where nothing can move (every worker asleep, the
+ *   - SCHED-P1: in a state where nothing can move (every worker asleep, the
  *     outside thread done), no task is left in any queue (monitor);
  *   - the searching count stays within 0..N (n_searching never underflows
  *     or overflows). The code's "at most half of the workers search"
@@ -346,7 +346,7 @@ init {
     }
 }
 
-/* P1: when nothing can move, every task has been run. */
+/* SCHED-P1: when nothing can move, every task has been run. */
 active proctype monitor()
 {
     timeout ->

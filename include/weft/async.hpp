@@ -13,17 +13,17 @@
 // a task of that runtime: the same workers, queues, ids, states,
 // cancellation, deadlines, registry and join_handle as a stackful task, but
 // no stack of its own: the scheduler resumes it on the worker's stack, as a
-// stackless body (co_body::step() in src/async/async.cpp, A1-A4). Awaited with
+// stackless body (co_body::step() in src/async/async.cpp, ASYNC-A1 - ASYNC-A4). Awaited with
 // co_await from another coroutine, it runs in the awaiting coroutine's task,
 // by symmetric transfer (no stack growth however many awaits complete at
-// once: S1 in weft/detail/async_detail.hpp).
+// once: ASYNC-S1 in weft/detail/async_detail.hpp).
 //
 // Waiting, from a C++20 task's coroutine: every weft wait is one awaitable
 // in weft::co (lock, send, recv, sleep, join with co_await on a join_handle,
 // when_all, ... and co::call(f) for any other blocking weft call: select, a
 // socket, a condition variable). Each first tries the operation without
 // waiting; if it must wait, the call runs on a fiber borrowed for that call
-// alone (A3), so L5 and L6 exist once, written for stackful waits. A blocking
+// alone (ASYNC-A3), so L5 and L6 exist once, written for stackful waits. A blocking
 // call made directly (mutex::lock() without co_await) throws task_error
 // (needs_stack) before it touches anything.
 //
@@ -35,7 +35,7 @@
 //
 // Cancellation: a C++20 task is canceled at its next weft await (and while
 // it waits in one): its coroutine frames are destroyed, never resumed, so
-// every local's destructor runs and nothing can swallow it (A4). A foreign
+// every local's destructor runs and nothing can swallow it (ASYNC-A4). A foreign
 // awaitable (one weft knows nothing of) is not a cancellation point: it
 // cannot be abandoned once it holds the coroutine's handle. docs/async.md
 // has the rest.
@@ -103,7 +103,7 @@ public:
             p.continuation = parent;
             p.stage = promise_type::running_inside;
             h.resume();
-            // S1: ended inside resume() (false: go on now), or suspended.
+            // ASYNC-S1: ended inside resume() (false: go on now), or suspended.
             return std::exchange(p.stage, promise_type::suspended) != promise_type::ended;
         }
         T await_resume() { return h.promise().take(); }
@@ -166,7 +166,7 @@ decltype(auto) await(A&& a) {
     } else {
         using G = decltype(detail::get_awaiter(std::forward<A>(a)));
         if constexpr (!std::is_reference_v<G> && std::is_move_constructible_v<G>) {
-            // V4 (weft/waiter.hpp): whoever completes the awaiter writes it
+            // WAITER-V4 (weft/waiter.hpp): whoever completes the awaiter writes it
             // while this task is suspended: off a shared stack.
             detail::stable<G> aw(detail::get_awaiter(std::forward<A>(a)));
             return detail::await_on(*aw);

@@ -37,7 +37,7 @@
 // Threads. Of two threads resuming one compact coroutine, one wins; the other
 // gets coroutine_error (resume_running). A resume whose shared stack another
 // coroutine uses gets shared_stack_busy, on any thread, without waiting.
-// Taking the stack is the claim (invariant C1 below).
+// Taking the stack is the claim (invariant COMPACT-C1 below).
 #pragma once
 
 #include <atomic>
@@ -75,7 +75,7 @@ struct compact_frame {
     // other field is written before it is read.
     bool unwind = false;            // resumed to be destroyed: its yield() raises the forced unwind
     bool failed = false;            // the body let an exception escape: it is in `error`
-    bool unwind_caught;             // the entry caught that forced unwind (U2 of fiber.cpp); set with unwind
+    bool unwind_caught;             // the entry caught that forced unwind (FIBER-U2 of fiber.cpp); set with unwind
     bool movable;                   // value may be moved from (it was yielded as an rvalue)
     eh_state resumer_eh;            // the resumer's exception state
     fiber_record* parent;           // the resumer's current fiber (made current again after)
@@ -102,24 +102,24 @@ struct compact_ops {
 // compact_record is the control block at the start of a compact coroutine's
 // heap block; the body follows it, then the first save buffer.
 // Invariants:
-//   C1  the record is running only while its shared stack is held (holder)
+//   COMPACT-C1  the record is running only while its shared stack is held (holder)
 //       by the thread that runs it; so taking the stack (a compare-and-swap
 //       from null, acquire) is the claim: whoever holds the stack may read
 //       and write state, ctx and the saved bytes, and giving it back (a
 //       release store) publishes them. `state` is atomic only for done(),
 //       which any thread may read.
-//   C2  ctx is valid while suspended (null while created: the first resume
+//   COMPACT-C2  ctx is valid while suspended (null while created: the first resume
 //       lays out the first frame on the stack); resumer and frame only
 //       while running.
-//   C3  the resume() that ran the coroutine does every per-thread step
+//   COMPACT-C3  the resume() that ran the coroutine does every per-thread step
 //       (exception state, current fiber) before and after its one switch,
 //       on its own thread; the coroutine's side only switches.
-//   C4  a yielded value lies on the shared stack: the resumer moves it out
+//   COMPACT-C4  a yielded value lies on the shared stack: the resumer moves it out
 //       before it gives the stack back.
 struct alignas(16) compact_record {
-    void* ctx = nullptr;             // C2
-    void* resumer = nullptr;         // where yield() and the end go (C2)
-    compact_frame* frame = nullptr;  // the running resume()'s frame (C2)
+    void* ctx = nullptr;             // COMPACT-C2
+    void* resumer = nullptr;         // where yield() and the end go (COMPACT-C2)
+    compact_frame* frame = nullptr;  // the running resume()'s frame (COMPACT-C2)
     shared_stack_slot* slot = nullptr;
     const compact_ops* ops = nullptr;
     std::byte* buffer = nullptr;     // the saved bytes: the block's tail, or a block of its own (external)
@@ -130,7 +130,7 @@ struct alignas(16) compact_record {
     bool external = false;
     eh_state eh;                     // its exception state while it is not running
 #if WEFT_TSAN && !WEFT_SHARE_FP_ENV
-    context::fp_control handover_fp;  // F3 of fiber_record.hpp
+    context::fp_control handover_fp;  // FIBER-F3 of fiber_record.hpp
 #endif
     [[no_unique_address]] std::conditional_t<with_tools, sanitizer::tool_state, no_tools> tools_;
     sanitizer::tool_state& tools() noexcept { return fiber_record::pick_tools(tools_); }
@@ -182,33 +182,33 @@ WEFT_API void compact_caught(compact_record* r) noexcept;
 // (resume into the coroutine; suspend for a yield; finish at its end), read
 // back with record_of<compact_record>() and kind_of(); it travels through
 // jump<compact_record>(), whose TSan builds carry the FP state in the record
-// the word names (F3, handover_fp); the exception state moves with
+// the word names (FIBER-F3, handover_fp); the exception state moves with
 // save_eh() and install(); the tools are told with sanitizer::enter(),
 // returned(), leave() and arrived() (the pool registers its stacks with
 // LeakSanitizer and valgrind, on_create_copy() gives each coroutine its
 // TSan fiber); copy_stack.cpp saves and restores the bytes of both kinds;
-// the forced unwind starts with forced_unwind_from() and keeps U1-U3 of
+// the forced unwind starts with forced_unwind_from() and keeps FIBER-U1 - FIBER-U3 of
 // src/fiber/fiber.cpp. It differs from a fiber's switch where a fiber
 // keeps something in its record that the 80-byte record has no room for,
 // or where the record has no fiber_record to offer:
-//   D1  The claim is taking the shared stack (C1), not a compare-and-swap
-//       of `state` (I2): a resume takes the stack anyway, and that one
+//   COMPACT-D1  The claim is taking the shared stack (COMPACT-C1), not a compare-and-swap
+//       of `state` (FIBER-I2): a resume takes the stack anyway, and that one
 //       compare-and-swap also stops a second resumer (resume_running, or
 //       shared_stack_busy when the stack runs another coroutine), where a
 //       copy-stack fiber's resume makes two (claim(), then the stack);
 //       `state` is only stored. So the publication is the stack's release
-//       (C1), where a fiber's is its state's (I1); only `done` is also
+//       (COMPACT-C1), where a fiber's is its state's (FIBER-I1); only `done` is also
 //       published with its state, for done() and destruction without the
 //       stack.
-//   D2  Every per-thread step is the resumer's, before and after its one
-//       switch (C3), where a fiber takes them on its own side (settle_fiber(),
+//   COMPACT-D2  Every per-thread step is the resumer's, before and after its one
+//       switch (COMPACT-C3), where a fiber takes them on its own side (settle_fiber(),
 //       leave_to_resumer()): the resumer holds its thread_state already and
-//       waits on that thread until the coroutine comes back (I5 holds here
+//       waits on that thread until the coroutine comes back (FIBER-I5 holds here
 //       too), so the coroutine's side makes no this_thread_state() call,
 //       and what a fiber keeps in its record while it runs is in the
 //       resumer's compact_frame (resumer_eh, parent) or its variables (ts),
 //       which keeps the record at 80 bytes (compact.cpp asserts it).
-//   D3  No fiber is current while the body runs (install() of null): the
+//   COMPACT-D3  No fiber is current while the body runs (install() of null): the
 //       record is no fiber_record, so this_fiber, tasks and the sync
 //       primitives see code outside any fiber (the top of this file). For
 //       the same reason it has no registry entry, name, after-switch hook
@@ -216,10 +216,10 @@ WEFT_API void compact_caught(compact_record* r) noexcept;
 //       stacks have the pool's guard pages), and it is never suspended from
 //       inside another coroutine (suspend_outer), so both sides of its
 //       switch tell the tools r's own tool_state (no running_in()).
-//   D4  No fp_env_mode::own: the record has no room for the two FP states
-//       of F1, and the switch leaves the thread's FP state alone (F2), so
+//   COMPACT-D4  No fp_env_mode::own: the record has no room for the two FP states
+//       of FIBER-F1, and the switch leaves the thread's FP state alone (FIBER-F2), so
 //       the body runs with its thread's and a switch tests no flag.
-//   D5  The forced unwind's exception object and what the body lets escape
+//   COMPACT-D5  The forced unwind's exception object and what the body lets escape
 //       are in the destroyer's or resumer's compact_frame, not in the
 //       record, so its unwind has an exception class, cleanup and stop of
 //       its own (compact.cpp), which find the coroutine through the frame.
@@ -230,7 +230,7 @@ WEFT_API void compact_caught(compact_record* r) noexcept;
 //       be in its record.
 
 // compact_enter() runs r, which the caller has claimed (it holds r's
-// stack, C1) and whose bytes are on the stack, until it yields or ends. ts
+// stack, COMPACT-C1) and whose bytes are on the stack, until it yields or ends. ts
 // is the calling thread's state.
 // Returns true when it yielded: the caller then moves the value out and
 // calls compact_release(); false when it ended (the stack is given back).
@@ -238,7 +238,7 @@ WEFT_API void compact_caught(compact_record* r) noexcept;
 [[gnu::always_inline]] inline bool compact_enter(compact_record* r, compact_frame& fr, thread_state* ts) {
     shared_stack_slot& s = *r->slot;
     r->state.store(fiber_state::running, std::memory_order_relaxed);
-    // C3: the resumer's exception state and current fiber wait in fr; the
+    // COMPACT-C3: the resumer's exception state and current fiber wait in fr; the
     // coroutine runs with its own exception state and no current fiber.
     fr.parent = ts->current;
     save_eh(fr.resumer_eh, ts);
@@ -260,21 +260,21 @@ WEFT_API void compact_caught(compact_record* r) noexcept;
     // Release: a thread that sees it done (state(), acquire) may destroy it
     // without taking the stack, and must see everything it did.
     r->state.store(fiber_state::done, std::memory_order_release);
-    s.holder.store(nullptr, std::memory_order_release);  // C1
+    s.holder.store(nullptr, std::memory_order_release);  // COMPACT-C1
     if (fr.failed) [[unlikely]]
         compact_rethrow(fr);
     return false;
 }
 
 // compact_release() ends a resume() whose coroutine yielded: publishes it
-// suspended and gives the stack back (C1, C4).
+// suspended and gives the stack back (COMPACT-C1, COMPACT-C4).
 [[gnu::always_inline]] inline void compact_release(compact_record* r) noexcept {
     r->state.store(fiber_state::suspended, std::memory_order_relaxed);
     r->slot->holder.store(nullptr, std::memory_order_release);
 }
 
 // compact_claim() takes r's stack for the thread whose state is ts and puts
-// r's bytes there (C1). Throws: coroutine_error when the stack is busy or r
+// r's bytes there (COMPACT-C1). Throws: coroutine_error when the stack is busy or r
 // is not resumable; bad_alloc.
 [[gnu::always_inline]] inline void compact_claim(compact_record* r, thread_state* ts) {
     if (!r) [[unlikely]]
@@ -314,7 +314,7 @@ WEFT_API void compact_caught(compact_record* r) noexcept;
 [[gnu::always_inline]] inline compact_record* compact_first(context::transfer t) noexcept {
     compact_record* r = record_of<compact_record>(t.data);
 #if WEFT_TSAN && !WEFT_SHARE_FP_ENV
-    context::fp_control_load(r->handover_fp);  // F3: the trampoline came through context::jump()
+    context::fp_control_load(r->handover_fp);  // FIBER-F3: the trampoline came through context::jump()
 #endif
     sanitizer::arrived(r->tools(), r->tools(), true, true);
     r->resumer = t.from;
@@ -436,7 +436,7 @@ public:
             detail::compact_release(r_);
             return true;
         } else {
-            // C4: the value is moved out before the stack is given back.
+            // COMPACT-C4: the value is moved out before the stack is given back.
             struct release_guard {
                 detail::compact_record* r;
                 ~release_guard() { detail::compact_release(r); }

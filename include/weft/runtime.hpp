@@ -363,7 +363,7 @@ join_handle<R> spawn(F&& f, const spawn_options& options = {}) {
 template <class F, class R = std::invoke_result_t<std::decay_t<F>&>>
 R blocking(F&& f) {
     if (!this_task::inside()) return std::invoke(std::forward<F>(f));
-    // V4 (weft/waiter.hpp): the pool thread writes the job and the result
+    // WAITER-V4 (weft/waiter.hpp): the pool thread writes the job and the result
     // while this task is suspended; on a shared stack they and a copy of f
     // (moved from an rvalue) live in a heap block, and f must not point
     // into the task's frames (docs/runtime.md, "What a copy-stack task may

@@ -16,20 +16,20 @@
 // it, TASK-J1 there.)
 //
 // The protocol (docs/sync.md):
-//   V1  A waiter is armed under the primitive's lock, before its node is
+//   WAITER-V1  A waiter is armed under the primitive's lock, before its node is
 //       linked; from then on exactly one party claims it (claim() or
 //       claim_self() returns true once, or the waiter's own timeout or
 //       cancellation ends it): the one atomic claim per waiter of Go's
-//       selectDone. For a task this is the wait word's W2.
-//   V2  A waker writes what it hands over (a value, a lock, a case index)
+//       selectDone. For a task this is the wait word's TASK-W2.
+//   WAITER-V2  A waker writes what it hands over (a value, a lock, a case index)
 //       after its claim and before wake(); the waiter reads it after wait()
 //       returns `notified`. A waker that loses the claim hands nothing over,
 //       so nothing is lost or duplicated.
-//   V3  A waiter that leaves for any other reason (timeout, cancellation, a
+//   WAITER-V3  A waiter that leaves for any other reason (timeout, cancellation, a
 //       select case won elsewhere) unlinks its nodes under the primitive's
 //       lock before its frame ends; wait_queue::remove() of a node already
 //       taken out does nothing.
-//   V4  Everything another party reads or writes while the waiting party is
+//   WAITER-V4  Everything another party reads or writes while the waiting party is
 //       suspended (the waiter, its nodes, the hand-over slots a node points
 //       at) lives at an address whose bytes stay the waiter's until the wait
 //       has ended: in the waiting frame when that frame is on a stack of its
@@ -57,7 +57,7 @@ struct stackless_tag {};
 
 // on_shared_stack() says whether the calling code runs on a shared (copy)
 // stack: a copy-stack task, or a copy-stack coroutine. Its frames are then
-// overwritten while it is suspended (V4).
+// overwritten while it is suspended (WAITER-V4).
 [[nodiscard]] inline bool on_shared_stack() noexcept {
     const fiber_record* f = this_thread_state()->current;
     return f && f->copy_mode;
@@ -72,7 +72,7 @@ struct stackless_tag {};
 WEFT_API void check_no_pointer_into_shared_stack(const void* obj, std::size_t n, const char* what) noexcept;
 
 // stable<T> holds one T that other parties reach while its owner is
-// suspended (V4): in the owner's frame, or, when the owner runs on a shared
+// suspended (WAITER-V4): in the owner's frame, or, when the owner runs on a shared
 // stack, in a heap block of its own (one allocation per wait there; none on
 // a stack of its own). Throws: std::bad_alloc, and what T's constructor
 // throws.
@@ -112,7 +112,7 @@ private:
 
 // spin_lock, wait_node, wait_queue: see the top (weft/detail/task_record.hpp).
 
-// waiter is one wait of the calling task or thread (see V1-V3 above). It
+// waiter is one wait of the calling task or thread (see WAITER-V1 - WAITER-V3 above). It
 // lives on the waiting party's stack. Construct it where the wait begins (it
 // binds to the calling task, or to the thread when not inside a task), arm()
 // it under the primitive's lock, link its node(s), unlock, then wait().
@@ -131,17 +131,17 @@ public:
     waiter(const waiter&) = delete;
     waiter& operator=(const waiter&) = delete;
 
-    // arm() starts the wait (V1). Called by the waiting party, under the
+    // arm() starts the wait (WAITER-V1). Called by the waiting party, under the
     // primitive's lock, before any node of it is linked. A task whose
     // cancellation is pending ends the wait at once (wait() returns
     // canceled) unless `cancellable` is false.
     WEFT_API void arm(bool cancellable = true) noexcept;
     // claim() is a waker's attempt to end the wait; true for exactly one
-    // party (V1). Call with the primitive's lock held, while the node is
+    // party (WAITER-V1). Call with the primitive's lock held, while the node is
     // still linked (or just unlinked by the caller).
     WEFT_API bool claim() noexcept;
     // wake() lets the waiter run again after claim() returned true and the
-    // hand-over is written (V2). May be called after the primitive's lock is
+    // hand-over is written (WAITER-V2). May be called after the primitive's lock is
     // released; the waiter's frame stays alive until it has been called.
     WEFT_API void wake() noexcept;
     // claim_self() ends the waiter's own armed wait before it waits (a
@@ -158,7 +158,7 @@ public:
     // in_task() says whether the waiting party is a task.
     [[nodiscard]] bool in_task() const noexcept { return task_ != nullptr; }
 
-    // What a waker hands over with its claim (V2): which node fired (a
+    // What a waker hands over with its claim (WAITER-V2): which node fired (a
     // select case index) and a primitive-specific code.
     int fired = -1;
     int code = 0;
@@ -206,7 +206,7 @@ inline void wake_all(wait_node* n) noexcept {
 }
 
 // one_wait is the common wait: one waiter, one node (and the primitive's
-// slot, if any, set by the caller). Held in a detail::stable (V4).
+// slot, if any, set by the caller). Held in a detail::stable (WAITER-V4).
 struct one_wait {
     waiter w;
     wait_node n{.w = &w};

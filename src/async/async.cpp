@@ -1,6 +1,6 @@
 // async.cpp: layer L7 (weft/async.hpp): a C++20 task's stackless body,
-// the protocol A1-A4 by which its coroutine tells the task why it suspended,
-// the borrowed fiber's body (A3), and the bridge coroutine that lets any
+// the protocol ASYNC-A1 - ASYNC-A4 by which its coroutine tells the task why it suspended,
+// the borrowed fiber's body (ASYNC-A3), and the bridge coroutine that lets any
 // C++20 awaitable wake a weft waiter.
 
 #include "weft/async.hpp"
@@ -18,7 +18,7 @@
 namespace weft::detail {
 
 // stackless_lost() ends the process when a C++20 task's coroutine suspended
-// without telling its task (A1): an await that bypassed weft (inside a
+// without telling its task (ASYNC-A1): an await that bypassed weft (inside a
 // coroutine type that resumes its awaiters itself). Nobody would ever
 // resume the task, and its frames may be resumed from outside the runtime.
 [[noreturn, gnu::cold, gnu::noinline]] static void stackless_lost(const task_record* t) noexcept {
@@ -32,24 +32,24 @@ namespace weft::detail {
 }
 
 // co_body::step() is one step of a C++20 task (L3's stackless_body,
-// SB1-SB4): its coroutine is resumed on the worker's stack and says through
+// TASK-SB1 - TASK-SB4): its coroutine is resumed on the worker's stack and says through
 // `event` why it suspended. The protocol (docs/async.md):
-//   A1  The coroutine writes `event` (and `resume_next`, the handle to
+//   ASYNC-A1  The coroutine writes `event` (and `resume_next`, the handle to
 //       resume next) before it suspends; step() reads them after resume()
 //       has returned, on the same thread, when the coroutine is suspended,
-//       and only then answers the scheduler (SB1).
-//   A2  co_park: the coroutine armed its wait (W1) before it suspended; the
-//       scheduler's arrival (R1) comes only after step() has returned
-//       (parked, SB2), so a waker on another thread can never resume a
+//       and only then answers the scheduler (TASK-SB1).
+//   ASYNC-A2  co_park: the coroutine armed its wait (TASK-W1) before it suspended; the
+//       scheduler's arrival (TASK-R1) comes only after step() has returned
+//       (parked, TASK-SB2), so a waker on another thread can never resume a
 //       frame still running.
-//   A3  co_blocking: a call that may block (a mutex, a channel, a join ...)
-//       runs on a fiber borrowed for it alone (borrow, SB3); the task is
+//   ASYNC-A3  co_blocking: a call that may block (a mutex, a channel, a join ...)
+//       runs on a fiber borrowed for it alone (borrow, TASK-SB3); the task is
 //       then an ordinary stackful task until the call returns, and the
 //       fiber goes back at once. L5 and L6 are therefore written once, for
 //       stackful waits. The next step finds the call in `pending` and
 //       resumes the coroutine, or destroys its frames if the call was
 //       unwound by the task's cancellation.
-//   A4  co_canceled: the frames are destroyed (their destructors run, on
+//   ASYNC-A4  co_canceled: the frames are destroyed (their destructors run, on
 //       this stack, with the task current), never resumed: cancellation of
 //       a C++20 task cannot be swallowed, as the forced unwind of a
 //       stackful task cannot.
@@ -65,7 +65,7 @@ stackless_body::stop co_body::step(task_record* t) {
         event = co_none;
         return static_cast<stop>(ev - 1);
     }
-    if (ev == co_blocking) return stop::borrow;  // `event` stays: the step after the call takes it (A3)
+    if (ev == co_blocking) return stop::borrow;  // `event` stays: the step after the call takes it (ASYNC-A3)
     if (ev != co_finished && ev != co_canceled) [[unlikely]]
         stackless_lost(t);
     event = co_none;
@@ -81,7 +81,7 @@ bool co_body::may_resume(task_record* t) noexcept {
     return !std::exchange(pending, nullptr)->canceled;
 }
 
-// no_fiber(): no stack for the call (A3): it fails with the error, which
+// no_fiber(): no stack for the call (ASYNC-A3): it fails with the error, which
 // await_resume() rethrows in the coroutine at the next step.
 void co_body::no_fiber(task_record*, std::exception_ptr e) noexcept { pending->error = std::move(e); }
 

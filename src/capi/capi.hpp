@@ -93,7 +93,7 @@ weft_result current_exception_result() noexcept;
 // (forced_unwind_in_flight()): it marks the unwind as caught by its proper
 // stopping place, which the C API boundary is, so that leaving the handler
 // ends it without the abort that guards against swallowing (the rules in
-// weft/fiber.hpp, U2 in src/fiber/fiber.cpp). Returns the fiber whose
+// weft/fiber.hpp, FIBER-U2 in src/fiber/fiber.cpp). Returns the fiber whose
 // flags finish_cancellation() must clear once the handler has ended.
 detail::fiber_record* stop_cancellation() noexcept;
 void finish_cancellation(detail::fiber_record* f) noexcept;

@@ -55,7 +55,7 @@ void compact_refused(compact_record* r, const void* holder, bool took) {
     shared_stack_slot& s = *r->slot;
     const fiber_state st = r->state.load(std::memory_order_relaxed);
     if (took) {
-        // It holds the stack, so r is not running (C1): it is done.
+        // It holds the stack, so r is not running (COMPACT-C1): it is done.
         give_back(s);
         refuse(r, coroutine_errc::resume_done, "which is done");
     }
@@ -103,7 +103,7 @@ void compact_yield_misuse(compact_record* r) {
 void compact_caught(compact_record* r) noexcept {
     compact_frame& fr = *r->frame;
     if (fr.unwind) {
-        fr.unwind_caught = true;  // U2: ending this handler ends the forced unwind
+        fr.unwind_caught = true;  // FIBER-U2: ending this handler ends the forced unwind
     } else {
         ::new (static_cast<void*>(fr.error)) std::exception_ptr(std::current_exception());
         fr.failed = true;
@@ -126,7 +126,7 @@ void compact_rethrow(compact_frame& fr) {
     std::rethrow_exception(std::move(e));
 }
 
-// ---- the forced unwind: fiber.cpp's U1-U3, with the object in the
+// ---- the forced unwind: fiber.cpp's FIBER-U1 - FIBER-U3, with the object in the
 // destroyer's compact_frame.
 namespace {
 
@@ -180,7 +180,7 @@ void compact_destroy(compact_record* r) noexcept {
                                  "frames cannot be restored to unwind them); use a shared_stack_pool with more stacks");
             if (++spins > 64) std::this_thread::yield();
         }
-        // Holding the stack, r cannot be running (C1); another thread may
+        // Holding the stack, r cannot be running (COMPACT-C1); another thread may
         // have finished it meanwhile.
         st = r->state.load(std::memory_order_relaxed);
         if (st == fiber_state::suspended) {

@@ -53,7 +53,7 @@ static_assert(WEFT_TSAN || gap_bytes == context::frame::gap);
 // values only in frames of the .S jump) into registers it declares
 // clobbered, so their bytes need not survive a save. Both kinds of
 // copy-stack coroutine switch with fiber_jump(), which does not even store
-// the FP control state (fiber_record.hpp's F2; a compact coroutine shares
+// the FP control state (fiber_record.hpp's FIBER-F2; a compact coroutine shares
 // its thread's): only the frame pointer and the resume address are kept.
 // TSan builds switch with the .S jump, whose frames are all data.
 using frame_part = context::frame::data_part;
@@ -158,7 +158,7 @@ namespace {
 void restore(fiber_record* cb, shared_stack_slot& s) noexcept {
     copy_state& cs = *cb->copy;
     if (!cb->ctx) {
-        // (Its FP control state is the fiber layer's business, F1-F3 in
+        // (Its FP control state is the fiber layer's business, FIBER-F1 - FIBER-F3 in
         // weft/detail/fiber_record.hpp, not the first frame's.)
         cb->ctx = first_frame(s, cb->start);
         return;

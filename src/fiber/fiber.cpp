@@ -94,14 +94,14 @@ fiber_record* current_for_signal() noexcept {
 // thread-local will do), and a cancellation must not need memory (the
 // out-of-mappings death test cancels tasks with none left). Only that
 // fiber's entry catches it.
-//   U1  the object is "deleted" (unwind_cleanup runs) exactly once, by
+//   FIBER-U1  the object is "deleted" (unwind_cleanup runs) exactly once, by
 //       __cxa_end_catch when a handler ends without rethrowing; a rethrow
 //       (`throw;`) resumes the same forced unwind (_Unwind_Resume_or_Rethrow)
 //       with the same object;
-//   U2  the handler that may end it is entry_for()'s, which sets
+//   FIBER-U2  the handler that may end it is entry_for()'s, which sets
 //       f->unwind_caught first; any other handler that ends it swallowed it,
 //       and unwind_cleanup aborts naming f;
-//   U3  unwind_stop lets every frame unwind (the personality routines run
+//   FIBER-U3  unwind_stop lets every frame unwind (the personality routines run
 //       the cleanups and enter catch (...) and catch (abi::__forced_unwind&)
 //       clauses); reaching the end of the stack means no entry was there:
 //       raised outside any fiber, or the entry's frame was lost. It aborts.
@@ -120,7 +120,7 @@ static_assert(offsetof(fiber_record, stack) + sizeof(stack_view) <= 128, "the ho
 constexpr _Unwind_Exception_Class unwind_class = 0x5745465446554e57ull;
 
 // Raised outside any fiber there is no record: this thread's own object
-// (that unwind ends in an abort, U3).
+// (that unwind ends in an abort, FIBER-U3).
 thread_local _Unwind_Exception outside_object;
 
 fiber_record* owner_of(_Unwind_Exception* e) noexcept {

@@ -58,7 +58,7 @@ void enter_shared_to_destroy(fiber_record* f) noexcept;
 // forced_unwind_from() starts a forced unwind (_Unwind_ForcedUnwind) of the
 // calling stack with an exception object built in `storage` (32 bytes,
 // 16-aligned) of class `exception_class`. It returns only when the unwind
-// could not start, with the reason in failure[0, n). fiber.cpp's U1-U3 say
+// could not start, with the reason in failure[0, n). fiber.cpp's FIBER-U1 - FIBER-U3 say
 // what cleanup and stop must do; compact.cpp uses it too.
 void forced_unwind_from(void* storage, _Unwind_Exception_Class exception_class, _Unwind_Exception_Cleanup_Fn cleanup,
                         _Unwind_Stop_Fn stop, char* failure, std::size_t n);

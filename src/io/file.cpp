@@ -1,10 +1,10 @@
 // file.cpp: weft/io/file.hpp. Inside a task whose runtime's reactor is
 // io_uring, read_at / write_at are IORING_OP_READ / WRITE (src/io/uring.cpp,
-// U6); on epoll each call runs whole on the blocking pool (one pool round
+// URING-U7); on epoll each call runs whole on the blocking pool (one pool round
 // trip per call, not per retry); outside a task pread / pwrite are called
 // directly. Either way a task never blocks its worker on a disk.
 //
-//   F1  An operation submitted to the ring (an op_state on this frame) is
+//   IO-F1  An operation submitted to the ring (an op_state on this frame) is
 //       over only when its completion has arrived (op.done, set under
 //       op.mu by op_state::complete()); ring_io() never returns or unwinds
 //       before that, whatever ends its wait: the kernel may write the buffer
@@ -12,13 +12,13 @@
 //       most. The first wait (w1: cancellable, with the deadline) is linked
 //       as op.w under op.mu after the submission, unless op.done is already
 //       set. If it ends `notified`, the completion claimed it and wrote
-//       res before wake() (V2). Otherwise w1 ended itself (its timeout or
-//       the task's cancellation, V1), so the completion's claim of w1 fails
-//       and hands nothing over: the task unlinks w1 under op.mu (V3) and, if
+//       res before wake() (WAITER-V2). Otherwise w1 ended itself (its timeout or
+//       the task's cancellation, WAITER-V1), so the completion's claim of w1 fails
+//       and hands nothing over: the task unlinks w1 under op.mu (WAITER-V3) and, if
 //       op.done is still unset, submits ASYNC_CANCEL and links a second
 //       waiter w2, armed NOT cancellable and waited without deadline, which
 //       only the completion can end (exactly one completion per submitted
-//       op, U6). Then it reports timed_out (when the op was canceled; an op
+//       op, URING-U7). Then it reports timed_out (when the op was canceled; an op
 //       that completed anyway reports its result: no data is lost) or
 //       unwinds (weft::throw_canceled()).
 
@@ -57,8 +57,8 @@ detail::backend* ring_backend() {
     return b.supports_ops() ? &b : nullptr;
 }
 
-// ring_op is a submitted operation and the two waiters of F1, together off
-// a shared stack (V4 in weft/waiter.hpp): the completion writes them while
+// ring_op is a submitted operation and the two waiters of IO-F1, together off
+// a shared stack (WAITER-V4 in weft/waiter.hpp): the completion writes them while
 // the task is suspended.
 struct ring_op {
     detail::op_state op;
@@ -76,7 +76,7 @@ struct ring_op {
     }
 };
 
-// ring_io() submits the operation in r and waits for its completion (F1);
+// ring_io() submits the operation in r and waits for its completion (IO-F1);
 // returns its result (a count or -errno), -ETIMEDOUT if the deadline passed
 // and the op was canceled. Unwinds (after the completion) if the task is
 // canceled.
@@ -91,11 +91,11 @@ int ring_io(detail::backend& b, ring_op& r, clock::time_point deadline) {
         op.w = &w1;
     }
     const auto out = w1.wait(deadline == no_deadline ? nullptr : &deadline);
-    if (out == weft::waiter::outcome::notified) return op.res;  // V2: written before wake()
+    if (out == weft::waiter::outcome::notified) return op.res;  // WAITER-V2: written before wake()
     bool pending;
     {
         std::lock_guard g(op.mu);
-        op.w = nullptr;  // V3: w1 ended itself; the completion will not claim it
+        op.w = nullptr;  // WAITER-V3: w1 ended itself; the completion will not claim it
         pending = !op.done;
     }
     if (pending) {
@@ -105,7 +105,7 @@ int ring_io(detail::backend& b, ring_op& r, clock::time_point deadline) {
         {
             std::lock_guard g(op.mu);
             if (!op.done) {
-                w2.arm(false);  // F1: neither a cancellation nor a deadline ends it
+                w2.arm(false);  // IO-F1: neither a cancellation nor a deadline ends it
                 op.w = &w2;
                 wait2 = true;
             }
@@ -130,7 +130,7 @@ std::error_code cannot_start(int fd, clock::time_point deadline) noexcept {
 
 // counted is what a call on the blocking pool hands back: a count and an
 // error. The pool's callables capture values only, never the calling frame
-// (V4: on a shared stack that frame belongs to another task meanwhile).
+// (WAITER-V4: on a shared stack that frame belongs to another task meanwhile).
 struct counted {
     std::size_t n = 0;
     std::error_code ec;
@@ -210,7 +210,7 @@ std::size_t write_from(int fd, std::span<const std::byte> buf, std::uint64_t off
 
 file file::open(const std::string& path, int flags, std::error_code& ec, mode_t mode) {
     ec.clear();
-    // The callable holds a copy of the path (V4: not the caller's frame).
+    // The callable holds a copy of the path (WAITER-V4: not the caller's frame).
     const auto [fd, err] = weft::blocking([p = path, flags, mode] {
         int r;
         do r = ::open(p.c_str(), flags | O_CLOEXEC, mode);
@@ -238,7 +238,7 @@ std::size_t file::read_at(std::span<std::byte> buf, std::uint64_t offset, std::e
                           clock::time_point deadline) {
     if ((ec = cannot_start(fd_, deadline))) return 0;
     if (weft::detail::on_shared_stack()) [[unlikely]] {
-        // V4: the kernel or the pool thread fills a heap buffer, copied out
+        // WAITER-V4: the kernel or the pool thread fills a heap buffer, copied out
         // once this task runs again (buf may lie in its saved frame).
         std::vector<std::byte> bounce(std::min(buf.size(), op_max));
         const std::size_t n = read_into(fd_, bounce, offset, ec, deadline);
@@ -257,7 +257,7 @@ std::size_t file::write_at(std::span<const std::byte> buf, std::uint64_t offset,
                            clock::time_point deadline) {
     if ((ec = cannot_start(fd_, deadline))) return 0;
     if (weft::detail::on_shared_stack()) [[unlikely]] {
-        // V4: the data goes out of a heap copy (buf may lie in the saved
+        // WAITER-V4: the data goes out of a heap copy (buf may lie in the saved
         // frame of this task while it waits).
         const std::vector<std::byte> bounce(buf.begin(), buf.end());
         return write_from(fd_, bounce, offset, ec, deadline);

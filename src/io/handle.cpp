@@ -1,6 +1,6 @@
 // handle.cpp: weft/io/handle.hpp. A handle registers its fd with the
 // reactor of the runtime of the first task that waits on it, and retires
-// the registration (reactor.hpp, R5) before the fd is closed or released,
+// the registration (reactor.hpp, REACTOR-R5) before the fd is closed or released,
 // so that no event for a later fd with the same number reaches its waiters.
 
 #include "weft/io/handle.hpp"
@@ -42,7 +42,7 @@ std::error_code thread_wait(int fd, interest what, clock::time_point deadline) {
 
 }  // namespace
 
-// H1: the fd is closed exactly once, and only when no operation is inside
+// IO-H1: the fd is closed exactly once, and only when no operation is inside
 // it. Every operation enters (state_ += one_op) unless the handle is
 // closing, and leaves; close() sets `closing`, wakes the waiters (retires
 // the registration) and closes the fd itself only if no operation is in
@@ -94,7 +94,7 @@ handle::op::op(handle& h) noexcept : h_(h), in_(false) {
 handle::op::~op() {
     if (!in_) return;
     const std::uint32_t s = h_.state_.fetch_sub(one_op, std::memory_order_seq_cst) - one_op;
-    if ((s & closing) && s / one_op == 0) (void)h_.final_close();  // the last one out (H1)
+    if ((s & closing) && s / one_op == 0) (void)h_.final_close();  // the last one out (IO-H1)
 }
 
 void handle::detach() noexcept {
@@ -112,13 +112,13 @@ std::error_code handle::final_close() noexcept {
 
 // begin_close() sets `closing` (and `extra`) and enters as an operation in
 // the same step, so that the retire below finishes before any operation
-// leaving meanwhile can close the fd (H1). False if already closing.
+// leaving meanwhile can close the fd (IO-H1). False if already closing.
 bool handle::begin_close(std::uint32_t extra) noexcept {
     std::uint32_t s = state_.load(std::memory_order_relaxed);
     do {
         if (s & closing) return false;
     } while (!state_.compare_exchange_weak(s, (s + one_op) | closing | extra, std::memory_order_seq_cst));
-    detach();  // wakes the waiters (R5)
+    detach();  // wakes the waiters (REACTOR-R5)
     return true;
 }
 

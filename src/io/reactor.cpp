@@ -1,4 +1,4 @@
-// reactor.cpp: layer L6's reactor (R1-R5 in reactor.hpp) and its epoll
+// reactor.cpp: layer L6's reactor (REACTOR-R1 - REACTOR-R5 in reactor.hpp) and its epoll
 // backend.
 
 #include "reactor.hpp"
@@ -113,7 +113,7 @@ public:
 private:
     int ep_ = -1;
     int ev_ = -1;
-    bool pwait2_ = true;  // only the polling thread reads or writes it (I2)
+    bool pwait2_ = true;  // only the polling thread reads or writes it (SCHED-I2)
     std::atomic<std::uint64_t> added_{0};  // registrations added: a release / acquire pair (add())
 };
 
@@ -239,7 +239,7 @@ void reactor::retire(registration* r) noexcept {
     if (watched) backend_->remove(r);
     {
         std::lock_guard g(r->mu);
-        ++r->seq;  // R2: from here on, events and waits for the old fd are stale
+        ++r->seq;  // REACTOR-R2: from here on, events and waits for the old fd are stale
         r->fd = -1;
     }
     {
@@ -261,7 +261,7 @@ std::size_t reactor::dispatch(std::uint64_t token, unsigned events) noexcept {
         bool more = false;
         {
             std::lock_guard g(r->mu);
-            if (r->closed || (r->seq & seq_mask) != seq) return woke;  // R2: stale
+            if (r->closed || (r->seq & seq_mask) != seq) return woke;  // REACTOR-R2: stale
             for (int d = 0; d < 2; ++d) {
                 if (!(events & (d == 0 ? ev_read : ev_write)) && !(events & ev_error)) continue;
                 bool any = false;
@@ -272,7 +272,7 @@ std::size_t reactor::dispatch(std::uint64_t token, unsigned events) noexcept {
                     any = true;
                 }
                 if (!r->q[d].empty()) more = true;
-                r->ready[d] = !any;  // R3
+                r->ready[d] = !any;  // REACTOR-R3
             }
         }
         for (std::size_t i = 0; i < n; ++i) woken[i]->w->wake();
@@ -288,14 +288,14 @@ reactor* reactor_of(weft::detail::runtime_core* c) {
 std::uint64_t ops_completed(weft::detail::runtime_core* c) { return reactor_of(c)->get_backend().ops_completed(); }
 
 std::error_code wait(registration* r, std::uint32_t seq, int dir, clock::time_point deadline) {
-    weft::detail::stable<weft::one_wait> st;  // V4
+    weft::detail::stable<weft::one_wait> st;  // WAITER-V4
     weft::waiter& w = st->w;
     wait_node& node = st->n;
     {
         std::lock_guard g(r->mu);
         if (r->closed || r->seq != seq) return std::make_error_code(std::errc::operation_canceled);
         if (r->always_ready) return {};
-        if (r->ready[dir]) {  // R3
+        if (r->ready[dir]) {  // REACTOR-R3
             r->ready[dir] = false;
             return {};
         }

@@ -1,25 +1,25 @@
 // reactor.hpp: layer L6's reactor, internal. One per runtime (made on the
 // first wait by runtime_poller()), it is the runtime's poller: the watcher
-// worker waits in poll() (src/runtime/sleeping.cpp, I1/I2).
+// worker waits in poll() (src/runtime/sleeping.cpp, SCHED-I1/I2).
 //
 // Invariants (docs/io.md):
-//   R1  a registration's memory is never freed while its reactor lives:
+//   REACTOR-R1  a registration's memory is never freed while its reactor lives:
 //       registrations come from chunks that are only freed with the
 //       reactor, so a late event or a late waiter never touches freed
 //       memory;
-//   R2  every event carries a token: the registration's address and its
+//   REACTOR-R2  every event carries a token: the registration's address and its
 //       sequence number at the time it was added. release() bumps the
 //       sequence number (under the registration's lock) before the
 //       registration is reused, and dispatch() drops an event whose
 //       sequence number differs: a stale event for a closed and reused fd
 //       never wakes the new owner (Go's netpoller does the same, fdseq);
-//   R3  a readiness edge that finds no waiter is kept (`ready`), and a
+//   REACTOR-R3  a readiness edge that finds no waiter is kept (`ready`), and a
 //       waiter that finds it consumes it instead of sleeping: edge-triggered
 //       events are not lost between an EAGAIN and the wait;
-//   R4  an event wakes every waiter of its direction (they retry their
+//   REACTOR-R4  an event wakes every waiter of its direction (they retry their
 //       operation; the ones that find nothing wait again), error and hang-up
 //       events both directions;
-//   R5  close (retire()) marks the registration closed and wakes every
+//   REACTOR-R5  close (retire()) marks the registration closed and wakes every
 //       waiter with ECANCELED under its lock; a wait that starts later finds
 //       it closed, or a different sequence number, and returns ECANCELED.
 #pragma once
@@ -63,12 +63,12 @@ auto or_throw(const char* what, F&& f) {
     return r;
 }
 
-// registration is one watched fd (R1-R5). Guarded by mu except where noted.
+// registration is one watched fd (REACTOR-R1 - REACTOR-R5). Guarded by mu except where noted.
 struct alignas(64) registration {
     weft::spin_lock mu;
     int fd = -1;
-    std::uint32_t seq = 0;   // R2; only the low seq_bits go into a token
-    bool ready[2] = {false, false};  // R3: [0] readable, [1] writable
+    std::uint32_t seq = 0;   // REACTOR-R2; only the low seq_bits go into a token
+    bool ready[2] = {false, false};  // REACTOR-R3: [0] readable, [1] writable
     bool closed = true;
     bool always_ready = false;  // a regular file: epoll cannot watch it, it never blocks
     weft::wait_queue q[2];
@@ -79,7 +79,7 @@ struct alignas(64) registration {
 // op_state is one read or write at an offset that a backend carries out
 // itself (io_uring: IORING_OP_READ / IORING_OP_WRITE), for io::file. It
 // lives on the submitting task's stack and must stay there until `done`
-// (F1 in file.cpp): the kernel writes `buf` until the completion arrives,
+// (IO-F1 in file.cpp): the kernel writes `buf` until the completion arrives,
 // also after a cancel. Fields above `mu` are written before start_op() and
 // only read by the backend; `w`, `done` and `res` are guarded by `mu`.
 struct alignas(8) op_state {
@@ -97,7 +97,7 @@ struct alignas(8) op_state {
 
     // complete() is the completion (once per op, from the polling thread,
     // outside the backend's locks): writes res and done, then claims the
-    // armed waiter and wakes it (V1, V2). Touches nothing of *this after
+    // armed waiter and wakes it (WAITER-V1, WAITER-V2). Touches nothing of *this after
     // releasing mu: the task may return (and end *this) from then on.
     void complete(int r) noexcept {
         weft::waiter* claimed = nullptr;
@@ -123,7 +123,7 @@ public:
     // events carrying `token`. EPERM (a regular file) is reported as is.
     virtual std::error_code add(registration* r, std::uint64_t token) noexcept = 0;
     // remove() stops watching r->fd (still open). Events already fetched
-    // may still arrive (R2 drops them).
+    // may still arrive (REACTOR-R2 drops them).
     virtual void remove(registration* r) noexcept = 0;
     // wait() waits up to timeout_ns (-1: no limit; 0: not at all) and hands
     // each event to re.dispatch(); returns how many waiters were woken.
@@ -175,10 +175,10 @@ public:
     // acquire() is a registration watching fd, open, with its sequence
     // number in `seq`. Throws std::system_error.
     registration* acquire(int fd, std::uint32_t& seq);
-    // retire() closes r (R5), stops watching its fd and returns r to the
+    // retire() closes r (REACTOR-R5), stops watching its fd and returns r to the
     // free list. The fd stays open.
     void retire(registration* r) noexcept;
-    // dispatch() is a backend's event for `token` (R2-R4); returns how many
+    // dispatch() is a backend's event for `token` (REACTOR-R2 - REACTOR-R4); returns how many
     // waiters it woke.
     std::size_t dispatch(std::uint64_t token, unsigned events) noexcept;
 
@@ -196,7 +196,7 @@ private:
     std::string fallback_;
     std::mutex free_mu;
     registration* free_ = nullptr;
-    std::vector<std::unique_ptr<registration[]>> chunks_;  // R1
+    std::vector<std::unique_ptr<registration[]>> chunks_;  // REACTOR-R1
 };
 
 // reactor_of() is the reactor of runtime c, made on first use.

@@ -5,7 +5,7 @@
 // send_to and recv_from run their syscall in handle::retry_io() (IO-R1 in
 // weft/io/handle.hpp). Every syscall on the fd happens inside a
 // handle::op, so a close() from another task never lets it reach a reused
-// fd number (H1 in handle.cpp).
+// fd number (IO-H1 in handle.cpp).
 
 #include "weft/io/socket.hpp"
 
@@ -275,7 +275,7 @@ std::vector<endpoint> resolve(std::string_view host, std::string_view service, s
     ec.clear();
     // getaddrinfo wants NUL-terminated strings; the copies also keep the
     // views' targets out of the blocking thread's hands.
-    // The callable holds its own copies (V4: never the caller's frame) and
+    // The callable holds its own copies (WAITER-V4: never the caller's frame) and
     // hands the error back with the result.
     using found = std::pair<std::vector<endpoint>, std::error_code>;
     found f = weft::blocking([h = std::string(host), s = std::string(service)]() -> found {

@@ -2,28 +2,28 @@
 // contract as the epoll backend (reactor.hpp) so the reactor above is one
 // piece.
 //
-//   U1  every registration is one multishot IORING_OP_POLL_ADD (io_uring
+//   URING-U1  every registration is one multishot IORING_OP_POLL_ADD (io_uring
 //       poll is edge-triggered unless IORING_POLL_ADD_LEVEL is given), with
 //       user_data = the reactor's token. Tokens never have bit 63 set (a
 //       user-space address shifted by 6 then 22 bits), so internal requests
 //       use user_data with bit 63 set: 1 (interrupt()'s NOPs), 2
 //       (remove()'s ASYNC_CANCEL), 3 (cancel_op()'s ASYNC_CANCEL) are ignored, and any other value
-//       with bit 63 set is an operation (U6): bit 63 | the address of its
+//       with bit 63 set is an operation (URING-U7): bit 63 | the address of its
 //       op_state, which is 8-aligned and not null, so never 1, 2 or 3;
-//   U2  the SQ is single-producer: every SQE is acquired and submitted under
+//   URING-U2  the SQ is single-producer: every SQE is acquired and submitted under
 //       mu_, at once (so remove()'s cancel has found its poll before
 //       retire() returns and the fd is closed). The CQ
 //       is consumed only under mu_ as well: by the polling thread (one at a
-//       time, runtime I2) and by a submitter that gets -EBUSY (CQ overflow on
+//       time, runtime SCHED-I2) and by a submitter that gets -EBUSY (CQ overflow on
 //       old kernels), which moves the CQEs to backlog_ and interrupts the
 //       poller; the poller hands the backlog out first;
-//   U3  a multishot poll that ends (a CQE without IORING_CQE_F_MORE) is
+//   URING-U3  a multishot poll that ends (a CQE without IORING_CQE_F_MORE) is
 //       re-armed under mu_ only if its registration is still open with the
 //       same sequence number (checked under the registration's lock, lock
 //       order mu_ then r->mu); remove() comes after retire() has marked the
 //       registration closed, so a re-arm either precedes remove()'s cancel
 //       (which then cancels it) or does not happen;
-//   U7  remove() cancels the poll with IORING_OP_ASYNC_CANCEL on its
+//   URING-U4  remove() cancels the poll with IORING_OP_ASYNC_CANCEL on its
 //       user_data, never IORING_OP_POLL_REMOVE: a poll holds a reference to
 //       its file, so until it ends close() does not close the socket (no
 //       FIN). POLL_REMOVE must take the poll's ownership, and while an event
@@ -33,18 +33,18 @@
 //       io_uring/poll.c io_poll_disarm()). ASYNC_CANCEL marks the poll
 //       canceled instead, which its current owner sees, so it always ends,
 //       at the latest when the arming thread next runs its task work;
-//   U4  files without poll support (regular files, directories, /dev/null)
+//   URING-U5  files without poll support (regular files, directories, /dev/null)
 //       are refused with EPERM as epoll refuses them: io_uring would complete
 //       their poll at once, forever. Sockets and pipes skip the probe;
-//   U5  interrupt() submits an IORING_OP_NOP (internal user_data) under mu_.
+//   URING-U6  interrupt() submits an IORING_OP_NOP (internal user_data) under mu_.
 //       Not an eventfd watched by a poll: a poll's completion is posted by
 //       task work of the thread that armed it, and once that thread has
 //       exited (a worker, a plain thread) the kernel ends the poll with
 //       -ECANCELED from its fallback worker instead of posting the wake-up;
 //       a NOP completes inside the submitting thread's io_uring_enter().
-//       Polls of registrations that end that way are re-armed (U3) by the
+//       Polls of registrations that end that way are re-armed (URING-U3) by the
 //       polling thread.
-//   U6  operations (start_op(): IORING_OP_READ / WRITE at an offset, for
+//   URING-U7  operations (start_op(): IORING_OP_READ / WRITE at an offset, for
 //       io::file) are submitted under mu_ like every SQE; their CQE becomes
 //       an event in the same place as the polls' (collect(), or the backlog
 //       on -EBUSY) and is completed (op_state::complete(): result, claim,
@@ -52,7 +52,7 @@
 //       interrupt() the poller, which takes mu_. cancel_op() submits an
 //       IORING_OP_ASYNC_CANCEL for the op's user_data; the op's own CQE
 //       still comes (-ECANCELED, or its result if it won the race) and its
-//       submitter waits for it (F1 in file.cpp): the kernel may write the
+//       submitter waits for it (IO-F1 in file.cpp): the kernel may write the
 //       buffer until then. A submit that fails at the ring level turns the
 //       op's SQE, still unconsumed, into a NOP, so it never runs later.
 
@@ -81,15 +81,15 @@ namespace {
 
 constexpr std::uint64_t internal_bit = std::uint64_t{1} << 63;
 constexpr std::uint64_t ud_wake = internal_bit | 1;    // interrupt()'s NOPs
-constexpr std::uint64_t ud_remove = internal_bit | 2;  // remove()'s cancel results (U7)
-constexpr std::uint64_t ud_cancel = internal_bit | 3;  // ASYNC_CANCEL results (U1)
+constexpr std::uint64_t ud_remove = internal_bit | 2;  // remove()'s cancel results (URING-U4)
+constexpr std::uint64_t ud_cancel = internal_bit | 3;  // ASYNC_CANCEL results (URING-U1)
 
 std::uint64_t op_data(const op_state* op) noexcept { return internal_bit | reinterpret_cast<std::uintptr_t>(op); }
 constexpr unsigned poll_mask = POLLIN | POLLOUT | POLLRDHUP | POLLERR | POLLHUP | POLLPRI;
 constexpr unsigned default_entries = 256;
 constexpr unsigned cq_entries_min = 4096;
 
-// event is a poll's readiness (op null) or an operation's completion (U6).
+// event is a poll's readiness (op null) or an operation's completion (URING-U7).
 struct event {
     std::uint64_t token;
     unsigned bits;
@@ -116,7 +116,7 @@ public:
             return false;
         }
         ring_ok_ = true;
-        // EXT_ARG (5.11): a wait with a timeout that takes no SQE (U2).
+        // EXT_ARG (5.11): a wait with a timeout that takes no SQE (URING-U2).
         // RSRC_TAGS (5.13) is the first feature bit of the kernel that has
         // multishot poll.
         if (!(p.features & IORING_FEAT_EXT_ARG) || !(p.features & IORING_FEAT_NODROP) ||
@@ -141,7 +141,7 @@ public:
         const int fd = r->fd;
         struct stat st {};
         if (::fstat(fd, &st) != 0) return {errno, std::system_category()};
-        if (!S_ISSOCK(st.st_mode) && !S_ISFIFO(st.st_mode)) {  // U4
+        if (!S_ISSOCK(st.st_mode) && !S_ISFIFO(st.st_mode)) {  // URING-U5
             epoll_event e{};
             e.events = EPOLLIN;
             if (::epoll_ctl(probe_, EPOLL_CTL_ADD, fd, &e) != 0) return {errno, std::system_category()};
@@ -154,7 +154,7 @@ public:
 
     void remove(registration* r) noexcept override {
         // The token is the one the registration was added with: retire()
-        // calls remove() before it bumps the sequence number. U7: a cancel,
+        // calls remove() before it bumps the sequence number. URING-U4: a cancel,
         // not a POLL_REMOVE.
         std::uint64_t token;
         {
@@ -179,7 +179,7 @@ public:
             io_uring_getevents_arg arg{};
             arg.sigmask_sz = _NSIG / 8;
             arg.ts = timeout_ns > 0 ? reinterpret_cast<std::uint64_t>(&ts) : 0;
-            // Waits without taking mu_ and without touching the SQ (U2);
+            // Waits without taking mu_ and without touching the SQ (URING-U2);
             // ETIME, EINTR and the like all mean "look again later".
             (void)::syscall(__NR_io_uring_enter, ring_.ring_fd, 0, 1, IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG, &arg,
                             sizeof arg);
@@ -187,7 +187,7 @@ public:
         }
         std::size_t woke = 0;
         for (std::size_t i = 0; i < n; ++i) {
-            if (op_state* op = evs[i].op) {  // U6, outside mu_
+            if (op_state* op = evs[i].op) {  // URING-U7, outside mu_
                 ops_completed_.fetch_add(1, std::memory_order_relaxed);
                 op->complete(evs[i].res);
                 ++woke;
@@ -198,7 +198,7 @@ public:
         return woke;
     }
 
-    void interrupt() noexcept override {  // U5
+    void interrupt() noexcept override {  // URING-U6
         std::lock_guard g(mu_);
         interrupt_locked();
     }
@@ -206,7 +206,7 @@ public:
 
     [[nodiscard]] bool supports_ops() const noexcept override { return true; }
 
-    int start_op(op_state* op) noexcept override {  // U6
+    int start_op(op_state* op) noexcept override {  // URING-U7
         std::lock_guard g(mu_);
         io_uring_sqe* sqe = sqe_locked();
         const unsigned pos = ring_.sq.sqe_tail - 1;  // sqe's place in the SQ
@@ -228,7 +228,7 @@ public:
         return 0;  // consumed after all: its completion comes
     }
 
-    void cancel_op(op_state* op) noexcept override {  // U6
+    void cancel_op(op_state* op) noexcept override {  // URING-U7
         std::lock_guard g(mu_);
         io_uring_sqe* sqe = sqe_locked();
         ::io_uring_prep_cancel64(sqe, op_data(op), 0);
@@ -253,7 +253,7 @@ private:
 
     // submit_locked() submits what is queued; on -EBUSY (a CQ overflow the
     // kernel could not flush) it moves the CQ to backlog_, wakes the poller
-    // and tries again (U2). Returns a negative errno for other failures.
+    // and tries again (URING-U2). Returns a negative errno for other failures.
     int submit_locked() noexcept {
         in_submit_ = true;
         for (;;) {
@@ -312,7 +312,7 @@ private:
     }
 
     // collect() takes the backlog and the CQ's events (up to `batch`) under
-    // mu_, re-arming ended polls (U3).
+    // mu_, re-arming ended polls (URING-U3).
     // `seen` is set when anything was taken, internal CQEs included.
     std::size_t collect(event (&out)[batch], bool& seen) noexcept {
         std::lock_guard g(mu_);
@@ -331,16 +331,16 @@ private:
     }
 
     // translate_locked() turns a CQE into an event for dispatch(), or false
-    // for an internal one; re-arms a poll that ended (U3).
+    // for an internal one; re-arms a poll that ended (URING-U3).
     bool translate_locked(const io_uring_cqe* cqe, event& e) noexcept {
         const std::uint64_t ud = ::io_uring_cqe_get_data64(cqe);
         const bool more = cqe->flags & IORING_CQE_F_MORE;
         const int res = cqe->res;
         if (ud & internal_bit) {
-            if (ud == ud_wake || ud == ud_remove || ud == ud_cancel) return false;  // U1
+            if (ud == ud_wake || ud == ud_remove || ud == ud_cancel) return false;  // URING-U1
             e.token = 0;
             e.bits = 0;
-            e.op = reinterpret_cast<op_state*>(static_cast<std::uintptr_t>(ud & ~internal_bit));  // U6
+            e.op = reinterpret_cast<op_state*>(static_cast<std::uintptr_t>(ud & ~internal_bit));  // URING-U7
             e.res = res;
             return true;
         }
@@ -376,8 +376,8 @@ private:
     io_uring ring_{};
     bool ring_ok_ = false;
     bool in_submit_ = false;  // guarded by mu_: interrupt_locked() inside submit_locked()
-    int probe_ = -1;  // U4
-    std::mutex mu_;   // U2
+    int probe_ = -1;  // URING-U5
+    std::mutex mu_;   // URING-U2
     std::vector<event> backlog_;
     std::atomic<std::uint64_t> ops_completed_{0};
 };

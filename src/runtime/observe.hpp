@@ -3,14 +3,14 @@
 // (trace.cpp) and the starvation watchdog's view of a worker
 // (watchdog.cpp). Internal to the runtime layer.
 //
-//   O1  Every counter has one writer, its worker's thread (or the thread
+//   OBSERVE-O1  Every counter has one writer, its worker's thread (or the thread
 //       driving a runtime without workers, one at a time): bump() is a
 //       relaxed load and a relaxed store, no read-modify-write; readers on
 //       other threads get some recent value.
-//   O2  The switch path pays one relaxed store for all of this: `switches`,
+//   OBSERVE-O2  The switch path pays one relaxed store for all of this: `switches`,
 //       bumped where a task starts to run. `current` was stored there
 //       before it was atomic (relaxed stores compile to the same move).
-//   O3  The trace pointer is set before the worker threads start and never
+//   OBSERVE-O3  The trace pointer is set before the worker threads start and never
 //       changes: when it is null, an event site costs one predictable
 //       branch. A trace buffer is written only by its worker's thread.
 #pragma once
@@ -33,7 +33,7 @@ namespace weft::detail {
 
 struct task_record;
 
-// counter is one statistic of one worker (O1).
+// counter is one statistic of one worker (OBSERVE-O1).
 class counter {
 public:
     void bump(std::uint64_t n = 1) noexcept { v_.store(v_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed); }
@@ -54,7 +54,7 @@ struct trace_event {
     kind what;
 };
 
-// trace_buffer is one worker's events (O3), or the shared one for events
+// trace_buffer is one worker's events (OBSERVE-O3), or the shared one for events
 // from other threads (then guarded by `mu`). Task names are recorded once
 // per task, where it is spawned.
 class trace_buffer {
@@ -96,7 +96,7 @@ bool write_trace(const std::string& path, unsigned workers, const std::vector<tr
                  std::int64_t origin_ns) noexcept;
 
 // worker_view is the part of a worker that stats(), the trace and the
-// watchdog read: counters (O1), the running task (O2), the thread.
+// watchdog read: counters (OBSERVE-O1), the running task (OBSERVE-O2), the thread.
 struct worker_view {
     counter spawned, finished, switches, steals, stolen, sleeps, injected, timers, io_waits, io_polls;
     // current is the task running on the worker (null between tasks);
@@ -113,7 +113,7 @@ struct worker_view {
         has_thread = on;
         thread = on ? pthread_self() : pthread_t{};
     }
-    trace_buffer* trace = nullptr;  // O3
+    trace_buffer* trace = nullptr;  // OBSERVE-O3
 };
 
 // watchdog is a runtime's starvation monitor: a thread that looks at every

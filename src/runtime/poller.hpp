@@ -1,6 +1,6 @@
 // poller.hpp: layer L4, internal: the runtime's side of IO. The IO layer
 // (L6, src/io/reactor.hpp) implements poller and calls the functions below;
-// the runtime's sleeping watcher waits in the poller (I1, I2 in
+// the runtime's sleeping watcher waits in the poller (SCHED-I1, SCHED-I2 in
 // runtime_core.hpp). Not installed: no public header needs it.
 #pragma once
 

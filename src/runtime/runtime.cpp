@@ -90,7 +90,7 @@ runtime_core::runtime_core(const runtime_options& o)
         ws.push_back(std::move(w));
     }
     idle.reserve(nworkers);
-    // O3: the trace buffers exist before any worker thread does.
+    // OBSERVE-O3: the trace buffers exist before any worker thread does.
     trace_path = o.trace_path;
     if (trace_path.empty())
         if (const char* env = std::getenv("WEFT_TRACE"); env && *env) trace_path = env;
@@ -189,7 +189,7 @@ poller* runtime_poller(runtime_core* c, make_poller_fn make) {
     poller* p = c->io_owned.get();
     c->io.store(p, std::memory_order_release);
     // A worker that went to sleep before there was a poller waits on its futex word:
-    // wake them all, so that the watcher starts polling (I1).
+    // wake them all, so that the watcher starts polling (SCHED-I1).
     for (auto& w : c->ws) c->wake_sleeper(w.get());
     return p;
 }

@@ -4,12 +4,12 @@
 // The code is in this folder, one file a concern:
 //   runtime.cpp    construction, the choice of a task's stack, the entry
 //                  points the public headers call, weft::runtime
-//   worker.cpp     the queues (Q1, Q2) and running tasks: a worker's loop,
+//   worker.cpp     the queues (SCHED-Q1, SCHED-Q2) and running tasks: a worker's loop,
 //                  hand-off, a task's first run and its end, run_once()
-//   stackless.cpp  running a task without a fiber of its own (SB1-SB4)
+//   stackless.cpp  running a task without a fiber of its own (TASK-SB1 - TASK-SB4)
 //   sleeping.cpp   sleeping and waking workers, the watcher, IO polling
-//                  (P1, T2, I1, I2)
-//   timers.cpp     the timer wheels (T1-T3)
+//                  (SCHED-P1, SCHED-T2, SCHED-I1, SCHED-I2)
+//   timers.cpp     the timer wheels (SCHED-T1 - SCHED-T3)
 //   spawn.cpp      spawning, the registry, statistics, unhandled exceptions
 //   stop.cpp       stopping
 //   blocking.cpp   the blocking pool
@@ -17,19 +17,19 @@
 //
 // docs/runtime.md is the design; the invariants are repeated here, and the
 // code that keeps them names them:
-//   Q1  a task is in at most one queue (LIFO slot, deque, pinned FIFO, inbox,
+//   SCHED-Q1  a task is in at most one queue (LIFO slot, deque, pinned FIFO, inbox,
 //       injection queue, a run_once batch) and only while it is ready;
-//   Q2  a pinned task is only ever in its home worker's LIFO slot, pinned
+//   SCHED-Q2  a pinned task is only ever in its home worker's LIFO slot, pinned
 //       FIFO or inbox: never in a deque (thieves take from deques only);
-//   P1  no lost wake-up: after a task is published to a queue that other
+//   SCHED-P1  no lost wake-up: after a task is published to a queue that other
 //       workers may take from, either some worker looks at the queues later
 //       than the publication, or a sleeping worker is woken (see notify_one()
 //       and sleep());
-//   T1  a timer node is in a timer wheel only while its task is alive: the
+//   SCHED-T1  a timer node is in a timer wheel only while its task is alive: the
 //       task takes its nodes out before it can end (remove_timer() finds the
 //       wheel through the node, whichever worker it runs on), and a firing
 //       timer takes a reference under the wheel's lock;
-//   T2  while any worker sleeps and a timer exists, one sleeping worker
+//   SCHED-T2  while any worker sleeps and a timer exists, one sleeping worker
 //       (the watcher) sleeps no later than the earliest timer over all the
 //       wheels: it publishes that time (watch_until) and reads the wheels
 //       again, under idle_mu (INT64_MAX while the watcher has published
@@ -37,13 +37,13 @@
 //       add_timer() publishes its wheel's earliest time and then reads
 //       watch_until, and wakes the watcher when it is earlier (see
 //       watch_wait_ns() and add_timer()).
-//   T3  a timer fires at or after its deadline, never before: the wheel
+//   SCHED-T3  a timer fires at or after its deadline, never before: the wheel
 //       rounds deadlines up to its tick and hands out only nodes with
-//       when <= now (src/runtime/timer_wheel.hpp, E1); a worker's loop fires
+//       when <= now (src/runtime/timer_wheel.hpp, TIMER-E1); a worker's loop fires
 //       its own and the shared wheel, and any other wheel whose lock is free,
 //       so a worker stuck in a long task does not hold up its timers while
 //       another worker runs its loop or the watcher wakes (docs/timers.md).
-//   I1  once the runtime has a poller (L6, docs/io.md), the watcher of T2
+//   SCHED-I1  once the runtime has a poller (L6, docs/io.md), the watcher of SCHED-T2
 //       waits in poller::poll() instead of on its futex word, and
 //       everything that wakes a sleeping worker (notify_one(), wake(), a new
 //       watcher, add_timer()) also interrupts the poll when the worker is
@@ -52,7 +52,7 @@
 //       under idle_mu, so either the worker sees the store and does not
 //       wait, or the waker sees `polling` and interrupts (the interrupt
 //       stays pending until a poll sees it);
-//   I2  one thread at a time polls (poll_mu), and nobody waits for the
+//   SCHED-I2  one thread at a time polls (poll_mu), and nobody waits for the
 //       lock: a running worker tries it every io_interval loop iterations
 //       and before it sleeps, so readiness is seen while every worker is
 //       busy (Go's findrunnable polls the same way); the watcher tries it
@@ -98,7 +98,7 @@ worker* this_worker() noexcept;
 void set_this_worker(worker* w) noexcept;
 
 // task_fifo is an intrusive FIFO through task_record::next
-// (detail::intrusive_fifo, IL1-IL3) that counts its tasks.
+// (detail::intrusive_fifo, LIST-IL1 - LIST-IL3) that counts its tasks.
 struct task_fifo {
     intrusive_fifo<task_record, fifo_link<task_record, &task_record::next>> q;
     std::size_t size = 0;
@@ -133,7 +133,7 @@ struct alignas(64) worker {
     bool switched = false;     // set by the after-switch hooks: the task left by suspending
     bool batch = false;        // run_once() is running a batch: no hand-offs
     task_record* stash = nullptr;  // taken for a hand-off that could not be made: runs next
-    task_fifo pinned;          // ready pinned tasks (Q2)
+    task_fifo pinned;          // ready pinned tasks (SCHED-Q2)
     unsigned tick = 0;
     std::uint64_t rng = 0;
     std::int64_t now = 0;  // coarse clock, read once per task run (state stamps)
@@ -145,13 +145,13 @@ struct alignas(64) worker {
     std::atomic<std::uint32_t> futex{0};
     bool sleeping = false;  // guarded by runtime_core::idle_mu
     // polling: the worker is (about to be) inside poller::poll() with a
-    // timeout, as the watcher (I1); guarded by runtime_core::idle_mu.
+    // timeout, as the watcher (SCHED-I1); guarded by runtime_core::idle_mu.
     bool polling = false;
     unsigned io_tick = 0;  // loop iterations since the last IO poll
     // Copy-stack tasks pinned here run on these stacks.
     std::once_flag shared_once;
     std::unique_ptr<shared_stack_pool> shared;
-    // Counters, the running task, the trace (observe.hpp, O1-O3).
+    // Counters, the running task, the trace (observe.hpp, OBSERVE-O1 - OBSERVE-O3).
     worker_view view;
 
     [[nodiscard]] task_record* current() const noexcept { return view.current.load(std::memory_order_relaxed); }
@@ -240,7 +240,7 @@ private:
     // bookkeeping added (callgrind, r3).
     [[gnu::always_inline]] inline void begin_run(worker* w, task_record* t) noexcept;
     void finish_task(worker* w, task_record* t) noexcept;
-    // Timers (T1-T3).
+    // Timers (SCHED-T1 - SCHED-T3).
     struct timer_shard;
     void fire_timers(worker* w) noexcept;
     std::size_t fire_shard(worker* w, timer_shard& s, bool wait) noexcept;
@@ -252,7 +252,7 @@ private:
     void thread_main(worker* w);
     void blocking_main();
     // kick() ends w's sleep after its futex word was stored under idle_mu;
-    // `polling` is w->polling read there (I1).
+    // `polling` is w->polling read there (SCHED-I1).
     void kick(worker* w, bool polling) noexcept;
 
 public:
@@ -266,12 +266,12 @@ public:
     }
 
 private:
-    // poll_now() polls for IO without waiting if no other thread polls (I2);
+    // poll_now() polls for IO without waiting if no other thread polls (SCHED-I2);
     // true if it woke a waiter.
     bool poll_now(worker* w) noexcept;
 
 public:
-    // The poller (I1, I2), made on first use by runtime_poller().
+    // The poller (SCHED-I1, SCHED-I2), made on first use by runtime_poller().
     std::atomic<poller*> io{nullptr};
     std::mutex io_make_mu;
     std::unique_ptr<poller> io_owned;
@@ -289,20 +289,20 @@ private:
     std::vector<worker*> idle;
     std::atomic<int> n_sleeping{0};
     std::atomic<int> n_searching{0};
-    worker* watcher = nullptr;  // guarded by idle_mu (T2)
-    // Timers (T1-T3): one wheel per worker, and one (the last) for nodes
+    worker* watcher = nullptr;  // guarded by idle_mu (SCHED-T2)
+    // Timers (SCHED-T1 - SCHED-T3): one wheel per worker, and one (the last) for nodes
     // added by threads that are not workers of this runtime. A node stays
     // in the wheel it was added to (timer_node::owner) until it fires or is
     // removed, also when its task migrates.
     struct alignas(64) timer_shard {
         std::mutex mu;
         timer_wheel wheel;  // guarded by mu
-        // wheel.next_due(), stored under mu after every change (seq_cst, T2)
+        // wheel.next_due(), stored under mu after every change (seq_cst, SCHED-T2)
         std::atomic<std::int64_t> next{INT64_MAX};
         explicit timer_shard(std::chrono::steady_clock::time_point start) noexcept : wheel(start) {}
     };
     std::vector<std::unique_ptr<timer_shard>> timer_shards;
-    // The time the watcher sleeps until (T2); written under idle_mu.
+    // The time the watcher sleeps until (SCHED-T2); written under idle_mu.
     std::atomic<std::int64_t> watch_until{INT64_MAX};
     // The registry: one shard per worker and one for other threads. The
     // shards are guarded by weft::spin_lock (weft/waiter.hpp): a spawn on one
@@ -343,19 +343,19 @@ public:
     }
 };
 
-// push_local() queues t on w, the worker running this (Q2: a pinned task
+// push_local() queues t on w, the worker running this (SCHED-Q2: a pinned task
 // goes to its pinned FIFO). Inline: spawns (spawn.cpp) and wakes
 // (worker.cpp) go through it.
 inline void runtime_core::push_local(worker* w, task_record* t) noexcept {
     if (t->pinned) {
-        w->pinned.push(t);  // Q2
+        w->pinned.push(t);  // SCHED-Q2
         return;
     }
     w->deque.push(t);
     notify_one();
 }
 
-// notify_one() is the publishers' side of P1 (sleeping.cpp): after a task
+// notify_one() is the publishers' side of SCHED-P1 (sleeping.cpp): after a task
 // is published, wake a sleeping worker unless one is searching. Here, inline,
 // so that its quick exit costs every queue push two loads.
 inline void runtime_core::notify_one() noexcept {
@@ -388,7 +388,7 @@ inline std::int64_t runtime_core::earliest_timer(std::memory_order mo) const noe
 }
 
 // begin_run() is the bookkeeping of a switch into t on w: the running task,
-// its worker, state and stamp, and (O2) the one store of the statistics.
+// its worker, state and stamp, and (OBSERVE-O2) the one store of the statistics.
 inline void runtime_core::begin_run(worker* w, task_record* t) noexcept {
     w->set_current(t);
     set_current_task(t);

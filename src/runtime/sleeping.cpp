@@ -1,7 +1,7 @@
 // sleeping.cpp: layer L4, idle workers: putting them to sleep and waking
-// them without a lost wake-up (P1), the watcher that sleeps until the
-// earliest timer (T2), and polling for IO, asleep and while running (I1,
-// I2). The invariants are listed in runtime_core.hpp.
+// them without a lost wake-up (SCHED-P1), the watcher that sleeps until the
+// earliest timer (SCHED-T2), and polling for IO, asleep and while running (SCHED-I1,
+// SCHED-I2). The invariants are listed in runtime_core.hpp.
 
 #include "runtime_core.hpp"
 
@@ -10,7 +10,7 @@
 
 namespace weft::detail {
 
-// ---- sleeping (P1) ------------------------------------------------------------
+// ---- sleeping (SCHED-P1) ------------------------------------------------------------
 //
 // A publisher stores the task (seq_cst: the deque's push, the injection and
 // inbox locks), then notify_one() (inline, in runtime_core.hpp) reads
@@ -24,7 +24,7 @@ namespace weft::detail {
 // A searcher that finds work and was the last searcher wakes another worker,
 // so work it did not take is not left to a searcher that has stopped.
 
-// Timers and sleeping workers (T2): one sleeping worker, the watcher, sleeps
+// Timers and sleeping workers (SCHED-T2): one sleeping worker, the watcher, sleeps
 // until the earliest timer over all the wheels; the others sleep without a
 // timeout. When the watcher leaves (woken for work, or its timeout came),
 // another sleeping worker becomes the watcher, and is told to look at the
@@ -41,12 +41,12 @@ worker* runtime_core::wake_sleeper_locked(worker* w) noexcept {
     idle.erase(std::find(idle.begin(), idle.end(), w));
     n_sleeping.fetch_sub(1, std::memory_order_seq_cst);
     if (watcher != w) return nullptr;
-    // T2: the new watcher has published nothing yet (it may be asleep
+    // SCHED-T2: the new watcher has published nothing yet (it may be asleep
     // without a timeout): until it does, every add_timer() tells it.
     watch_until.store(INT64_MAX, std::memory_order_seq_cst);
     watcher = idle.empty() ? nullptr : idle.back();
     // It must start watching if there is something to watch: a timer, or
-    // IO (I1).
+    // IO (SCHED-I1).
     if (!watcher || (earliest_timer() == INT64_MAX && !io.load(std::memory_order_acquire))) return nullptr;
     std::uint32_t sleeping = 0;
     return watcher->futex.compare_exchange_strong(sleeping, 2, std::memory_order_acq_rel) ? watcher : nullptr;
@@ -77,7 +77,7 @@ bool runtime_core::poll_now(worker* w) noexcept {
     poller* p = io.load(std::memory_order_acquire);
     if (!p) return false;
     std::unique_lock l(poll_mu, std::try_to_lock);
-    if (!l.owns_lock()) return false;  // the watcher, or another worker, polls (I2)
+    if (!l.owns_lock()) return false;  // the watcher, or another worker, polls (SCHED-I2)
     w->view.io_polls.bump();
     return p->poll(0) > 0;
 }
@@ -88,7 +88,7 @@ void runtime_core::stop_searching(worker* w) noexcept {
 }
 
 // watch_wait_ns() is how long the watcher sleeps (-1: no timer), called
-// under idle_mu by the watcher only. T2: it publishes the earliest time and
+// under idle_mu by the watcher only. SCHED-T2: it publishes the earliest time and
 // reads the wheels again; an add_timer() whose store to its wheel came
 // before that second read is seen by it, and one whose store came after
 // reads watch_until later than this publication (all seq_cst), and wakes
@@ -98,7 +98,7 @@ void runtime_core::stop_searching(worker* w) noexcept {
 std::int64_t runtime_core::watch_wait_ns() noexcept {
     std::int64_t e = earliest_timer();
     for (;;) {
-        // Exchange: a store then loads of other words (C2 in
+        // Exchange: a store then loads of other words (TASK-C2 in
         // src/task/task.cpp: qemu-user drops the barrier between them).
         (void)watch_until.exchange(e, std::memory_order_seq_cst);
         const std::int64_t again = earliest_timer();
@@ -141,10 +141,10 @@ void runtime_core::sleep(worker* w) noexcept {
             {
                 std::lock_guard g(idle_mu);
                 watching = watcher == w;
-                if (watching) wait = watch_wait_ns();  // T2
+                if (watching) wait = watch_wait_ns();  // SCHED-T2
             }
             if (poller* p = io.load(std::memory_order_acquire); watching && p) {
-                // I1, I2: the watcher waits in the poller. Only tried: the
+                // SCHED-I1, SCHED-I2: the watcher waits in the poller. Only tried: the
                 // lock may be held by a running worker's poll(0) (for
                 // microseconds) or by the watcher this one replaced, which
                 // is being interrupted and may find its futex word still 0 for

@@ -18,7 +18,7 @@ namespace weft::detail {
 // timer_wheel holds timer nodes by deadline in `levels` wheels of 64 slots,
 // each level 64 times coarser than the one below, plus an overflow list for
 // deadlines beyond the top level. Each slot is an intrusive doubly-linked
-// list (detail::intrusive_list without a tail, IL1-IL3), so insert() and
+// list (detail::intrusive_list without a tail, LIST-IL1 - LIST-IL3), so insert() and
 // erase() are O(1); one occupancy bitmap per level
 // finds the next non-empty slot in O(levels).
 //
@@ -28,19 +28,19 @@ namespace weft::detail {
 // slot named by e's digit at that level (a node due before `elapsed` is put
 // at `elapsed`):
 //
-//   E1  a node's tick e is its deadline rounded *up* to a tick, so e * tick_ns
+//   TIMER-E1  a node's tick e is its deadline rounded *up* to a tick, so e * tick_ns
 //       >= when: a node reached through level 0 is due (never early), and
 //       expire() still checks when <= now before it hands a node out;
-//   E2  every node at level L > 0 has e's digit at L greater than elapsed's
+//   TIMER-E2  every node at level L > 0 has e's digit at L greater than elapsed's
 //       and the same digits above L (at level 0: e >= elapsed, same digits
 //       above); so no slot start lies before `elapsed`, and moving elapsed
-//       forward to any tick up to the earliest slot start keeps E2: the
+//       forward to any tick up to the earliest slot start keeps TIMER-E2: the
 //       earliest slot is reached before any node's level would be wrong;
-//   E3  a slot of level L > 0 is emptied when elapsed reaches its start: its
+//   TIMER-E3  a slot of level L > 0 is emptied when elapsed reaches its start: its
 //       nodes move to lower levels (cascade), at most `levels` times per node
 //       over its life; the overflow list is moved down when elapsed reaches the
 //       next multiple of 64^levels ticks.
-//   E4  the least tick over the nodes is cached for earliest(): an insert
+//   TIMER-E4  the least tick over the nodes is cached for earliest(): an insert
 //       lowers it, a node leaving with that tick forgets it.
 //
 // Precision: a node is handed out at or after its deadline, and no later than
@@ -70,7 +70,7 @@ public:
         const std::uint64_t e = tick_of(n->when);
         link(n, e);
         ++size_;
-        if (earliest_known_ && e < earliest_) earliest_ = e;  // E4
+        if (earliest_known_ && e < earliest_) earliest_ = e;  // TIMER-E4
     }
 
     // erase() takes n out of this wheel: true if it was in it, false if it
@@ -88,7 +88,7 @@ public:
 
     // expire() takes out up to `max` nodes that are due at `now` (when <= now),
     // earliest ticks first, and stores them in out[0..returned). Nodes whose
-    // slot comes due move to lower levels on the way (E3). Call it again
+    // slot comes due move to lower levels on the way (TIMER-E3). Call it again
     // while it returns `max`.
     std::size_t expire(std::chrono::steady_clock::time_point now, timer_node** out, std::size_t max) noexcept {
         const std::int64_t now_ns = ns_of(now);
@@ -97,18 +97,18 @@ public:
         std::size_t count = 0;
         while (count < max) {
             if (next_ > now_tick) {
-                // Nothing comes due before next_ > now_tick: E2 holds. Not
+                // Nothing comes due before next_ > now_tick: TIMER-E2 holds. Not
                 // now_tick + 1: a node added later with a deadline already
                 // passed then lands in slot now_tick, due at this `now`
-                // (every node of tick now_tick is due at any now in it, E1).
+                // (every node of tick now_tick is due at any now in it, TIMER-E1).
                 if (now_tick > elapsed_) elapsed_ = now_tick;
                 break;
             }
-            elapsed_ = next_;  // <= every slot start: E2 holds
+            elapsed_ = next_;  // <= every slot start: TIMER-E2 holds
             const std::uint16_t s = next_slot_;
             if (s < slots) {
                 // Level 0: every node here has tick elapsed_ <= now_tick, so
-                // when <= now (E1); checked all the same.
+                // when <= now (TIMER-E1); checked all the same.
                 while (count < max && !lists_[s].empty()) {
                     timer_node* n = lists_[s].front();
                     unlink(n);
@@ -122,7 +122,7 @@ public:
                 }
             } else {
                 // A coarser slot (or the overflow list) reached its start:
-                // move its nodes down (E3).
+                // move its nodes down (TIMER-E3).
                 slot_list moving = lists_[s].take();
                 clear_bit(s);
                 while (timer_node* n = moving.pop_front()) {
@@ -147,8 +147,8 @@ public:
     // (a deadline already passed counts as the wheel's position), in
     // nanoseconds of steady_clock; never when the wheel is empty. Unlike
     // next_due() it is never a coarse slot's start. O(1) when the earliest
-    // node is known (E4); otherwise it scans the earliest slot once, which
-    // holds the earliest node (E2: every node of a lower level, and of an
+    // node is known (TIMER-E4); otherwise it scans the earliest slot once, which
+    // holds the earliest node (TIMER-E2: every node of a lower level, and of an
     // earlier slot of the same level, is due before any node of a later
     // one).
     [[nodiscard]] std::int64_t earliest() const noexcept {
@@ -167,7 +167,7 @@ public:
     [[nodiscard]] std::size_t size() const noexcept { return size_; }
     [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
 
-    // tick_of() is `when` rounded up to a tick (E1); times before the
+    // tick_of() is `when` rounded up to a tick (TIMER-E1); times before the
     // clock's epoch are tick 0.
     [[nodiscard]] static std::uint64_t tick_of(std::chrono::steady_clock::time_point when) noexcept {
         const std::int64_t ns = ns_of(when);
@@ -184,7 +184,7 @@ private:
     }
 
     // link() puts n at tick e (clamped to elapsed_: a node already due is
-    // due at the first tick not processed yet), at the level E2 gives.
+    // due at the first tick not processed yet), at the level TIMER-E2 gives.
     void link(timer_node* n, std::uint64_t e) noexcept {
         if (e < elapsed_) e = elapsed_;
         const int high = 63 - std::countl_zero((e ^ elapsed_) | (slots - 1));
@@ -218,7 +218,7 @@ private:
     }
 
     // forget_earliest() is called when n leaves the wheel: if n may have been
-    // the earliest node, earliest() finds the next one again (E4).
+    // the earliest node, earliest() finds the next one again (TIMER-E4).
     void forget_earliest(const timer_node* n) noexcept {
         if (size_ == 0) {
             earliest_ = no_tick;
@@ -232,7 +232,7 @@ private:
         if (s < overflow) occupied_[s / slots] &= ~(std::uint64_t{1} << (s % slots));
     }
 
-    // recompute() finds the earliest slot start (E2: at every level the
+    // recompute() finds the earliest slot start (TIMER-E2: at every level the
     // occupied slots are at or after elapsed's digit).
     void recompute() noexcept {
         next_ = no_tick;
@@ -263,7 +263,7 @@ private:
     std::uint64_t next_ = no_tick;  // the earliest slot start, or no_tick
     std::uint16_t next_slot_ = 0;   // the slot it belongs to
     std::size_t size_ = 0;
-    // E4: while earliest_known_, earliest_ is the least tick_of(when) over
+    // TIMER-E4: while earliest_known_, earliest_ is the least tick_of(when) over
     // the wheel's nodes (no_tick when empty); moving nodes down a level
     // changes no node's tick.
     mutable std::uint64_t earliest_ = no_tick;

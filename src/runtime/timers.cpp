@@ -1,5 +1,5 @@
 // timers.cpp: layer L4, timers: one wheel per worker and a shared one,
-// adding, removing and firing timer nodes (T1-T3; docs/timers.md). The
+// adding, removing and firing timer nodes (SCHED-T1 - SCHED-T3; docs/timers.md). The
 // invariants are listed in runtime_core.hpp; the wheel is timer_wheel.hpp.
 
 #include "runtime_core.hpp"
@@ -10,7 +10,7 @@
 
 namespace weft::detail {
 
-// ---- timers (T1-T3) ---------------------------------------------------------------
+// ---- timers (SCHED-T1 - SCHED-T3) ---------------------------------------------------------------
 
 // A node goes into the wheel of the worker that adds it (the adding task's
 // worker), or into the shared wheel from any other thread, and records it
@@ -27,7 +27,7 @@ void runtime_core::add_timer(timer_node* n) {
         due = s.wheel.next_due();
         s.next.store(due, std::memory_order_seq_cst);
     }
-    // T2: the watcher sleeps until watch_until; tell it when this wheel is
+    // SCHED-T2: the watcher sleeps until watch_until; tell it when this wheel is
     // due earlier.
     if (due < watch_until.load(std::memory_order_seq_cst) && n_sleeping.load(std::memory_order_seq_cst) > 0) {
         worker* v = nullptr;
@@ -53,7 +53,7 @@ void runtime_core::remove_timer(timer_node* n) noexcept {
 
 // fire_timers() fires what is due on w's own wheel and on the shared one,
 // waiting for their locks, and on every other due wheel whose lock is free
-// (T3): the other worker is then adding or removing a node, or firing that
+// (SCHED-T3): the other worker is then adding or removing a node, or firing that
 // wheel itself.
 void runtime_core::fire_timers(worker* w) noexcept {
     const std::int64_t now = steady_now_ns();
@@ -89,7 +89,7 @@ std::size_t runtime_core::fire_shard(worker* w, timer_shard& s, bool wait) noexc
             for (std::size_t i = 0; i < n; ++i) {
                 timer_node* t = nodes[i];
                 batch[i] = {t->task, t->word, t->what};
-                t->task->refs.fetch_add(1, std::memory_order_relaxed);  // T1
+                t->task->refs.fetch_add(1, std::memory_order_relaxed);  // SCHED-T1
             }
             s.next.store(s.wheel.next_due(), std::memory_order_seq_cst);
         }

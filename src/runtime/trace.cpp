@@ -1,4 +1,4 @@
-// trace.cpp: the task trace (observe.hpp, O3; docs/debugging.md): events
+// trace.cpp: the task trace (observe.hpp, OBSERVE-O3; docs/debugging.md): events
 // recorded per worker while the runtime runs, written as Chrome / Perfetto
 // trace-event JSON when it stops. Each worker appends to its own buffer, so
 // recording takes no lock; the buffers are read only after the workers have

@@ -8,10 +8,10 @@
 // sends it a signal and its handler samples (Seastar's stall detector takes
 // its backtrace in a signal handler too).
 //
-//   D1  A stall is reported once: the worker's counter value is its
+//   WATCHDOG-D1  A stall is reported once: the worker's counter value is its
 //       identity, and `reported` stays set until the counter moves.
-//   D2  The worker pays nothing for this beyond the one store of O2.
-//   D3  One sample at a time in the process (sample_mu), through one static
+//   WATCHDOG-D2  The worker pays nothing for this beyond the one store of OBSERVE-O2.
+//   WATCHDOG-D3  One sample at a time in the process (sample_mu), through one static
 //       request slot that is never freed, so a handler running late never
 //       touches freed memory. The slot's word is [generation | phase]: the
 //       monitor arms it, the handler claims it with a compare-and-swap of
@@ -20,7 +20,7 @@
 //       unclaimed request with the same compare-and-swap from armed to
 //       idle, and waits for a claimed one to finish (the handler is running
 //       then, and takes microseconds).
-//   D4  The handler checks on its own thread that the stalled task is still
+//   WATCHDOG-D4  The handler checks on its own thread that the stalled task is still
 //       the one running (its counter unchanged): the task cannot end while
 //       its own thread is in the handler, so reading its id and name there
 //       is safe. The monitor never dereferences a task.
@@ -56,7 +56,7 @@ constexpr int max_frames = 64;
 constexpr std::uint64_t phase_mask = 7;
 enum phase : std::uint64_t { idle = 0, armed = 1, sampling = 2, done = 3, moved_on = 4 };
 
-// sample_slot is the one request (D3).
+// sample_slot is the one request (WATCHDOG-D3).
 struct sample_slot {
     std::atomic<std::uint64_t> word{0};
     // Written by the monitor before arming; atomics because a handler late
@@ -120,7 +120,7 @@ void on_sample(int sig, siginfo_t* si, void* uc) noexcept {
     }
     worker_view* w = slot.w.load(std::memory_order_relaxed);
     task_record* t = w->current.load(std::memory_order_relaxed);
-    if (!t || w->switches.get() != slot.seq.load(std::memory_order_relaxed)) {  // D4: it has moved on
+    if (!t || w->switches.get() != slot.seq.load(std::memory_order_relaxed)) {  // WATCHDOG-D4: it has moved on
         slot.word.store(gen | moved_on, std::memory_order_release);
         errno = saved_errno;
         return;
@@ -247,7 +247,7 @@ void watchdog::state::check(std::int64_t now) {
             continue;
         }
         if (k.reported || now - k.since < threshold) continue;
-        k.reported = true;  // D1
+        k.reported = true;  // WATCHDOG-D1
         stalls.fetch_add(1, std::memory_order_relaxed);
         // Rate limit: a token bucket of `burst`, one token per refill_every.
         const std::int64_t every = std::chrono::nanoseconds(o.refill_every).count();
@@ -279,7 +279,7 @@ void watchdog::state::report(unsigned i, std::uint64_t seq, std::int64_t seen_fo
     if (const std::int64_t c = thread_cpu_ns(w); c >= 0 && cpu_since >= 0 && c > cpu_since) cpu = c - cpu_since;
     const pthread_t th = w->thread;
     if (o.sample_signal > 0 && w->has_thread) {
-        std::lock_guard g(sample_mu);  // D3
+        std::lock_guard g(sample_mu);  // WATCHDOG-D3
         const std::uint64_t gen = ++generation << 3;
         slot.sig.store(o.sample_signal, std::memory_order_relaxed);
         slot.thread.store(th, std::memory_order_relaxed);
@@ -305,7 +305,7 @@ void watchdog::state::report(unsigned i, std::uint64_t seq, std::int64_t seen_fo
             end = gen | idle;
         }
         if ((end & phase_mask) == moved_on) {
-            // D4: the task suspended after all; not a stall after all.
+            // WATCHDOG-D4: the task suspended after all; not a stall after all.
             slot.word.store(gen | idle, std::memory_order_release);
             stalls.fetch_sub(1, std::memory_order_relaxed);
             tokens += 1;

@@ -14,13 +14,13 @@
 //
 // Invariants (t = top_, b = bottom_, both logical indices: slot positions
 // before reduction modulo the ring's capacity):
-//   I1  the items are the logical indices [t, b); index i lives in slot
+//   DEQUE-I1  the items are the logical indices [t, b); index i lives in slot
 //       i & mask of the current ring. t only grows, and only by a successful
 //       CAS t -> t + 1 (a steal, or pop() taking the last item).
-//   I2  only the owner writes bottom_, array_ and the slots; thieves write
+//   DEQUE-I2  only the owner writes bottom_, array_ and the slots; thieves write
 //       nothing but top_ (by CAS). The ring of the current array_ always
 //       holds the items [t, b) as of the owner's last store.
-//   I3  a slot is overwritten only by push(), and only in the current ring
+//   DEQUE-I3  a slot is overwritten only by push(), and only in the current ring
 //       (a replaced ring is never written again): either with index
 //       i + k * capacity, which push() does only after it saw top_ past i
 //       (when b - t == capacity it grows instead), so a thief still aiming
@@ -30,9 +30,9 @@
 //       slot i of any ring, current or retired, and then wins CAS top_ i ->
 //       i + 1 read the item at index i: the CAS is the re-check that makes a
 //       stale ring or slot harmless, and no item is taken twice.
-//   I4  retired rings live until the deque is destroyed, so a thief that
+//   DEQUE-I4  retired rings live until the deque is destroyed, so a thief that
 //       loaded an old array_ can always read from it.
-//   I5  bottom_ may be t - 1 for a moment inside pop() on an empty deque
+//   DEQUE-I5  bottom_ may be t - 1 for a moment inside pop() on an empty deque
 //       (b - 1 < t); indices are signed 64-bit, so this cannot wrap.
 #pragma once
 
@@ -75,11 +75,11 @@ public:
 
     // push(item) adds item at the bottom (the LIFO end). Owner only.
     // Requires: item != nullptr. When the ring is full it is replaced by one
-    // twice as large; the old ring is kept until destruction (I4).
+    // twice as large; the old ring is kept until destruction (DEQUE-I4).
     // Throws: std::bad_alloc when growing; the deque is then unchanged.
     void push(T* item) {
         assert(item != nullptr);
-        // Relaxed: only the owner writes bottom_ (I2), so it reads its own
+        // Relaxed: only the owner writes bottom_ (DEQUE-I2), so it reads its own
         // latest value.
         const std::int64_t b = bottom_.load(std::memory_order_relaxed);
         // Acquire: pairs with the thieves' CAS on top_ (a release). A thief
@@ -94,14 +94,14 @@ public:
         // Release (the paper's release fence + relaxed store): a thief that
         // acquires bottom_ >= b + 1 sees the slot, the item's contents and,
         // after a grow, the new ring. seq_cst on top of that: the runtime's
-        // wake-up protocol (P1 in src/runtime/sleeping.cpp) orders this store
+        // wake-up protocol (SCHED-P1 in src/runtime/sleeping.cpp) orders this store
         // before the pusher's seq_cst loads of the sleeping/searching counts,
         // against a sleeping worker's seq_cst increment and its seq_cst
         // empty_estimate(); a release store could pass those loads (x86
         // reorders a store with a later load) and lose a wake-up. An
         // exchange, not a seq_cst store: a store followed by a load of
         // another word needs a full barrier between them, which qemu-user
-        // drops for STLR then LDAR on an x86 host (C2 in src/task/task.cpp);
+        // drops for STLR then LDAR on an x86 host (TASK-C2 in src/task/task.cpp);
         // an exchange is one everywhere, and on x86 it is the xchg a seq_cst
         // store costs anyway.
         (void)bottom_.exchange(b + 1, std::memory_order_seq_cst);
@@ -127,19 +127,19 @@ public:
         // after the load: we could read a stale top_ < b and take index b
         // without a CAS while a thief reads the old bottom_ and a newer
         // top_ == b (another thief stole b - 1) and takes index b too.
-        // Exchange: a store then a load of another word (C2 in
+        // Exchange: a store then a load of another word (TASK-C2 in
         // src/task/task.cpp; see push()).
         (void)bottom_.exchange(b, std::memory_order_seq_cst);
         std::int64_t t = top_.load(std::memory_order_seq_cst);
         if (t > b) {
-            // Empty: b == t - 1 (I5). Restore bottom_ == top_. Release so
+            // Empty: b == t - 1 (DEQUE-I5). Restore bottom_ == top_. Release so
             // that every value of bottom_ a thief can read comes from a
             // release store by the owner (it then also sees every slot
             // below it).
             bottom_.store(b + 1, std::memory_order_release);
             return nullptr;
         }
-        // Relaxed: our own store; thieves never write slots (I2).
+        // Relaxed: our own store; thieves never write slots (DEQUE-I2).
         T* item = a->load(b);
         if (t == b) {
             // The last item: thieves may be racing for index t as well. The
@@ -181,7 +181,7 @@ public:
         ring* a = array_.load(std::memory_order_acquire);
         // Relaxed: the value may belong to a ring that was replaced since,
         // or be read before a competing thief or pop() took index t; the CAS
-        // below is the re-check (I3, I4).
+        // below is the re-check (DEQUE-I3, DEQUE-I4).
         T* item = a->load(t);
         // seq_cst CAS (the paper's choice): it is the write side of the
         // Dekker pattern with pop(), and its release half publishes our slot
@@ -226,9 +226,9 @@ public:
     [[nodiscard]] std::int64_t size_estimate() const noexcept {
         // A hint only, but seq_cst: a worker going to sleep relies on
         // it to see a push that its seq_cst registration did not precede
-        // (P1). top_ first: it only grows, so reading it before bottom_ errs
+        // (SCHED-P1). top_ first: it only grows, so reading it before bottom_ errs
         // towards "more items" rather than a negative size; the max() covers
-        // pop()'s transient b == t - 1 (I5).
+        // pop()'s transient b == t - 1 (DEQUE-I5).
         const std::int64_t t = top_.load(std::memory_order_seq_cst);
         const std::int64_t b = bottom_.load(std::memory_order_seq_cst);
         return std::max<std::int64_t>(b - t, 0);
@@ -246,7 +246,7 @@ public:
 private:
     // ring is a power-of-two array of slots, indexed by logical index modulo
     // its capacity. Slots are atomic because a thief may read a slot while
-    // the owner writes it (the thief's CAS then fails, I3).
+    // the owner writes it (the thief's CAS then fails, DEQUE-I3).
     class ring {
     public:
         explicit ring(std::size_t capacity)
@@ -278,7 +278,7 @@ private:
         // CAS moved top_, so the copy is never handed out again).
         for (std::int64_t i = t; i < b; ++i) bigger->store(i, a->load(i));
         ring* fresh = bigger.get();
-        rings_.push_back(std::move(bigger));  // a stays in rings_: retired (I4)
+        rings_.push_back(std::move(bigger));  // a stays in rings_: retired (DEQUE-I4)
         // Release: pairs with steal()'s acquire load of array_, so a thief
         // that sees the new ring sees the copies.
         array_.store(fresh, std::memory_order_release);

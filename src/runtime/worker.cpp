@@ -1,4 +1,4 @@
-// worker.cpp: layer L4, a worker: its queues (Q1, Q2), where it finds work
+// worker.cpp: layer L4, a worker: its queues (SCHED-Q1, SCHED-Q2), where it finds work
 // (its own queues, the injection queue, stealing), and the loop that runs
 // tasks: hand-off in switch_out(), a task's first run and its end, a
 // runtime without worker threads (drive(), run_once()). The invariants are
@@ -27,7 +27,7 @@ constexpr unsigned injection_interval = 61;
 constexpr unsigned lifo_bound = 3;
 constexpr std::size_t injection_batch = 32;
 // A worker whose queues never run dry polls for IO every io_interval
-// iterations of its loop (I2).
+// iterations of its loop (SCHED-I2).
 constexpr unsigned io_interval = 61;
 
 }  // namespace
@@ -228,7 +228,7 @@ void runtime_core::switch_out(task_record* t, bool yield) {
 void runtime_core::run_task(worker* w, task_record* t) {
   for (;;) {
     if (t->stackless && !t->fiber) {
-        // A task without a fiber of its own (SB1-SB4, run_stackless()); it
+        // A task without a fiber of its own (TASK-SB1 - TASK-SB4, run_stackless()); it
         // comes back here only to run a call on a borrowed fiber.
         if (!run_stackless(w, t)) return;
     }
@@ -295,7 +295,7 @@ void runtime_core::run_task(worker* w, task_record* t) {
     t = w->current();
     if (t->fiber->state.load(std::memory_order_acquire) == fiber_state::done) {
         if (t->stackless) {
-            // SB3: the call on the borrowed fiber has returned (or was
+            // TASK-SB3: the call on the borrowed fiber has returned (or was
             // unwound by the task's cancellation): the stack goes back at
             // once, and the body goes on on this worker's stack.
             destroy(std::exchange(t->fiber, nullptr));
@@ -347,7 +347,7 @@ void runtime_core::loop(worker* w, task_record* until, bool until_empty) {
         if (until_empty && live.load(std::memory_order_acquire) == 0) return;
         if (!until && !until_empty && shutdown.load(std::memory_order_acquire)) return;
         if (timers_due()) fire_timers(w);
-        if (++w->io_tick >= io_interval) {  // I2
+        if (++w->io_tick >= io_interval) {  // SCHED-I2
             w->io_tick = 0;
             (void)poll_now(w);
         }

@@ -1,5 +1,5 @@
 // channel.cpp: layer L5, the non-template part of channels
-// (weft/sync/channel.hpp, invariants K1-K4): status names and the exception.
+// (weft/sync/channel.hpp, invariants CHAN-K1 - CHAN-K4): status names and the exception.
 
 #include "weft/sync/channel.hpp"
 

@@ -21,8 +21,8 @@ void condition_variable::dequeue(wait_node* n) noexcept {
 void condition_variable::abandon(wait_node* n) noexcept {
     if (!n->w->claim_self()) {
         // A waker (or a cancellation) ended the wait first; its wake() may
-        // still be coming, and the frame must outlive it (V1). A notify
-        // meant for us goes on to the next waiter (CV2).
+        // still be coming, and the frame must outlive it (WAITER-V1). A notify
+        // meant for us goes on to the next waiter (SYNC-CV2).
         if (n->w->wait() == waiter::outcome::notified) notify_one();
     }
     dequeue(n);
@@ -30,7 +30,7 @@ void condition_variable::abandon(wait_node* n) noexcept {
 
 void condition_variable::notify_one() noexcept {
     spin_.lock();
-    wait_node* n = queue_.pop_claimed();  // CV2
+    wait_node* n = queue_.pop_claimed();  // SYNC-CV2
     waiter* w = n ? n->w : nullptr;
     spin_.unlock();
     if (w) w->wake();

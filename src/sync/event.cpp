@@ -1,6 +1,6 @@
 // event.cpp: layer L5, event, latch, wait_group and barrier
 // (weft/sync/event.hpp). Each releases all its waiters at once: it claims
-// them under its lock (V1) and wakes them after (V2), and nothing but the
+// them under its lock (WAITER-V1) and wakes them after (WAITER-V2), and nothing but the
 // wake is handed over, so a waiter that left early loses nothing and takes
 // nothing from the others.
 
@@ -15,7 +15,7 @@ namespace {
 using clock = std::chrono::steady_clock;
 
 // wait_in_queue() waits in q with n's waiter; called with `spin` held, returns with
-// it released. A waiter that was not notified is unlinked again (V3).
+// it released. A waiter that was not notified is unlinked again (WAITER-V3).
 waiter::outcome wait_in_queue(spin_lock& spin, wait_queue& q, wait_node& n, const clock::time_point* deadline) {
     n.w->arm();
     q.push_back(&n);
@@ -43,7 +43,7 @@ bool finish(waiter::outcome o) {
 void event::set() noexcept {
     spin_.lock();
     set_.store(true, std::memory_order_release);
-    wait_node* woken = claim_all(queue_);  // E1
+    wait_node* woken = claim_all(queue_);  // SYNC-E1
     spin_.unlock();
     wake_all(woken);
 }
@@ -55,9 +55,9 @@ void event::reset() noexcept {
 }
 
 bool event::wait_slow(const clock::time_point* deadline) {
-    detail::stable<one_wait> s;  // V4
+    detail::stable<one_wait> s;  // WAITER-V4
     spin_.lock();
-    if (set_.load(std::memory_order_acquire)) {  // E1
+    if (set_.load(std::memory_order_acquire)) {  // SYNC-E1
         spin_.unlock();
         return true;
     }
@@ -78,15 +78,15 @@ void latch::count_down(std::ptrdiff_t n) {
         throw std::invalid_argument("weft::latch::count_down: negative, or more than the count left");
     }
     count_.store(c - n, std::memory_order_release);
-    wait_node* woken = c - n == 0 && n != 0 ? claim_all(queue_) : nullptr;  // L1
+    wait_node* woken = c - n == 0 && n != 0 ? claim_all(queue_) : nullptr;  // SYNC-L1
     spin_.unlock();
     wake_all(woken);
 }
 
 bool latch::wait_slow(const clock::time_point* deadline) {
-    detail::stable<one_wait> s;  // V4
+    detail::stable<one_wait> s;  // WAITER-V4
     spin_.lock();
-    if (count_.load(std::memory_order_acquire) == 0) {  // L1
+    if (count_.load(std::memory_order_acquire) == 0) {  // SYNC-L1
         spin_.unlock();
         return true;
     }
@@ -103,15 +103,15 @@ void wait_group::add(std::ptrdiff_t n) {
         throw std::invalid_argument("weft::wait_group::add: the count would go below zero");
     }
     count_.store(c + n, std::memory_order_release);
-    wait_node* woken = c + n == 0 && n != 0 ? claim_all(queue_) : nullptr;  // G1
+    wait_node* woken = c + n == 0 && n != 0 ? claim_all(queue_) : nullptr;  // SYNC-G1
     spin_.unlock();
     wake_all(woken);
 }
 
 bool wait_group::wait_slow(const clock::time_point* deadline) {
-    detail::stable<one_wait> s;  // V4
+    detail::stable<one_wait> s;  // WAITER-V4
     spin_.lock();
-    if (count_.load(std::memory_order_acquire) == 0) {  // G1
+    if (count_.load(std::memory_order_acquire) == 0) {  // SYNC-G1
         spin_.unlock();
         return true;
     }
@@ -132,13 +132,13 @@ std::ptrdiff_t barrier::expected() const noexcept {
 }
 
 wait_node* barrier::complete_phase() noexcept {
-    arrived_ = 0;  // B1
+    arrived_ = 0;  // SYNC-B1
     ++phase_;
     return claim_all(queue_);
 }
 
 bool barrier::arrive_wait(const clock::time_point* deadline) {
-    detail::stable<one_wait> s;  // V4
+    detail::stable<one_wait> s;  // WAITER-V4
     spin_.lock();
     if (++arrived_ >= expected_) {
         wait_node* woken = complete_phase();
@@ -153,8 +153,8 @@ bool barrier::arrive_wait(const clock::time_point* deadline) {
     const waiter::outcome o = s->w.wait(deadline);
     if (o == waiter::outcome::notified) return true;
     spin_.lock();
-    queue_.remove(&s->n);  // V3
-    // B2: the phase may have completed after we timed out or were canceled
+    queue_.remove(&s->n);  // WAITER-V3
+    // SYNC-B2: the phase may have completed after we timed out or were canceled
     // (complete_phase() then dropped our node); our arrival counted there.
     const bool withdrawn = phase_ == phase;
     if (withdrawn) --arrived_;
@@ -170,7 +170,7 @@ void barrier::arrive_and_drop() {
         throw std::invalid_argument("weft::barrier::arrive_and_drop: no party left to drop");
     }
     --expected_;
-    wait_node* woken = arrived_ >= expected_ ? complete_phase() : nullptr;  // B1
+    wait_node* woken = arrived_ >= expected_ ? complete_phase() : nullptr;  // SYNC-B1
     spin_.unlock();
     wake_all(woken);
 }

@@ -1,6 +1,6 @@
 // mutex.cpp: layer L5, mutex and shared_mutex (weft/sync/mutex.hpp).
 //
-// Both wait through weft::waiter (V1-V3). Whatever a waker hands over (the
+// Both wait through weft::waiter (WAITER-V1 - WAITER-V3). Whatever a waker hands over (the
 // lock, or the right to compete for it) it writes after its claim, so a
 // waiter that timed out or was canceled, whose claim the waker lost, is
 // handed nothing: no lock is ever held by a waiter that has left.
@@ -28,8 +28,8 @@ constexpr auto starvation_threshold = std::chrono::milliseconds(1);
 // 64 rounds of pause are a few hundred nanoseconds, less than a park and wake.
 constexpr int spin_rounds = 64;
 
-// While a woken waiter has not run yet (M4), every check_every-th unlock
-// looks at the queue's front instead of skipping the wake (M5).
+// While a woken waiter has not run yet (SYNC-M4), every check_every-th unlock
+// looks at the queue's front instead of skipping the wake (SYNC-M5).
 constexpr std::uint32_t check_every = 64;
 
 bool may_spin() noexcept {
@@ -75,7 +75,7 @@ void wake_list(wait_node* n) noexcept {
 
 bool mutex::lock_slow(const clock::time_point* deadline) {
     // `since`: when this locker first queued; unlock_slow() reads it
-    // through the node's slot (starvation mode). Off a shared stack (V4).
+    // through the node's slot (starvation mode). Off a shared stack (WAITER-V4).
     struct locker : one_wait {
         clock::time_point since{};
     };
@@ -84,13 +84,13 @@ bool mutex::lock_slow(const clock::time_point* deadline) {
     wait_node& n = l->n;
     clock::time_point& since = l->since;
     n.slot = &since;
-    bool woken = false;     // M4: woken_bit is ours to clear
+    bool woken = false;     // SYNC-M4: woken_bit is ours to clear
     bool starving = false;  // waited more than the threshold
     for (;;) {
         if (may_spin()) {
             for (int i = 0; i < spin_rounds; ++i) {
                 std::uint32_t s = state_.load(std::memory_order_relaxed);
-                if (s & starving_bit) break;  // M3: the lock goes to the queue, spinning cannot win
+                if (s & starving_bit) break;  // SYNC-M3: the lock goes to the queue, spinning cannot win
                 if (!(s & locked_bit)) {
                     if (state_.compare_exchange_weak(s, (s | locked_bit) & ~(woken ? woken_bit : 0u),
                                                      std::memory_order_acquire, std::memory_order_relaxed))
@@ -106,7 +106,7 @@ bool mutex::lock_slow(const clock::time_point* deadline) {
         for (;;) {
             const std::uint32_t mine = woken ? woken_bit : 0u;
             if (!(s & locked_bit)) {
-                // Free, hence not starving (M3): take it.
+                // Free, hence not starving (SYNC-M3): take it.
                 if (state_.compare_exchange_weak(s, (s | locked_bit) & ~mine, std::memory_order_acquire,
                                                  std::memory_order_relaxed)) {
                     spin_.unlock();
@@ -114,9 +114,9 @@ bool mutex::lock_slow(const clock::time_point* deadline) {
                 }
                 continue;
             }
-            // M2: waiters_bit is set before the node is linked, in the same
+            // SYNC-M2: waiters_bit is set before the node is linked, in the same
             // CAS that saw the lock held, so the holder's unlock() cannot
-            // take the fast path past us. M3: starving_bit only on a held lock.
+            // take the fast path past us. SYNC-M3: starving_bit only on a held lock.
             const std::uint32_t next = (s | waiters_bit | (starving ? starving_bit : 0u)) & ~mine;
             if (state_.compare_exchange_weak(s, next, std::memory_order_relaxed, std::memory_order_relaxed)) break;
         }
@@ -126,13 +126,13 @@ bool mutex::lock_slow(const clock::time_point* deadline) {
         spin_.unlock();
         const waiter::outcome o = w.wait(deadline);
         if (o == waiter::outcome::notified) {
-            if (w.code == handed_over) return true;  // M1: unlock_slow() kept locked_bit set for us
+            if (w.code == handed_over) return true;  // SYNC-M1: unlock_slow() kept locked_bit set for us
             woken = true;
             if (!starving) starving = clock::now() - since > starvation_threshold;
             continue;
         }
         // Timed out or canceled: nobody claimed us, so nothing was handed
-        // over (V2); unlink (V3) and leave the state as if we never came.
+        // over (WAITER-V2); unlink (WAITER-V3) and leave the state as if we never came.
         spin_.lock();
         queue_.remove(&n);
         if (queue_.empty()) state_.fetch_and(~(waiters_bit | starving_bit), std::memory_order_relaxed);
@@ -149,7 +149,7 @@ void mutex::unlock_slow() {
             not_locked("unlock of a weft::mutex that is not locked");
         if (s & starving_bit) break;
         if (!(s & waiters_bit) || ((s & woken_bit) && ++skips_ % check_every != 0)) {
-            // Nobody to wake, or a woken waiter is about to try (M4).
+            // Nobody to wake, or a woken waiter is about to try (SYNC-M4).
             if (state_.compare_exchange_weak(s, s & ~locked_bit, std::memory_order_release,
                                              std::memory_order_relaxed))
                 return;
@@ -160,12 +160,12 @@ void mutex::unlock_slow() {
     spin_.lock();
     s = state_.load(std::memory_order_relaxed);
     if ((s & woken_bit) && !(s & starving_bit)) {
-        // M5: the woken waiter has not run for check_every unlocks (on a
+        // SYNC-M5: the woken waiter has not run for check_every unlocks (on a
         // worker that a re-locking task never leaves, it cannot): the
         // queue's front decides instead whether the mutex starves.
         if (const wait_node* f = queue_.front();
             f && clock::now() - *static_cast<const clock::time_point*>(f->slot) > starvation_threshold) {
-            state_.fetch_or(starving_bit, std::memory_order_relaxed);  // M3: we hold the lock
+            state_.fetch_or(starving_bit, std::memory_order_relaxed);  // SYNC-M3: we hold the lock
             s |= starving_bit;
         }
     }
@@ -173,11 +173,11 @@ void mutex::unlock_slow() {
     const bool empty = queue_.empty();
     waiter* w = n ? n->w : nullptr;
     if (s & starving_bit) {
-        // starving_bit cannot change while we hold spin_ (M3).
+        // starving_bit cannot change while we hold spin_ (SYNC-M3).
         if (!n) {
             state_.fetch_and(~(locked_bit | waiters_bit | starving_bit), std::memory_order_release);
         } else {
-            // Hand-over: locked_bit stays set, now for the waiter (M1).
+            // Hand-over: locked_bit stays set, now for the waiter (SYNC-M1).
             // Leave starvation mode as Go does: queue empty, or the new
             // owner has not waited long.
             const clock::time_point since = *static_cast<const clock::time_point*>(n->slot);
@@ -209,7 +209,7 @@ void shared_mutex::admit_readers(wait_node*& woken) noexcept {
 }
 
 bool shared_mutex::lock_wait(bool exclusive, const clock::time_point* deadline) {
-    detail::stable<one_wait> s;  // V4
+    detail::stable<one_wait> s;  // WAITER-V4
     waiter& w = s->w;
     wait_node& n = s->n;
     wait_queue& q = exclusive ? writers_q_ : readers_q_;
@@ -226,11 +226,11 @@ bool shared_mutex::lock_wait(bool exclusive, const clock::time_point* deadline) 
     q.push_back(&n);
     spin_.unlock();
     const waiter::outcome o = w.wait(deadline);
-    if (o == waiter::outcome::notified) return true;  // the waker took the lock for us (S2, S3)
+    if (o == waiter::outcome::notified) return true;  // the waker took the lock for us (SYNC-S2, SYNC-S3)
     wait_node* woken = nullptr;
     spin_.lock();
     q.remove(&n);
-    // S2: readers may be queued only because of this writer.
+    // SYNC-S2: readers may be queued only because of this writer.
     if (exclusive && !writer_ && writers_q_.empty()) admit_readers(woken);
     spin_.unlock();
     wake_list(woken);
@@ -294,11 +294,11 @@ void shared_mutex::unlock_shared() {
     }
     if (--readers_ == 0) {
         if (wait_node* n = writers_q_.pop_claimed()) {
-            writer_ = true;  // S3
+            writer_ = true;  // SYNC-S3
             writer = n->w;
             writer->code = handed_over;
         } else if (writers_q_.empty()) {
-            admit_readers(woken);  // S2: the writers they waited for have all left
+            admit_readers(woken);  // SYNC-S2: the writers they waited for have all left
         }
     }
     spin_.unlock();

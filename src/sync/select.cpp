@@ -1,5 +1,5 @@
 // select.cpp: layer L5, the select engine (weft/sync/select.hpp, invariant
-// K5, over the channels' K1-K4).
+// CHAN-K5, over the channels' CHAN-K1 - CHAN-K4).
 
 #include "weft/sync/select.hpp"
 
@@ -30,7 +30,7 @@ thread_local std::uint64_t rng_state = 0;
     return x;
 }
 
-// The locks of a select, each taken once, in address order (K5), kept in
+// The locks of a select, each taken once, in address order (CHAN-K5), kept in
 // the caller's scratch array (the select allocates nothing).
 class lock_set {
 public:
@@ -80,8 +80,8 @@ int select_engine(select_entry* es, std::size_t n, const std::chrono::steady_clo
         return select_default;
     }
     // Nothing is ready: wait on every case. All the locks are held, so no
-    // case can complete between the poll above and the links below (K5).
-    // V4: the waiter, like the entries' nodes (select() places them), is
+    // case can complete between the poll above and the links below (CHAN-K5).
+    // WAITER-V4: the waiter, like the entries' nodes (select() places them), is
     // off a shared stack.
     stable<waiter> held;
     waiter& w = *held;
@@ -93,7 +93,7 @@ int select_engine(select_entry* es, std::size_t n, const std::chrono::steady_clo
     }
     locks.unlock();
     const waiter::outcome o = w.wait(deadline);
-    // V3: take out every node still linked (the winning one is out already).
+    // WAITER-V3: take out every node still linked (the winning one is out already).
     locks.lock();
     for (std::uint32_t i : poll_order) es[i].hooks->unlink(es[i].c, &es[i].node);
     locks.unlock();

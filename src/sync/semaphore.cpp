@@ -11,11 +11,11 @@ counting_semaphore::counting_semaphore(std::ptrdiff_t initial) : count_(initial)
 }
 
 bool counting_semaphore::acquire_slow(const std::chrono::steady_clock::time_point* deadline) {
-    detail::stable<one_wait> s;  // V4
+    detail::stable<one_wait> s;  // WAITER-V4
     waiter& w = s->w;
     wait_node& n = s->n;
     spin_.lock();
-    // P2: count_ cannot grow while we hold spin_, so a 0 seen here stays 0
+    // SYNC-P2: count_ cannot grow while we hold spin_, so a 0 seen here stays 0
     // until release() has seen our node.
     if (try_acquire()) {
         spin_.unlock();
@@ -25,9 +25,9 @@ bool counting_semaphore::acquire_slow(const std::chrono::steady_clock::time_poin
     queue_.push_back(&n);
     spin_.unlock();
     const waiter::outcome o = w.wait(deadline);
-    if (o == waiter::outcome::notified) return true;  // P1: release() handed us a permit
+    if (o == waiter::outcome::notified) return true;  // SYNC-P1: release() handed us a permit
     spin_.lock();
-    queue_.remove(&n);  // V3; unclaimed, so no permit was handed to us (P1)
+    queue_.remove(&n);  // WAITER-V3; unclaimed, so no permit was handed to us (SYNC-P1)
     spin_.unlock();
     if (o == waiter::outcome::canceled) throw_canceled();
     return false;
@@ -39,7 +39,7 @@ void counting_semaphore::release(std::ptrdiff_t n) {
     wait_node* woken = nullptr;
     spin_.lock();
     while (n > 0) {
-        wait_node* q = queue_.pop_claimed();  // P1: claim first, then hand over
+        wait_node* q = queue_.pop_claimed();  // SYNC-P1: claim first, then hand over
         if (!q) break;
         --n;
         q->next = woken;  // unlinked: the link is ours until wake()

@@ -2,7 +2,7 @@
 // word, arrivals), cancellation, joining, task_local, this_task.
 //
 // The invariants are written next to the declarations in
-// weft/detail/task_record.hpp (W1-W3, R1; joining: TASK-J1 - TASK-J3) and
+// weft/detail/task_record.hpp (TASK-W1 - TASK-W3, TASK-R1; joining: TASK-J1 - TASK-J3) and
 // in docs/runtime.md.
 
 #include "weft/task.hpp"
@@ -130,11 +130,11 @@ std::uint64_t arm(task_record* t, bool cancellable) noexcept {
     const bool c = cancellable && t->shield_depth.load(std::memory_order_relaxed) == 0;
     const std::uint64_t w = (seq << wait_sequence_shift) | (c ? wait_cancellable_bit : 0) |
                             static_cast<std::uint64_t>(wait_status::armed);
-    // C1 (with request_cancel): the store of the armed word and the load of
+    // TASK-C1 (with request_cancel): the store of the armed word and the load of
     // cancel_reason are both seq_cst, as are request_cancel's store of the
     // reason and load of the word. So at least one side sees the other: a
     // cancellation is never missed by a wait that starts as it arrives.
-    // C2: each side's write is a read-modify-write (here an exchange, there
+    // TASK-C2: each side's write is a read-modify-write (here an exchange, there
     // the reason's compare-and-swap), never a plain store: the pair is a
     // store to one word followed by a load of another (store buffering),
     // which needs a StoreLoad barrier between the two. A seq_cst store then
@@ -161,7 +161,7 @@ bool try_end(task_record* t, std::uint64_t word, wait_status why) noexcept {
 }
 
 void arrive(task_record* t) noexcept {
-    // R1: the second arrival queues the task and resets the count for the
+    // TASK-R1: the second arrival queues the task and resets the count for the
     // next wait. Nobody else touches it until the task has run again, which
     // happens after ready() (a release) below.
     if (t->arrivals.fetch_add(1, std::memory_order_acq_rel) == 1) {
@@ -197,7 +197,7 @@ void request_cancel(task_record* t, wait_status why) noexcept {
     if (t->finished.load(std::memory_order_acquire)) return;
     std::uint8_t none = 0;
     (void)t->cancel_reason.compare_exchange_strong(none, static_cast<std::uint8_t>(why), std::memory_order_seq_cst);
-    // C1; C2: the compare-and-swap above is this side's read-modify-write
+    // TASK-C1; TASK-C2: the compare-and-swap above is this side's read-modify-write
     // (one that fails found the reason set by an earlier request, which did
     // its own load after its own CAS).
     const std::uint64_t w = t->wait_word.load(std::memory_order_seq_cst);
@@ -209,7 +209,7 @@ void request_cancel(task_record* t, wait_status why) noexcept {
 
 bool wait_finished(task_record* x, const std::chrono::steady_clock::time_point* deadline) {
     if (x->finished.load(std::memory_order_acquire)) return true;
-    // V4: complete() reaches the waiter and its node while we wait. The
+    // WAITER-V4: complete() reaches the waiter and its node while we wait. The
     // waiter binds to the calling task, or to the thread outside a task
     // (needs_stack from a C++20 task's coroutine, before anything is linked).
     stable<one_wait> held;
@@ -226,7 +226,7 @@ bool wait_finished(task_record* x, const std::chrono::steady_clock::time_point* 
     if (o != waiter::outcome::notified) {
         // Timed out or canceled: complete() may still meet the node (TASK-J2).
         x->join_lock.lock();
-        x->joiners.remove(&j.n);  // V3
+        x->joiners.remove(&j.n);  // WAITER-V3
         x->join_lock.unlock();
     }
     if (o == waiter::outcome::canceled) throw_canceled();
@@ -242,7 +242,7 @@ std::size_t wait_any(std::span<task_record* const> ts) {
     };
     if (std::size_t i = first_finished(); i < ts.size()) return i;
     // TASK-J3: one waiter (needs_stack as in wait_finished), one node per
-    // task; both off a shared stack (V4): the nodes are on the heap.
+    // task; both off a shared stack (WAITER-V4): the nodes are on the heap.
     stable<waiter> held;
     waiter& w = *held;
     std::vector<wait_node> ns(ts.size());
@@ -265,7 +265,7 @@ std::size_t wait_any(std::span<task_record* const> ts) {
     const waiter::outcome o = done && w.claim_self() ? waiter::outcome::notified : w.wait();
     for (std::size_t i = 0; i < linked; ++i) {
         ts[i]->join_lock.lock();
-        ts[i]->joiners.remove(&ns[i]);  // V3
+        ts[i]->joiners.remove(&ns[i]);  // WAITER-V3
         ts[i]->join_lock.unlock();
     }
     if (o == waiter::outcome::canceled) throw_canceled();

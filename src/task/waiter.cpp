@@ -1,7 +1,7 @@
-// waiter.cpp: layer L3's one waiter (weft/waiter.hpp, protocol V1-V3).
+// waiter.cpp: layer L3's one waiter (weft/waiter.hpp, protocol WAITER-V1 - WAITER-V3).
 //
-// For a task the claim is the task's wait word (W2 in
-// weft/detail/task_record.hpp) and the wake is its second arrival (R1). For
+// For a task the claim is the task's wait word (TASK-W2 in
+// weft/detail/task_record.hpp) and the wake is its second arrival (TASK-R1). For
 // a plain thread the claim is `state_`: 0 armed -> 1 claimed by a waker, who
 // writes its hand-over and stores 2 (woken); or 0 -> 3 by the thread itself
 // when its deadline passes. The thread sleeps on the word until it leaves 0
@@ -47,7 +47,7 @@ void check_off_shared_stack(const void* p, const char* what) noexcept {
     if (a < lo || a >= hi) return;
     off_stack_failure(what,
                       "lies on the shared stack it runs on; it would be overwritten while the task is suspended "
-                      "(V4 in weft/waiter.hpp: hold it in a detail::stable)");
+                      "(WAITER-V4 in weft/waiter.hpp: hold it in a detail::stable)");
 }
 
 void check_no_pointer_into_shared_stack(const void* obj, std::size_t n, const char* what) noexcept {
@@ -81,7 +81,7 @@ waiter::waiter(detail::stackless_tag) noexcept : task_(detail::current_task()) {
 
 void waiter::arm(bool cancellable) noexcept {
 #ifndef NDEBUG
-    detail::check_off_shared_stack(this, "a waiter");  // V4
+    detail::check_off_shared_stack(this, "a waiter");  // WAITER-V4
 #endif
     fired = -1;
     code = 0;
@@ -111,7 +111,7 @@ void waiter::wake() noexcept {
 
 bool waiter::claim_self() noexcept {
     // A task that wins its own wait word never arrives and never parks: the
-    // two arrivals of R1 stay at zero for the next wait.
+    // two arrivals of TASK-R1 stay at zero for the next wait.
     if (task_) return detail::try_end(task_, word_, detail::wait_status::notified);
     std::uint32_t expect = armed;
     return state_.compare_exchange_strong(expect, woken, std::memory_order_acquire, std::memory_order_relaxed);

@@ -98,7 +98,7 @@ TEST_F(coroutine_death, yielding_inside_a_handler_of_the_unwind_aborts) {
 }
 
 // A switch_to() from inside the handler is refused the same way (the test
-// is switch_to()'s own since the fast path, F4 in fiber_record.hpp).
+// is switch_to()'s own since the fast path, FIBER-F4 in fiber_record.hpp).
 TEST_F(coroutine_death, switching_to_another_fiber_inside_a_handler_of_the_unwind_aborts) {
     auto statement = [] {
         weft::fiber other([] {}, {.name = "other"});

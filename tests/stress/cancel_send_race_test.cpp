@@ -75,7 +75,7 @@ public:
                 }
                 if (now - last < stall) continue;
                 if (const weft::detail::task_record* r = rec_.load()) {
-                    // The receiver's wait (W1-W3, R1, C1 in src/task/task.cpp).
+                    // The receiver's wait (TASK-W1 - TASK-W3, TASK-R1, TASK-C1 in src/task/task.cpp).
                     const std::uint64_t w = r->wait_word.load();
                     std::fprintf(stderr,
                                  "\ncancel_send_race watchdog: receiver id %llu: wait status %u%s (1 armed, 2 notified, "

@@ -1,4 +1,4 @@
-// runtime_stress_test.cpp: the runtime's wake-up protocol (P1, R1, W1-W3)
+// runtime_stress_test.cpp: the runtime's wake-up protocol (SCHED-P1, TASK-R1, TASK-W1 - TASK-W3)
 // under load, on 1, 2 and 4 workers. A lost wake-up would hang these tests;
 // every one runs under a watchdog that aborts with the test's name instead.
 // Every loop has a fixed amount of work, never a duration.

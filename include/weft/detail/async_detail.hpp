@@ -1,8 +1,8 @@
 // weft/detail/async_detail.hpp: the inside of weft::async<T>
 // (weft/async.hpp), which its templates need: the promise and its start
-// without stack growth (S1), a C++20 task's stackless body (A1-A4) and heap
-// block, the awaiter behind every weft::co awaitable (A3), the bridge for
-// foreign awaitables (A2), weft::await()'s wait, and spawn. Nothing here is
+// without stack growth (ASYNC-S1), a C++20 task's stackless body (ASYNC-A1 - ASYNC-A4) and heap
+// block, the awaiter behind every weft::co awaitable (ASYNC-A3), the bridge for
+// foreign awaitables (ASYNC-A2), weft::await()'s wait, and spawn. Nothing here is
 // API. Only weft/async.hpp includes it, before it defines async<T>, which is
 // declared here.
 #pragma once
@@ -43,7 +43,7 @@ struct async_access {
 };
 
 // co_job is a blocking call that a C++20 task makes on a borrowed fiber
-// (A3): run() makes the call and keeps its result, or its exception in
+// (ASYNC-A3): run() makes the call and keeps its result, or its exception in
 // `error`; a forced unwind (the task's cancellation) passes through run()
 // after it has set `canceled`.
 struct co_job {
@@ -53,20 +53,20 @@ struct co_job {
 };
 
 // co_event is what a C++20 task's coroutine asks of its task when it
-// suspends (co_body::event, A1-A4). co_park and co_requeue are one more than
+// suspends (co_body::event, ASYNC-A1 - ASYNC-A4). co_park and co_requeue are one more than
 // the stackless_body::stop they become.
 inline constexpr std::uint8_t co_none = 0;      // resumed, nothing asked yet
-inline constexpr std::uint8_t co_park = 1;      // its wait is armed: park the task (A2)
+inline constexpr std::uint8_t co_park = 1;      // its wait is armed: park the task (ASYNC-A2)
 inline constexpr std::uint8_t co_requeue = 2;   // queue it again
-inline constexpr std::uint8_t co_blocking = 3;  // run `pending` on a borrowed fiber, then resume (A3)
+inline constexpr std::uint8_t co_blocking = 3;  // run `pending` on a borrowed fiber, then resume (ASYNC-A3)
 inline constexpr std::uint8_t co_finished = 4;  // the root coroutine has ended: collect the result
-inline constexpr std::uint8_t co_canceled = 5;  // cancellation took effect: destroy the frames (A4)
+inline constexpr std::uint8_t co_canceled = 5;  // cancellation took effect: destroy the frames (ASYNC-A4)
 inline constexpr std::uint8_t co_start = 6;     // not run yet: the first step looks for an early cancel
 
-// co_body is a C++20 task's stackless body (L3's stackless_body, SB1-SB4):
+// co_body is a C++20 task's stackless body (L3's stackless_body, TASK-SB1 - TASK-SB4):
 // the scheduler calls step() on the worker's stack, and step() resumes the
 // coroutine `resume_next` and turns the event it left into a stop
-// (src/async/async.cpp, A1-A4). It lives in the task's heap block
+// (src/async/async.cpp, ASYNC-A1 - ASYNC-A4). It lives in the task's heap block
 // (co_task_block<T>, below), so the awaiters reach it from the running
 // task, and the coroutine frames, which every nested async<T> has too,
 // carry none of it. Only the task's current thread touches it.
@@ -75,13 +75,13 @@ inline constexpr std::uint8_t co_start = 6;     // not run yet: the first step l
 // call): the one value a step tests before it resumes.
 struct WEFT_API co_body : stackless_body {
     void* resume_next = nullptr;     // the coroutine to resume at the next step (its address)
-    co_job* pending = nullptr;       // A3: the call on the borrowed fiber, until the step after it
-    std::uint8_t event = co_start;   // A1: why the coroutine suspended
+    co_job* pending = nullptr;       // ASYNC-A3: the call on the borrowed fiber, until the step after it
+    std::uint8_t event = co_start;   // ASYNC-A1: why the coroutine suspended
 
     stop step(task_record* t) override;
     void no_fiber(task_record* t, std::exception_ptr e) noexcept override;
     // collect() ends the root coroutine: takes its result into the task
-    // (finished) or destroys its frames (canceled, A4), and sets outcome.
+    // (finished) or destroys its frames (canceled, ASYNC-A4), and sets outcome.
     virtual void collect(task_record* t, bool finished) noexcept = 0;
 
 protected:
@@ -89,7 +89,7 @@ protected:
 
 private:
     // may_resume() is the cold start of a step whose event is co_start or
-    // co_blocking: false when the frames are to be destroyed instead (A4).
+    // co_blocking: false when the frames are to be destroyed instead (ASYNC-A4).
     bool may_resume(task_record* t) noexcept;
 };
 
@@ -111,12 +111,12 @@ private:
 }
 
 // make_bridge() returns a new coroutine whose resume() ends w's wait (claim,
-// then wake: V1, V2) and leaves the frame suspended at its end; the waiting
+// then wake: WAITER-V1, WAITER-V2) and leaves the frame suspended at its end; the waiting
 // party destroys it with destroy_bridge() after its wait has returned (the
 // resumer touches nothing of it after the wake). Throws: std::bad_alloc.
 [[nodiscard]] WEFT_API std::coroutine_handle<> make_bridge(waiter* w);
 WEFT_API void destroy_bridge(std::coroutine_handle<> h) noexcept;
-// run_co_pending() is a C++20 task's borrowed fiber's body (A3): the task
+// run_co_pending() is a C++20 task's borrowed fiber's body (ASYNC-A3): the task
 // record's `run`.
 WEFT_API void run_co_pending(task_record* t);
 // await_misuse() throws std::invalid_argument naming what was awaited.
@@ -149,7 +149,7 @@ struct bridge_guard {
 // cancellable: once aw holds the handle it cannot be abandoned.
 template <class Aw>
 void wait_on(Aw& aw) {
-    stable<waiter> held;  // V4: the bridge wakes it while we are suspended
+    stable<waiter> held;  // WAITER-V4: the bridge wakes it while we are suspended
     waiter& w = *held;
     w.arm(false);
     bridge_guard b;
@@ -189,7 +189,7 @@ decltype(auto) await_on(Aw& aw) {
 
 // foreign_awaiter is how async<T>'s co_await takes an awaitable that weft
 // knows nothing of. Inside a C++20 task it hands the awaitable a bridge and
-// parks the task (A2); anywhere else (an async<T> run by weft::await() on a
+// parks the task (ASYNC-A2); anywhere else (an async<T> run by weft::await() on a
 // stackful task or thread) it waits right there.
 template <class Aw>
 struct foreign_awaiter {
@@ -248,7 +248,7 @@ struct foreign_awaiter {
 };
 
 // is_weft_awaitable<A>: awaited by async<T>'s co_await as it is (its
-// awaiter knows the C++20 task protocol, A1-A4).
+// awaiter knows the C++20 task protocol, ASYNC-A1 - ASYNC-A4).
 template <class A>
 struct is_weft_awaitable : std::bool_constant<requires { typename std::remove_cvref_t<A>::weft_awaitable; }> {};
 template <class T>
@@ -258,7 +258,7 @@ struct is_weft_awaitable<join_handle<T>&> : std::true_type {};
 
 // async_promise_base is what every async<T> promise shares.
 //
-// S1  A coroutine awaited with co_await is started by its parent's
+// ASYNC-S1  A coroutine awaited with co_await is started by its parent's
 //     await_suspend() with a plain resume(). If it ends before that resume()
 //     returns (a synchronous completion), its final awaiter leaves the
 //     parent alone and the parent's await_suspend() returns false: the parent
@@ -273,14 +273,14 @@ struct async_promise_base {
     std::coroutine_handle<> continuation{};  // the awaiting coroutine, if any
     std::exception_ptr error;
     co_body* root = nullptr;  // the body of the task whose root this coroutine is, if any
-    std::uint8_t stage = not_started;  // S1; only the task's current thread touches it
+    std::uint8_t stage = not_started;  // ASYNC-S1; only the task's current thread touches it
 
     struct final_awaiter {
         bool await_ready() noexcept { return false; }
         template <class P>
         std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) noexcept {
             async_promise_base& p = h.promise();
-            if (std::exchange(p.stage, ended) == running_inside) return std::noop_coroutine();  // S1: parent goes on
+            if (std::exchange(p.stage, ended) == running_inside) return std::noop_coroutine();  // ASYNC-S1: parent goes on
             if (p.continuation) return p.continuation;  // symmetric transfer back
             if (p.root) p.root->event = co_finished;
             return std::noop_coroutine();
@@ -335,7 +335,7 @@ struct co_task_block final : task_block<T>, co_body {
     std::coroutine_handle<async_promise<T>> root{};
 
     // collect() takes the result of a root that finished, or destroys the
-    // frames of one canceled (A4), then drops the frame.
+    // frames of one canceled (ASYNC-A4), then drops the frame.
     void collect(task_record* t, bool finished) noexcept override {
         auto* self = static_cast<co_task_block*>(t);
         if (finished) {
@@ -374,13 +374,13 @@ using co_storage = std::optional<std::conditional_t<std::is_void_v<R>, std::mono
 // blocking_awaiter<R, S, Ops> is every weft::co awaitable: Ops::attempt(s,
 // out) tries the operation without waiting (true: done, result in out);
 // Ops::call(s, out) does it, waiting as needed. In a C++20 task the call
-// runs on a borrowed fiber (A3); on a stackful task or a thread, right here.
+// runs on a borrowed fiber (ASYNC-A3); on a stackful task or a thread, right here.
 template <class R, class S, class Ops>
 struct blocking_awaiter {
     using weft_awaitable = void;
     S state;
     co_storage<R> out;
-    // job is made only when the call must wait (A3): the try's path builds
+    // job is made only when the call must wait (ASYNC-A3): the try's path builds
     // and destroys nothing more than `state` and `out` (no exception_ptr,
     // whose destructor is an out-of-line call).
     struct fiber_job : co_job {

@@ -16,42 +16,42 @@
 //   resumer gets    the fiber's context and publishes its state (release),
 //     control back  gives back its shared stack, runs its after-switch hook.
 // Invariants:
-//   I1  A fiber's ctx is valid only while its state is created or suspended;
+//   FIBER-I1  A fiber's ctx is valid only while its state is created or suspended;
 //       "suspended" and "done" are published by the arriving side after the
 //       departing context is saved, so whoever acquires "suspended" may jump
 //       to ctx, and whoever acquires "done" may free the stack.
-//   I2  created/suspended -> running only by compare-and-swap (acquire):
+//   FIBER-I2  created/suspended -> running only by compare-and-swap (acquire):
 //       of two threads resuming one fiber exactly one wins.
-//   I3  The arriving side reads what the departing fiber left in its record
+//   FIBER-I3  The arriving side reads what the departing fiber left in its record
 //       (hook, handoff) before it publishes anything: once published, the
 //       departing fiber may run again (on another thread) and change them.
-//   I4  The thread's exception state (the C++ runtime's __cxa_eh_globals)
+//   FIBER-I4  The thread's exception state (the C++ runtime's __cxa_eh_globals)
 //       always belongs to the code running on the thread; a fiber keeps its
 //       own in `eh` while away and its resumer's in `resumer_eh` while it runs.
-//   I5  A running fiber's resumer waits on the thread the fiber runs on (a
+//   FIBER-I5  A running fiber's resumer waits on the thread the fiber runs on (a
 //       resume() does not return until the fiber comes back), so the fiber
 //       may make the resumer current there before it leaves; and a running
 //       fiber's `ts` is the state of the thread it runs on, rewritten at every
 //       arrival (and by a nested fiber that returns to it).
 // The FP control state (fp_env_mode, weft/fiber.hpp):
-//   F1  a fiber with own_fp keeps its FP control state in `fp` while it is
+//   FIBER-F1  a fiber with own_fp keeps its FP control state in `fp` while it is
 //       not running, and its resumer's in `resumer_fp` while it runs; a
 //       fiber without it (shared, the default) keeps nothing: it runs with
 //       the thread's state, and what it changes stays with the thread;
-//   F2  the switch itself (fiber_jump()) never touches the state: the
+//   FIBER-F2  the switch itself (fiber_jump()) never touches the state: the
 //       departing side sets the state the arriving side must run with
 //       before it jumps (fp_enter() in a resume, fp_leave() in a suspend or
 //       an end, fp_hand_over() in a switch_to()), so both sides of every
 //       switch decide by the same fiber's flag(s) and a shared fiber's
 //       switches cost one flag test each;
-//   F3  TSan builds switch with the out-of-line context::jump(), which does
+//   FIBER-F3  TSan builds switch with the out-of-line context::jump(), which does
 //       save and restore the state per context (unless WEFT_SHARE_FP_ENV):
 //       there the departing side also leaves the state in the record the
 //       switch word names (handover_fp) and the arriving side sets it again
 //       (first thing after the jump, or in first_arrival()), so the jump is
-//       FP-neutral as F2 assumes.
+//       FP-neutral as FIBER-F2 assumes.
 // The fast paths:
-//   F4  a resume claims with one compare-and-swap (from the suspended or
+//   FIBER-F4  a resume claims with one compare-and-swap (from the suspended or
 //       created state it loaded just before), then tests the four
 //       rare flags (copy_mode, own_fp, unwinding, keep_stack) with one load
 //       (slow_flags()); the resumer settles a plain suspend (no hook, not
@@ -134,8 +134,8 @@ struct alignas(16) fiber_record {
     // switches miss the cache (many coroutines: scenario S3 of
     // bench/README.md). The rest is touched at
     // creation, destruction, by misuse, tools, own_fp or debuggers.
-    void* ctx = nullptr;      // own suspended context (I1)
-    thread_state* ts = nullptr;  // the state of the thread it runs on (valid while it runs, I5)
+    void* ctx = nullptr;      // own suspended context (FIBER-I1)
+    thread_state* ts = nullptr;  // the state of the thread it runs on (valid while it runs, FIBER-I5)
     void* resumer = nullptr;  // where suspend() and the end go: the context of the last resume()
     fiber_record* parent = nullptr;  // the fiber that resumed it (null: code outside any fiber), while it runs
     std::atomic<fiber_state> state{fiber_state::created};
@@ -143,14 +143,14 @@ struct alignas(16) fiber_record {
     bool unwind_raised = false;  // a forced unwind is under way on its stack (raise_forced_unwind())
     bool unwind_caught = false;  // its entry caught that forced unwind
     // The four flags that take a switch off its fast path, in one aligned
-    // 4-byte word, so that one test covers them (slow_flags(), F4):
+    // 4-byte word, so that one test covers them (slow_flags(), FIBER-F4):
     bool copy_mode = false;   // copy-stack mode (`copy` is set); never changes
-    bool own_fp = false;      // fp_env_mode::own: it keeps its FP control state (F1)
+    bool own_fp = false;      // fp_env_mode::own: it keeps its FP control state (FIBER-F1)
     bool unwinding = false;   // unwind() resumed it to throw forced_unwind
     bool keep_stack = false;  // copy-stack: the resumer gives the shared stack back (a value lies there)
     eh_state eh;              // the fiber's exception state while it is not running
-    after_switch_fn hook = nullptr;  // what the side it switches to runs for it (I3)
-    eh_state resumer_eh;      // its resumer's, while it runs (I4)
+    after_switch_fn hook = nullptr;  // what the side it switches to runs for it (FIBER-I3)
+    eh_state resumer_eh;      // its resumer's, while it runs (FIBER-I4)
     void* hook_arg = nullptr;
     fiber_record* handoff = nullptr;  // the fiber it switches to (switch_to)
     copy_state* copy = nullptr;       // copy-stack mode: the saved bytes; null otherwise
@@ -159,10 +159,10 @@ struct alignas(16) fiber_record {
     // builds without NDEBUG).
     const std::uint64_t* guard_word = nullptr;  // a malloc_stack's guard word, else null
     fiber_record* active = nullptr;  // tool builds: whose code runs where it switched back (null: its own)
-    context::fp_control fp;          // own_fp: its FP control state while it is not running (F1)
-    context::fp_control resumer_fp;  // own_fp: its resumer's, while it runs (F1)
+    context::fp_control fp;          // own_fp: its FP control state while it is not running (FIBER-F1)
+    context::fp_control resumer_fp;  // own_fp: its resumer's, while it runs (FIBER-F1)
 #if WEFT_TSAN && !WEFT_SHARE_FP_ENV
-    context::fp_control handover_fp;  // what the FP state was when it last switched (F3)
+    context::fp_control handover_fp;  // what the FP state was when it last switched (FIBER-F3)
 #endif
     std::exception_ptr exception;  // what the body let escape
     std::string_view name;
@@ -207,7 +207,7 @@ struct alignas(16) fiber_record {
 
 // slow_flags() is the word of f's four rare flags (copy_mode, own_fp,
 // unwinding, keep_stack): zero for a fiber whose switches take the fast
-// paths (F4). slow_bit() is the bit of one of them in that word.
+// paths (FIBER-F4). slow_bit() is the bit of one of them in that word.
 static_assert(std::is_standard_layout_v<fiber_record>, "slow_flags() uses offsetof(fiber_record, ...)");
 static_assert(offsetof(fiber_record, copy_mode) % 4 == 0 && offsetof(fiber_record, own_fp) == offsetof(fiber_record, copy_mode) + 1 &&
                   offsetof(fiber_record, unwinding) == offsetof(fiber_record, copy_mode) + 2 &&
@@ -342,7 +342,7 @@ inline switch_kind kind_of(void* word) noexcept {
 // reason not known (docs/safety.md, "TSan builds switch out of line").
 template <class Record = fiber_record> [[gnu::always_inline]] inline context::transfer jump(void* to, void* word) noexcept {
 #if WEFT_TSAN && !WEFT_SHARE_FP_ENV
-    context::fp_control_save(record_of<Record>(word)->handover_fp);  // F3
+    context::fp_control_save(record_of<Record>(word)->handover_fp);  // FIBER-F3
     const context::transfer t = context::jump(to, word);
     context::fp_control_load(record_of<Record>(t.data)->handover_fp);
     return t;
@@ -398,14 +398,14 @@ inline constexpr std::size_t switch_gap = WEFT_TSAN ? 0 : context::fast_jump_gap
     ts->current = code;
 }
 
-// fp_created() gives a new fiber its FP mode (F1): an own_fp fiber starts
+// fp_created() gives a new fiber its FP mode (FIBER-F1): an own_fp fiber starts
 // with its creator's state. create() and create_copy() call it.
 inline void fp_created(fiber_record* f, fp_env_mode mode) noexcept {
     f->own_fp = mode == fp_env_mode::own;
     if (f->own_fp) context::fp_control_save(f->fp);
 }
 
-// fp_enter() is a resumer's FP half of entering f (F1, F2): an own_fp
+// fp_enter() is a resumer's FP half of entering f (FIBER-F1, FIBER-F2): an own_fp
 // fiber gets its state, and keeps the resumer's.
 [[gnu::always_inline]] inline void fp_enter(fiber_record* f) noexcept {
     if (f->own_fp) [[unlikely]] {
@@ -414,7 +414,7 @@ inline void fp_created(fiber_record* f, fp_env_mode mode) noexcept {
     }
 }
 
-// fp_leave() is f's FP half of switching back to its resumer (F1, F2):
+// fp_leave() is f's FP half of switching back to its resumer (FIBER-F1, FIBER-F2):
 // an own_fp fiber keeps its state (unless it has ended, Keep = false) and
 // gives the resumer its own back.
 template <bool Keep = true>
@@ -425,7 +425,7 @@ template <bool Keep = true>
     }
 }
 
-// fp_hand_over() is f's FP half of switch_to(next) (F1, F2): next inherits
+// fp_hand_over() is f's FP half of switch_to(next) (FIBER-F1, FIBER-F2): next inherits
 // f's resumer, so it inherits the resumer's FP state too: an own_fp f
 // keeps its state and has the resumer's in resumer_fp; a shared f runs
 // with the resumer's (as the thread has it now).
@@ -447,7 +447,7 @@ template <bool Keep = true>
 }
 
 // leave_to_resumer() is what a fiber does just before it switches back to
-// its resumer, which waits on this very thread (I5): it keeps its own
+// its resumer, which waits on this very thread (FIBER-I5): it keeps its own
 // exception state (unless it has ended) and makes the resumer current again,
 // with the resumer's.
 // Fp = false: the caller has done fp_leave() already (switch_back()).
@@ -464,12 +464,12 @@ template <bool Keep = true, bool Fp = true>
 
 // publish_read() ends the arriving side's half when fiber r switched out
 // without ending, once r's context is recorded and what r left (hook, arg)
-// is read (I3): give back r's shared stack if `leave`, publish r (I1), run
+// is read (FIBER-I3): give back r's shared stack if `leave`, publish r (FIBER-I1), run
 // its hook.
 [[gnu::always_inline]] inline void publish_read(fiber_record* r, bool leave, after_switch_fn hook, void* arg) noexcept {
     if (leave) [[unlikely]]
         leave_shared(r, false);
-    r->state.store(fiber_state::suspended, std::memory_order_release);  // I1
+    r->state.store(fiber_state::suspended, std::memory_order_release);  // FIBER-I1
     if (hook) hook(arg);
 }
 
@@ -516,7 +516,7 @@ template <bool Keep = true, bool Fp = true>
         r->state.store(fiber_state::done, std::memory_order_release);
         return;
     }
-    // Read what r left before publishing it (I3). A value r yielded lies
+    // Read what r left before publishing it (FIBER-I3). A value r yielded lies
     // on its shared stack: the resumer gives the stack back once it has
     // moved the value out (keep_stack).
     const bool has_hook = reinterpret_cast<std::uintptr_t>(t.data) & hooked;
@@ -534,8 +534,8 @@ template <bool Keep = true, bool Fp = true>
     return f;
 }
 
-// claim() moves f from created or suspended to running (I2): a relaxed
-// load, then one compare-and-swap from what it saw (F4). Returns whether it
+// claim() moves f from created or suspended to running (FIBER-I2): a relaxed
+// load, then one compare-and-swap from what it saw (FIBER-F4). Returns whether it
 // did; `seen` is the state it left or, when it failed, the state it saw.
 [[gnu::always_inline]] inline bool claim(fiber_record* f, fiber_state& seen) noexcept {
     seen = f->state.load(std::memory_order_relaxed);
@@ -549,7 +549,7 @@ template <bool Keep = true, bool Fp = true>
 // whose shared stack holds its bytes, and whose FP state is set: fp_enter()).
 // Returns the fiber that came back: f, or the last fiber of a chain of
 // switch_to()s that began in f. `plain` says whether that fiber came back
-// the common way, which settle_resumer() takes inline (F4): a suspend with no
+// the common way, which settle_resumer() takes inline (FIBER-F4): a suspend with no
 // hook, not copy-stack; then it left nothing else for the resumer to look
 // at (no exception: that comes with a finish; no stack to give back).
 [[gnu::always_inline]] inline fiber_record* enter_set(fiber_record* f, bool& plain) noexcept {
@@ -562,7 +562,7 @@ template <bool Keep = true, bool Fp = true>
     plain = (reinterpret_cast<std::uintptr_t>(t.data) & 7) == static_cast<std::uintptr_t>(switch_kind::suspend) &&
             !back->copy_mode;
     if (plain) [[likely]] {
-        // settle_resumer() of a plain suspend: record, publish (I1).
+        // settle_resumer() of a plain suspend: record, publish (FIBER-I1).
         back->ctx = t.from;
         back->state.store(fiber_state::suspended, std::memory_order_release);
     } else {
@@ -583,7 +583,7 @@ inline fiber_record* enter(fiber_record* f) noexcept {
 // stack is busy, f is left as it was and resume() throws coroutine_error
 // (shared_stack_busy), or with ThrowIfBusy = false returns null. Throws:
 // coroutine_error on misuse; std::bad_alloc (copy-stack save).
-// The fast path (F4): claim() (its load lets the first resume of a created
+// The fast path (FIBER-F4): claim() (its load lets the first resume of a created
 // fiber succeed at its one compare-and-swap instead of failing a locked
 // instruction first: docs/measurements.md, "Claiming a fiber"); then
 // one test of the slow flags, which only copy-stack and own_fp fibers have
@@ -620,7 +620,7 @@ template <bool ThrowIfBusy = true>
 [[gnu::always_inline]] inline void switch_back(fiber_record* f, fiber_record* cur, thread_state* ts,
                                                after_switch_fn hook, void* arg) {
     check_guard(f);
-    // One test for the two rare cases (F4): a suspend while being unwound
+    // One test for the two rare cases (FIBER-F4): a suspend while being unwound
     // (a misuse: suspend() leaves it to this test, suspend_chain() tests
     // each fiber of the chain itself) and own_fp.
     if (slow_flags(f) & (slow_bit(1) | slow_bit(2))) [[unlikely]] {
@@ -646,7 +646,7 @@ template <bool ThrowIfBusy = true>
 // f out: f is running and this code is on its stack (then this thread runs
 // it, and f->ts is this thread's state, written when f last arrived), and f
 // is not being unwound.
-// (The unwinding test is switch_back()'s, folded into its FP test, F4.)
+// (The unwinding test is switch_back()'s, folded into its FP test, FIBER-F4.)
 [[gnu::always_inline]] inline void check_leaving(const fiber_record* f) {
     if (f->state.load(std::memory_order_relaxed) != fiber_state::running || !f->stack.contains(stack_pointer()))
         [[unlikely]]
@@ -700,7 +700,7 @@ WEFT_API void suspend_chain(fiber_record* f, after_switch_fn hook, void* arg);
 [[gnu::always_inline]] inline fiber_record* first_arrival(context::transfer t) noexcept {
     fiber_record* r = record_of(t.data);
 #if WEFT_TSAN && !WEFT_SHARE_FP_ENV
-    context::fp_control_load(r->handover_fp);  // F3: the trampoline came through context::jump()
+    context::fp_control_load(r->handover_fp);  // FIBER-F3: the trampoline came through context::jump()
 #endif
     const bool resumed = kind_of(t.data) == switch_kind::resume;
     fiber_record* f = resumed ? r : r->handoff;
@@ -721,7 +721,7 @@ void entry_for(context::transfer t) noexcept {
     } catch (...) {
         if (f->unwind_raised) {
             // The forced unwind raised on this stack ends here: leaving this
-            // handler deletes it, which is then no swallowing (U2).
+            // handler deletes it, which is then no swallowing (FIBER-U2).
             f->unwind_caught = true;
             unwound = true;
         } else {

@@ -23,14 +23,14 @@
 // run queue and its registry).
 //
 // Invariants (per list, under whatever guards the list):
-//   IL1  A node is in at most one list through a given pair of links, and a
+//   LIST-IL1  A node is in at most one list through a given pair of links, and a
 //        list only ever holds nodes pushed into it and not popped or removed
 //        since.
-//   IL2  head is null exactly when tail is null (the list is empty; a list
+//   LIST-IL2  head is null exactly when tail is null (the list is empty; a list
 //        without a tail: head is null); the head's prev and the last node's
 //        next are null; for consecutive nodes a, b: next(a) == b and
 //        (intrusive_list) prev(b) == a; tail is the last node.
-//   IL3  A node leaves a list with null links (pop_front, remove): a node
+//   LIST-IL3  A node leaves a list with null links (pop_front, remove): a node
 //        that was never linked, or has been unlinked, has null links,
 //        provided it started with null links. The list never reads the links
 //        of a node that is not in it, so a caller may reuse an unlinked
@@ -87,7 +87,7 @@ public:
     [[nodiscard]] static T* next(T* n) noexcept { return Links::next(*n); }
 
     // push_back() / push_front() link n at the end / the start. Requires: n
-    // is in no list through these links (IL1).
+    // is in no list through these links (LIST-IL1).
     void push_back(T* n) noexcept
         requires WithTail
     {
@@ -118,7 +118,7 @@ public:
             Links::prev(*head_) = nullptr;
         else if constexpr (WithTail)
             tail_ = nullptr;
-        Links::next(*n) = nullptr;  // prev(n) is null already (IL2)
+        Links::next(*n) = nullptr;  // prev(n) is null already (LIST-IL2)
         return n;
     }
 
@@ -158,7 +158,7 @@ public:
     [[nodiscard]] T* front() const noexcept { return head_; }
 
     // push_back() links n at the end. Requires: n is in no list through
-    // this link (IL1).
+    // this link (LIST-IL1).
     void push_back(T* n) noexcept {
         Link::next(*n) = nullptr;
         if (tail_)

@@ -21,7 +21,7 @@
 namespace weft {
 enum class task_state : std::uint8_t;
 
-// The lock and the queue of layer L3's one waiter (weft/waiter.hpp, V1-V4)
+// The lock and the queue of layer L3's one waiter (weft/waiter.hpp, WAITER-V1 - WAITER-V4)
 // are defined here rather than in weft/waiter.hpp: a task record holds a
 // queue (the waiters that join the task, TASK-J1 below), so the queue must be
 // complete before the record is, and weft/waiter.hpp includes weft/task.hpp,
@@ -32,7 +32,7 @@ class waiter;
 namespace detail {
 // check_off_shared_stack() aborts, naming the running task or coroutine, if
 // `p` lies on the shared stack the caller runs on: `what` (a wait node, a
-// waiter) would be overwritten while the caller is suspended (V4). Used by
+// waiter) would be overwritten while the caller is suspended (WAITER-V4). Used by
 // debug builds where nodes are linked.
 WEFT_API void check_off_shared_stack(const void* p, const char* what) noexcept;
 }  // namespace detail
@@ -69,7 +69,7 @@ struct wait_node {
 };
 
 // wait_queue is an intrusive FIFO of wait nodes (detail::intrusive_list
-// through prev / next, IL1-IL3), guarded by its primitive's lock. `linked`
+// through prev / next, LIST-IL1 - LIST-IL3), guarded by its primitive's lock. `linked`
 // says whether a node is in a queue.
 class wait_queue {
 public:
@@ -77,12 +77,12 @@ public:
     [[nodiscard]] wait_node* front() const noexcept { return list_.front(); }
     void push_back(wait_node* n) noexcept {
 #ifndef NDEBUG
-        detail::check_off_shared_stack(n, "a wait node");  // V4
+        detail::check_off_shared_stack(n, "a wait node");  // WAITER-V4
 #endif
         list_.push_back(n);
         n->linked = true;
     }
-    // remove() takes n out if it is linked (V3).
+    // remove() takes n out if it is linked (WAITER-V3).
     void remove(wait_node* n) noexcept {
         if (!n->linked) return;
         list_.remove(n);
@@ -91,7 +91,7 @@ public:
     // pop_claimed() takes nodes off the front until one whose waiter it
     // could claim; returns that node (unlinked, claimed: the caller hands
     // over and calls wake()) or null. Nodes whose waiter was claimed by
-    // someone else are dropped: that waiter has left or is leaving (V3).
+    // someone else are dropped: that waiter has left or is leaving (WAITER-V3).
     // Defined in weft/waiter.hpp, where waiter is complete.
     inline wait_node* pop_claimed() noexcept;
 
@@ -118,12 +118,12 @@ enum class wait_status : std::uint64_t {
 
 // The wait word, one per task: [ sequence : 60 | cancellable : 1 | status : 3 ].
 //
-// W1. Every wait of the task gets a fresh sequence number (arm()). A waker
+// TASK-W1. Every wait of the task gets a fresh sequence number (arm()). A waker
 //     that read the word for one wait can therefore never end a later one:
 //     its compare-and-swap compares the whole word.
-// W2. Exactly one party ends a wait: the one whose compare-and-swap moves
+// TASK-W2. Exactly one party ends a wait: the one whose compare-and-swap moves
 //     the status from armed to notified / canceled / timed_out (try_end()).
-// W3. A wait is ended before the task is resumed; the task reads the status
+// TASK-W3. A wait is ended before the task is resumed; the task reads the status
 //     after it is resumed to learn why.
 inline constexpr std::uint64_t wait_status_mask = 7;
 inline constexpr std::uint64_t wait_cancellable_bit = 8;
@@ -148,14 +148,14 @@ struct timer_node {
     timer_node* next = nullptr;
     void* owner = nullptr;   // the scheduler's: the structure it was last added to
     task_record* task = nullptr;
-    std::uint64_t word = 0;  // wait_timeout: the wait word it ends (W1)
+    std::uint64_t word = 0;  // wait_timeout: the wait word it ends (TASK-W1)
     std::uint16_t slot = unlinked;  // the wheel's slot, or unlinked
     kind what = kind::wait_timeout;
 };
 
 // Joining a task has no wait of its own: a joiner, task or plain thread,
-// waits through the one waiter (weft/waiter.hpp, V1-V4), as event::wait()
-// does. It holds a one_wait in a detail::stable (V4) and links its node into
+// waits through the one waiter (weft/waiter.hpp, WAITER-V1 - WAITER-V4), as event::wait()
+// does. It holds a one_wait in a detail::stable (WAITER-V4) and links its node into
 // the awaited task's `joiners` under that task's `join_lock`
 // (src/task/task.cpp: wait_finished, wait_any, complete):
 //
@@ -165,14 +165,14 @@ struct timer_node {
 //          task finished and does not wait, or its node is in `joiners`
 //          when complete() takes the lock: no joiner misses the end.
 // TASK-J2  complete() claims every waiter still linked, under join_lock
-//          (pop_claimed, V1), and wakes them after releasing it. Nothing is
+//          (pop_claimed, WAITER-V1), and wakes them after releasing it. Nothing is
 //          handed over but the wake: outcome, result and exception are final
 //          before complete() runs and reach the joiner through the claim and
-//          the wake (V2). So a joiner's wait ends `notified` only when the
+//          the wake (WAITER-V2). So a joiner's wait ends `notified` only when the
 //          task has finished. A waiter whose claim was won first by its
 //          timeout, its cancellation or (when_any) another task's end is
 //          dropped from the queue; its owner unlinks its node under
-//          join_lock before the node's life ends (V3). complete() touches a
+//          join_lock before the node's life ends (WAITER-V3). complete() touches a
 //          node and its waiter only under the lock while linked, or after
 //          claiming it (its owner then waits for the wake).
 // TASK-J3  wait_any() (when_any) has one waiter and one node per task: it
@@ -181,7 +181,7 @@ struct timer_node {
 //          finished there ends the wait with claim_self(). The first claim
 //          ends the wait, so the waiter is woken at most once however many
 //          of the tasks end. Afterwards it unlinks every node it linked,
-//          each under its task's lock (V3).
+//          each under its task's lock (WAITER-V3).
 
 // local_slot is one task_local<T> value of a task (a short list per task).
 struct local_slot {
@@ -229,20 +229,20 @@ inline constexpr std::uint8_t finish_detached = 2;
 // stopped (a body that ended says in `outcome` whether it finished, failed
 // or was canceled, so the scheduler has one answer for all three):
 //
-// SB1  step() returns only once the body is suspended (or gone): the
+// TASK-SB1  step() returns only once the body is suspended (or gone): the
 //      scheduler acts on the answer after step() has returned, on the same
 //      thread, so nothing it does for the task (an arrival, a requeue) can
 //      let another thread run the body while step() is still on the stack.
-// SB2  parked: the body armed its wait (W1) before it suspended; the
-//      scheduler sets the task waiting and arrives (R1). requeued: it is
+// TASK-SB2  parked: the body armed its wait (TASK-W1) before it suspended; the
+//      scheduler sets the task waiting and arrives (TASK-R1). requeued: it is
 //      runnable; the scheduler queues it again.
-// SB3  borrow: the body needs a stack for one call. The scheduler makes the
+// TASK-SB3  borrow: the body needs a stack for one call. The scheduler makes the
 //      task a fiber and runs `run` on it as an ordinary stackful task; when
 //      that fiber's body has returned (or was unwound by the task's
 //      cancellation) the fiber goes at once and step() is called again, and
 //      the body learns from its own state how the call ended. If no fiber
 //      can be had, no_fiber() gets the error and step() is called again.
-// SB4  ended: the body is gone (its destructors ran, with the task current);
+// TASK-SB4  ended: the body is gone (its destructors ran, with the task current);
 //      outcome, and the result or the exception, are set. The scheduler runs
 //      task_end() and finishes the task.
 class WEFT_API stackless_body {
@@ -274,7 +274,7 @@ struct task_record {
     void (*run)(task_record*) = nullptr;                // the body, on the task's stack
     void (*destroy_block)(task_record*) noexcept = nullptr;
     void (*discard)(task_record*) noexcept = nullptr;  // destroys the callable of a task that never ran
-    stackless_body* stackless = nullptr;  // non-null: no fiber of its own, only borrowed ones (SB1-SB4)
+    stackless_body* stackless = nullptr;  // non-null: no fiber of its own, only borrowed ones (TASK-SB1 - TASK-SB4)
     std::size_t stack_size = 0;      // 0: the runtime's
     bool copy_stack = false;
     bool pinned = false;     // never runs on another worker than `home`
@@ -286,11 +286,11 @@ struct task_record {
     std::atomic<std::int64_t> state_since{0};  // coarse monotonic ns of the last change
     std::atomic<int> worker{-1};               // the worker that ran it last (-1: none yet)
 
-    // --- waiting (W1-W3) and becoming runnable ---
+    // --- waiting (TASK-W1 - TASK-W3) and becoming runnable ---
     std::atomic<std::uint64_t> wait_word{0};
     // arrivals: a parked task becomes runnable when two things have both
     // happened: it is switched out (the scheduler arrives) and its wait has
-    // ended (the waker arrives). Whoever arrives second queues it (R1).
+    // ended (the waker arrives). Whoever arrives second queues it (TASK-R1).
     std::atomic<std::uint8_t> arrivals{0};
 
     // --- cancellation ---
@@ -337,8 +337,8 @@ struct task_block<void> : task_record {};
 
 // Arrival and waiting (src/task/task.cpp).
 //   arm() starts a new wait of the calling task t and returns its word.
-//   try_end() ends the wait `word` with `why`; true if this call ended it (W2).
-//   arrive() is one of the two arrivals (R1).
+//   try_end() ends the wait `word` with `why`; true if this call ended it (TASK-W2).
+//   arrive() is one of the two arrivals (TASK-R1).
 //   park() suspends t until its armed wait has ended; returns why it ended.
 //     A cancellable wait of a task whose cancellation is pending ends at once.
 [[nodiscard]] WEFT_API std::uint64_t arm(task_record* t, bool cancellable) noexcept;

@@ -58,7 +58,7 @@ enum class interest : unsigned char { readable = 1, writable = 2 };
 // destructor). Move-only. Several tasks may use one handle at once (one
 // reading, one writing, or several of each), and any of them may close()
 // it: the others' waits end with operation_canceled, and the fd itself is
-// closed when the last operation in flight has left (H1 in handle.cpp), so
+// closed when the last operation in flight has left (IO-H1 in handle.cpp), so
 // no operation ever reaches a reused fd number. Moving or destroying a
 // handle while other tasks use it is a race of the caller's.
 class WEFT_API handle {
@@ -112,7 +112,7 @@ public:
     std::size_t read_some(std::span<std::byte> buf, clock::time_point deadline = no_deadline);
     std::size_t write_some(std::span<const std::byte> buf, clock::time_point deadline = no_deadline);
 
-    // op is an operation in flight (H1): constructed at the start of every
+    // op is an operation in flight (IO-H1): constructed at the start of every
     // operation, it keeps the fd open until it goes; false if the handle is
     // closed.
     class op {
@@ -136,7 +136,7 @@ public:
     // (read_some, write_some, accept, send_to, recv_from), after Tokio's
     // Registration::async_io but trying first and waiting second:
     //
-    //   IO-R1  Inside one op (H1) it calls attempt(fd), fd = raw(), which
+    //   IO-R1  Inside one op (IO-H1) it calls attempt(fd), fd = raw(), which
     //          makes ONE non-blocking syscall and returns its result: >= 0
     //          success, < 0 failure with errno set. Then:
     //            >= 0                   returned at once, ec clear;
@@ -165,11 +165,11 @@ private:
     std::error_code final_close() noexcept;
     bool begin_close(std::uint32_t extra) noexcept;
     // fd_ is constant from construction until the last operation has left
-    // a closed handle (H1); atomic only because native_handle() may read it
+    // a closed handle (IO-H1); atomic only because native_handle() may read it
     // while another task closes.
     std::atomic<int> fd_{-1};
     // state_: bit 0 closing (an empty handle is closed), bit 1 released (do
-    // not close the fd), the rest the number of operations in flight (H1).
+    // not close the fd), the rest the number of operations in flight (IO-H1).
     std::atomic<std::uint32_t> state_{closing};
     // kind_: 0 not yet known, 1 a socket (send() with MSG_NOSIGNAL), 2 not.
     std::atomic<unsigned char> kind_{0};

@@ -8,21 +8,21 @@
 //   channel_closed   thrown by send() (and a select's send case) on a closed
 //                    channel.
 //
-// The protocol (docs/sync.md, "Channels"), on top of the waiter's V1-V3
-// (weft/waiter.hpp); K5, a select's locking, is in weft/sync/select.hpp:
-//   K1  Everything below is guarded by the channel's lock: the buffer, the
+// The protocol (docs/sync.md, "Channels"), on top of the waiter's WAITER-V1 - WAITER-V3
+// (weft/waiter.hpp); CHAN-K5, a select's locking, is in weft/sync/select.hpp:
+//   CHAN-K1  Everything below is guarded by the channel's lock: the buffer, the
 //       queue of waiting senders, the queue of waiting receivers, `closed`.
-//   K2  Receivers wait only while the buffer is empty and no sender waits;
+//   CHAN-K2  Receivers wait only while the buffer is empty and no sender waits;
 //       senders wait only while the buffer is full (capacity 0: always full)
 //       and no receiver waits. So a sender that finds a waiting receiver
 //       hands its value straight over, and a receiver that takes from a full
 //       buffer refills it from the first waiting sender.
-//   K3  A value moves only after the claim of the waiter it moves to or from
-//       (V2): a sender's value stays in the sender's own object until a
+//   CHAN-K3  A value moves only after the claim of the waiter it moves to or from
+//       (WAITER-V2): a sender's value stays in the sender's own object until a
 //       receiver has claimed that sender, so a sender that times out, is
 //       canceled or whose select chose another case still holds its value.
-//   K4  close() claims every waiter: receivers get `closed` (the buffer is
-//       empty, by K2), senders get `closed` and keep their values.
+//   CHAN-K4  close() claims every waiter: receivers get `closed` (the buffer is
+//       empty, by CHAN-K2), senders get `closed` and keep their values.
 #pragma once
 
 #include <chrono>
@@ -71,7 +71,7 @@ struct recv_result {
 
 namespace detail {
 
-// give_back() returns a value held off a shared stack (V4) to the caller's
+// give_back() returns a value held off a shared stack (WAITER-V4) to the caller's
 // object it was moved from, when it was not delivered.
 template <class T>
 void give_back(T& to, T& held) {
@@ -156,7 +156,7 @@ struct send_case;
 // plain threads; a waiting task is parked (its worker runs other tasks), a
 // waiting thread sleeps. Cancellation of a waiting task unwinds it (forced
 // unwind) and leaves the channel consistent: its value, if it was sending,
-// stays with it (K3). The channel must outlive every operation on it.
+// stays with it (CHAN-K3). The channel must outlive every operation on it.
 template <class T>
 class channel {
     static_assert(std::is_move_constructible_v<T>, "weft::channel<T> needs a move-constructible T");
@@ -230,7 +230,7 @@ public:
     }
     recv_result<T> recv_until(std::chrono::steady_clock::time_point deadline) { return recv_wait(&deadline); }
 
-    // close() closes the channel (K4): waiting and later receivers drain the
+    // close() closes the channel (CHAN-K4): waiting and later receivers drain the
     // buffer, then get nullopt / closed; waiting and later senders fail with
     // closed (send() throws channel_closed). Closing a closed channel does
     // nothing. Returns true if this call closed it.
@@ -322,7 +322,7 @@ private:
     // empty meaning "would wait". `wake` gets the receiver to wake.
     channel_status send_now(T& v, waiter*& wake) {
         if (closed_) return channel_status::closed;
-        if (wait_node* r = receivers_.pop_claimed()) {  // K2: the buffer is empty
+        if (wait_node* r = receivers_.pop_claimed()) {  // CHAN-K2: the buffer is empty
             hand_to(r, std::move(v));
             wake = r->w;
             return channel_status::ok;
@@ -340,7 +340,7 @@ private:
         if (buf_.size()) {
             out.emplace(std::move(buf_.front()));
             buf_.pop_front();
-            if (wait_node* s = senders_.pop_claimed()) {  // K2: refill
+            if (wait_node* s = senders_.pop_claimed()) {  // CHAN-K2: refill
                 buf_.push_back(take_from(s));
                 wake = s->w;
             }
@@ -363,9 +363,9 @@ private:
             if (wake) wake->wake();
             return s;
         }
-        // V4: on a shared stack the receiver cannot reach v in this frame
+        // WAITER-V4: on a shared stack the receiver cannot reach v in this frame
         // while we are suspended: it takes the value from `held`, and a
-        // value not taken goes back to v (K3: nothing handed over is lost).
+        // value not taken goes back to v (CHAN-K3: nothing handed over is lost).
         struct sending : one_wait {
             std::optional<T> held;
         };
@@ -385,7 +385,7 @@ private:
         if (!taken && st->held) detail::give_back(v, *st->held);
         if (o == waiter::outcome::notified) return taken ? channel_status::ok : channel_status::closed;
         g.lock();
-        senders_.remove(&n);  // V3; v was not taken (K3)
+        senders_.remove(&n);  // WAITER-V3; v was not taken (CHAN-K3)
         g.unlock();
         if (o == waiter::outcome::canceled) throw_canceled();
         return channel_status::timeout;
@@ -401,7 +401,7 @@ private:
             if (wake) wake->wake();
             return r;
         }
-        // V4: the sender writes into `got`, off a shared stack.
+        // WAITER-V4: the sender writes into `got`, off a shared stack.
         struct receiving : one_wait {
             std::optional<T> got;
         };

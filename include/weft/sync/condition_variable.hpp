@@ -26,13 +26,13 @@ namespace weft {
 // longest-waiting one still waiting) and notify_all() (all waiting now).
 //
 // Invariants:
-//   CV1  a waiter is linked before it releases the user's lock, so a notify
+//   SYNC-CV1  a waiter is linked before it releases the user's lock, so a notify
 //        issued after that release (and any made under the lock after the
 //        waiter's predicate check) finds it: no lost notify.
-//   CV2  notify_one() claims a waiter before waking it (V1); a waiter that
+//   SYNC-CV2  notify_one() claims a waiter before waking it (WAITER-V1); a waiter that
 //        timed out or was canceled cannot be claimed, so the notify goes to
 //        the next waiter that is still waiting, never to one that left.
-//   CV3  every wait() returns, or unwinds, with the user's lock held again
+//   SYNC-CV3  every wait() returns, or unwinds, with the user's lock held again
 //        (std semantics), even when the task is canceled: the re-lock runs
 //        under a shield, so it cannot itself be interrupted.
 class condition_variable {
@@ -51,7 +51,7 @@ public:
     // wait() releases lk, waits for a notify and re-locks lk. Spurious
     // wake-ups are possible (use the predicate form). Requires: lk is locked
     // by the caller. Throws: forced_unwind if the task is canceled while it
-    // waits (lk is locked again first, CV3); what lk.unlock() throws (then
+    // waits (lk is locked again first, SYNC-CV3); what lk.unlock() throws (then
     // lk is as it was).
     template <class Lock>
     void wait(Lock& lk) {
@@ -65,7 +65,7 @@ public:
     // wait_until() / wait_for() are wait() with a deadline: timeout once the
     // deadline has passed (never earlier), no_timeout on a notify (or a
     // spurious wake-up). lk is locked again either way. A waiter that times
-    // out consumes no notify (CV2). Throws: as wait().
+    // out consumes no notify (SYNC-CV2). Throws: as wait().
     template <class Lock>
     std::cv_status wait_until(Lock& lk, std::chrono::steady_clock::time_point deadline) {
         return wait_impl(lk, &deadline);
@@ -98,10 +98,10 @@ public:
 private:
     template <class Lock>
     std::cv_status wait_impl(Lock& lk, const std::chrono::steady_clock::time_point* deadline) {
-        detail::stable<one_wait> s;  // V4
+        detail::stable<one_wait> s;  // WAITER-V4
         waiter& w = s->w;
         wait_node& n = s->n;
-        enqueue(&n);  // CV1: before lk is released
+        enqueue(&n);  // SYNC-CV1: before lk is released
         try {
             lk.unlock();
         } catch (...) {
@@ -109,8 +109,8 @@ private:
             throw;
         }
         const waiter::outcome o = w.wait(deadline);
-        if (o != waiter::outcome::notified) dequeue(&n);  // V3
-        relock(lk);                                        // CV3
+        if (o != waiter::outcome::notified) dequeue(&n);  // WAITER-V3
+        relock(lk);                                        // SYNC-CV3
         if (o == waiter::outcome::canceled) throw_canceled();
         return o == waiter::outcome::timed_out ? std::cv_status::timeout : std::cv_status::no_timeout;
     }
@@ -124,7 +124,7 @@ private:
         }
     }
 
-    // enqueue() arms n's waiter and links n (V1); dequeue() unlinks it (V3);
+    // enqueue() arms n's waiter and links n (WAITER-V1); dequeue() unlinks it (WAITER-V3);
     // abandon() ends a wait that never started waiting (the user's unlock()
     // threw), passing on a notify it may have been claimed by.
     WEFT_API void enqueue(wait_node* n) noexcept;

@@ -25,7 +25,7 @@ namespace weft {
 // event is a manual-reset event: set() wakes every waiter, and waits return
 // at once until reset().
 //
-// Invariant E1: a waiter is queued only while the event is not set (checked
+// Invariant SYNC-E1: a waiter is queued only while the event is not set (checked
 // under spin_); set() stores the flag and takes the whole queue under spin_,
 // so no waiter misses a set().
 class event {
@@ -69,7 +69,7 @@ private:
 // latch is a single-use countdown: wait() returns once count_down() has
 // brought the count to zero (std::latch, with timed waits).
 //
-// Invariant L1: a waiter is queued only while the count is above zero
+// Invariant SYNC-L1: a waiter is queued only while the count is above zero
 // (checked under spin_); the count_down() that reaches zero takes the whole
 // queue under spin_.
 class latch {
@@ -118,7 +118,7 @@ private:
 // wait_group is Go's sync.WaitGroup: add() work, done() it, wait() until
 // none is left. Reusable: once the count is zero, add() starts over.
 //
-// Invariant G1: a waiter is queued only while the count is above zero
+// Invariant SYNC-G1: a waiter is queued only while the count is above zero
 // (checked under spin_); the add() that brings it to zero takes the whole
 // queue under spin_.
 class wait_group {
@@ -165,10 +165,10 @@ private:
 // arrived, which wakes them all and starts the next phase.
 //
 // Invariants (all under spin_):
-//   B1  arrived_ < expected_ between calls: the arrival that reaches
+//   SYNC-B1  arrived_ < expected_ between calls: the arrival that reaches
 //       expected_ completes the phase (arrived_ = 0, ++phase_) and takes
 //       the whole queue.
-//   B2  a waiter that leaves early (timeout, cancellation) withdraws its
+//   SYNC-B2  a waiter that leaves early (timeout, cancellation) withdraws its
 //       arrival (--arrived_) if and only if its phase has not completed;
 //       if it has, its arrival counted and the phase stays completed.
 class barrier {
@@ -184,11 +184,11 @@ public:
     // arrive_and_wait() arrives at the current phase and waits until it
     // completes. Throws: forced_unwind if the task is canceled while it
     // waits: it withdraws its arrival first if the phase has not completed
-    // (B2), so the others then wait for one more party.
+    // (SYNC-B2), so the others then wait for one more party.
     void arrive_and_wait() { (void)arrive_wait(nullptr); }
     // arrive_and_wait_for() / arrive_and_wait_until(): arrive_and_wait()
     // with a deadline: true if the phase completed; false if the deadline
-    // passed first, and then the arrival is withdrawn (B2). Throws: as
+    // passed first, and then the arrival is withdrawn (SYNC-B2). Throws: as
     // arrive_and_wait().
     template <class Rep, class Period>
     [[nodiscard]] bool arrive_and_wait_for(const std::chrono::duration<Rep, Period>& d) {

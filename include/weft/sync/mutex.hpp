@@ -8,7 +8,7 @@
 // them. Both meet the standard Lockable and TimedLockable requirements
 // (shared_mutex also SharedTimedLockable): std::lock_guard, std::unique_lock,
 // std::scoped_lock and std::shared_lock work with them. Every wait is built on
-// weft::waiter (weft/waiter.hpp, protocol V1-V3) and is a suspension point:
+// weft::waiter (weft/waiter.hpp, protocol WAITER-V1 - WAITER-V3) and is a suspension point:
 // a task canceled while it waits unwinds (forced_unwind) without the lock,
 // and leaves the mutex consistent. docs/sync.md describes the design.
 #pragma once
@@ -104,20 +104,20 @@ public:
 
 private:
     // state_ bits. Invariants (kept by lock_slow() and unlock_slow()):
-    //   M1  locked_bit: someone owns the lock. Set by a locker's CAS, or kept
+    //   SYNC-M1  locked_bit: someone owns the lock. Set by a locker's CAS, or kept
     //       set by unlock() when it hands the lock to a waiter.
-    //   M2  waiters_bit: the queue may be non-empty. Set under spin_ by a
+    //   SYNC-M2  waiters_bit: the queue may be non-empty. Set under spin_ by a
     //       waiter before it links itself, cleared under spin_ only when the
     //       queue is empty; so an unlock() that sees it clear (the fast
     //       path) has nobody to wake.
-    //   M3  starving_bit implies locked_bit outside spin_: it is set by a
+    //   SYNC-M3  starving_bit implies locked_bit outside spin_: it is set by a
     //       waiter that fails to take a held lock and cleared whenever the
     //       lock is released; so in starvation mode nobody can barge.
-    //   M4  woken_bit: a waiter claimed and woken in normal mode has not yet
+    //   SYNC-M4  woken_bit: a waiter claimed and woken in normal mode has not yet
     //       run its next attempt; unlock() wakes no other meanwhile. The
     //       woken waiter clears it in the same CAS that takes the lock or
     //       queues it again.
-    //   M5  a woken waiter that cannot run (its worker runs a task that
+    //   SYNC-M5  a woken waiter that cannot run (its worker runs a task that
     //       keeps re-locking without ever parking) would keep woken_bit set
     //       and so stop all wakes; so every 64th unlock that sees woken_bit
     //       checks the queue's front, and if it has waited more than 1 ms,
@@ -130,7 +130,7 @@ private:
     WEFT_API void unlock_slow();
 
     std::atomic<std::uint32_t> state_{0};
-    std::uint32_t skips_ = 0;  // unlocks that skipped a wake (M5); written by the owner only
+    std::uint32_t skips_ = 0;  // unlocks that skipped a wake (SYNC-M5); written by the owner only
     spin_lock spin_;     // guards queue_ and every change of waiters_bit and starving_bit
     wait_queue queue_;   // parked lockers, FIFO
 };
@@ -194,11 +194,11 @@ private:
     void admit_readers(wait_node*& woken) noexcept;
 
     // All guarded by spin_. Invariants:
-    //   S1  writer_ and readers_ > 0 never hold together.
-    //   S2  a reader is queued only while a writer holds the lock or waits;
+    //   SYNC-S1  writer_ and readers_ > 0 never hold together.
+    //   SYNC-S2  a reader is queued only while a writer holds the lock or waits;
     //       whoever ends the last of those (unlock(), or a writer that gives
     //       up) admits the queued readers.
-    //   S3  a writer is queued only while the lock is held; each unlock()
+    //   SYNC-S3  a writer is queued only while the lock is held; each unlock()
     //       and last unlock_shared() hands the lock to a queued writer or
     //       to the queued readers, so a free lock has nobody queued.
     spin_lock spin_;

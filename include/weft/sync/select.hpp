@@ -6,9 +6,9 @@
 //   on_recv, on_send, on_timeout, on_deadline, on_default
 //                    make its cases.
 //
-// The protocol (docs/sync.md, "Channels"): a channel's K1-K4
+// The protocol (docs/sync.md, "Channels"): a channel's CHAN-K1 - CHAN-K4
 // (weft/sync/channel.hpp) and
-//   K5  A select holds the locks of all its channels (taken in address
+//   CHAN-K5  A select holds the locks of all its channels (taken in address
 //       order, as Go's sellock) while it polls its cases and while it links
 //       its nodes, so no case can become ready unseen between the poll and
 //       the link, and the select never meets its own nodes.
@@ -51,7 +51,7 @@ struct select_entry {
     wait_node node;
 };
 
-// select_engine() runs a select over es[0, n) (K5): returns the index of the
+// select_engine() runs a select over es[0, n) (CHAN-K5): returns the index of the
 // case that completed, select_default if `has_default` and none was ready,
 // or select_timed_out if `deadline` passed first; `code` receives the hand-
 // over code of a case completed by another party. Throws: forced_unwind if
@@ -98,7 +98,7 @@ struct recv_case {
 };
 
 // send_case is a select case sending to a channel (made by on_send()). The
-// value is moved only if this case is chosen (K3). If it is chosen because
+// value is moved only if this case is chosen (CHAN-K3). If it is chosen because
 // the channel is closed, select() throws channel_closed.
 template <class T, class F>
 struct send_case {
@@ -107,11 +107,11 @@ struct send_case {
     std::optional<T> own;  // a temporary handed to on_send()
     F action;
     bool closed = false;
-    T* lent = nullptr;     // held off a shared stack (V4): the caller's object `own` came from
+    T* lent = nullptr;     // held off a shared stack (WAITER-V4): the caller's object `own` came from
 
     T& value() noexcept { return src ? *src : *own; }
-    // hold() moves the caller's object into the case (V4: a select on a
-    // shared stack); settle() gives it back unless it was sent (K3).
+    // hold() moves the caller's object into the case (WAITER-V4: a select on a
+    // shared stack); settle() gives it back unless it was sent (CHAN-K3).
     void hold() {
         if (!src) return;
         own.emplace(std::move(*src));
@@ -232,7 +232,7 @@ void finish_case(C& c, int result, int code) {
 // on_send, at most one on_timeout / on_deadline and at most one on_default.
 // When several cases are ready, one is chosen uniformly at random; when none
 // is, the calling task (or thread) waits on all of them and is woken exactly
-// once (K5, V1). Throws: channel_closed if a chosen send case's channel is
+// once (CHAN-K5, WAITER-V1). Throws: channel_closed if a chosen send case's channel is
 // closed; forced_unwind if the waiting task is canceled. (A select without
 // cases does not compile.)
 namespace detail {
@@ -284,7 +284,7 @@ std::size_t select_over(Tuple& all, std::array<select_entry, N>& es) {
 }
 
 // held_select is a select's cases and entries in a heap block, for a select
-// on a shared stack (V4): wakers write the cases' slots and read their
+// on a shared stack (WAITER-V4): wakers write the cases' slots and read their
 // values while the caller is suspended.
 template <class... C>
 struct held_select {
@@ -304,7 +304,7 @@ std::size_t select(C&&... cases) {
     static_assert((0 + ... + (detail::case_kind<std::remove_cvref_t<C>>::value == 2)) <= 1,
                   "weft::select takes at most one default case");
     if (detail::on_shared_stack()) [[unlikely]] {
-        // V4: the cases (moved in; a send case's lvalue is lent and given
+        // WAITER-V4: the cases (moved in; a send case's lvalue is lent and given
         // back unless sent) and the entries' nodes live off the frame.
         auto held = std::make_unique<detail::held_select<std::remove_cvref_t<C>...>>(std::move(cases)...);
         [&]<std::size_t... I>(std::index_sequence<I...>) {

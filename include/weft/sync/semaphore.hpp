@@ -26,12 +26,12 @@ namespace weft {
 // waiter has queued.
 //
 // Invariants:
-//   P1  available() + permits held by callers == initial + released - acquired.
+//   SYNC-P1  available() + permits held by callers == initial + released - acquired.
 //       A permit is either in count_ or handed to exactly one claimed waiter
-//       (V1, V2): release() claims a waiter before it hands it a permit, so
+//       (WAITER-V1, WAITER-V2): release() claims a waiter before it hands it a permit, so
 //       a waiter that timed out or was canceled (whose claim the releaser
 //       loses) is never handed one: no permit is lost.
-//   P2  a waiter is queued only while count_ is 0; count_ grows only under
+//   SYNC-P2  a waiter is queued only while count_ is 0; count_ grows only under
 //       spin_, after the queue has been served.
 class counting_semaphore {
 public:
@@ -59,7 +59,7 @@ public:
     }
     // try_acquire_for() / try_acquire_until() are acquire() with a deadline:
     // true if a permit was taken, false once the deadline passed (never
-    // earlier); a waiter that times out takes no permit (P1). Throws: as
+    // earlier); a waiter that times out takes no permit (SYNC-P1). Throws: as
     // acquire().
     template <class Rep, class Period>
     [[nodiscard]] bool try_acquire_for(const std::chrono::duration<Rep, Period>& d) {
@@ -86,7 +86,7 @@ private:
     WEFT_API bool acquire_slow(const std::chrono::steady_clock::time_point* deadline);
 
     std::atomic<std::ptrdiff_t> count_;
-    spin_lock spin_;    // guards queue_ and every increase of count_ (P2)
+    spin_lock spin_;    // guards queue_ and every increase of count_ (SYNC-P2)
     wait_queue queue_;
 };
 

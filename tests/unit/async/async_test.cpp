@@ -1,6 +1,6 @@
 // async_test.cpp: C++20 coroutines on the runtime (weft/async.hpp, L7), both
 // ways. C++20 tasks: values, nesting, a million synchronous completions on a
-// small stack (S1), every weft::co awaitable, join both ways, when_all /
+// small stack (ASYNC-S1), every weft::co awaitable, join both ways, when_all /
 // when_any over mixed tasks, exceptions across the boundary both ways,
 // cancellation and deadlines of a C++20 task awaiting a stackful one and the
 // reverse, foreign awaitables resumed from another thread (both ways),
@@ -90,7 +90,7 @@ TEST_P(async_test, ids_names_and_this_task_work_inside_a_coroutine) {
     EXPECT_EQ(h.join(), "named/" + std::to_string(id));
 }
 
-// S1: a million co_awaits of coroutines that complete at once, in a task
+// ASYNC-S1: a million co_awaits of coroutines that complete at once, in a task
 // with a 64 KiB stack and in a C++20 task, in every preset (gcc -O0 too).
 async<long> many_sync(int n) {
     long s = 0;
@@ -198,7 +198,7 @@ TEST_P(async_test, select_and_any_other_wait_go_through_co_call) {
 }
 
 // Each of these waits runs in a C++20 task through co::call (on a borrowed
-// fiber, A3) and ends only when a stackful task releases it: `stage` is set
+// fiber, ASYNC-A3) and ends only when a stackful task releases it: `stage` is set
 // before each release, so a wait that did not wait reads an earlier stage.
 TEST_P(async_test, condition_variable_latch_wait_group_barrier_and_shared_mutex_through_co_call) {
     weft::runtime rt(options());

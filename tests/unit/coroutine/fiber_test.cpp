@@ -589,7 +589,7 @@ TEST_F(fiber_core, a_shared_stack_busy_on_another_thread_is_reported_not_waited_
 
 // ------------------------------------------------------------ FP control state
 
-// fp_env_mode (weft/fiber.hpp; F1-F3 in weft/detail/fiber_record.hpp),
+// fp_env_mode (weft/fiber.hpp; FIBER-F1 - FIBER-F3 in weft/detail/fiber_record.hpp),
 // observed through the rounding mode (MXCSR and the x87 control word on
 // x86-64, FPCR on AArch64), the same on both kinds of stack. Each test puts
 // the thread's mode back (round_guard).

@@ -2,7 +2,7 @@
 // tasks at once, through the ring on io_uring and through the blocking pool
 // on epoll; and, on io_uring, a read still pending in the kernel (a FIFO
 // with no data) that a deadline or a cancellation ends: the call returns or
-// unwinds only after the operation's completion (F1 in src/io/file.cpp), so
+// unwinds only after the operation's completion (IO-F1 in src/io/file.cpp), so
 // the buffer is never written afterwards.
 
 #include <sys/stat.h>
@@ -169,7 +169,7 @@ TEST_P(fifo_test, a_deadline_passing_while_a_read_is_pending_returns_timed_out_a
         EXPECT_EQ(f.read_at(b, 0, ec, io::after(50ms)), 0u);
         EXPECT_EQ(ec, std::errc::timed_out) << ec.message();
         EXPECT_GE(io::clock::now() - t0, 50ms);
-        // F1: the read's own completion (canceled) arrived before the return.
+        // IO-F1: the read's own completion (canceled) arrived before the return.
         EXPECT_EQ(ops() - before, 1u);
         data_written_later_goes_to_the_next_read(f, b);
     });
@@ -194,7 +194,7 @@ TEST_P(fifo_test, a_task_canceled_in_a_pending_read_unwinds_after_its_completion
         EXPECT_EQ(ops() - before, 0u);
         h.cancel();
         EXPECT_THROW(h.join(), task_canceled);
-        // F1: the read's completion had arrived when the task unwound.
+        // IO-F1: the read's completion had arrived when the task unwound.
         EXPECT_EQ(at_unwind.load() - before, 1u);
         data_written_later_goes_to_the_next_read(f, b);
     });
@@ -219,7 +219,7 @@ TEST_P(fifo_test, a_runtime_stopped_while_a_read_is_pending_ends_it_after_its_co
         // up to its wait in the read.
         while (!started) workers() == 0 ? (void)rt.run_once() : std::this_thread::sleep_for(1ms);
         std::this_thread::sleep_for(30ms);  // the read is submitted and pending
-        rt.stop();  // cancels the task: F1 waits for the read's completion
+        rt.stop();  // cancels the task: IO-F1 waits for the read's completion
         EXPECT_THROW(h.join(), task_canceled);
     }
     // Outside a task now: a plain write and read of the FIFO.

@@ -1,4 +1,4 @@
-// race_test.cpp: the races of an IO wait (reactor.hpp R3-R5): readiness
+// race_test.cpp: the races of an IO wait (reactor.hpp REACTOR-R3 - REACTOR-R5): readiness
 // against the deadline, against close() from another task, and against
 // cancellation, each many times. Whatever wins, nothing is lost: data that
 // arrived stays readable, and every wait ends exactly once with one outcome.

@@ -385,7 +385,7 @@ TEST_P(observe_test, tasks_that_suspend_often_are_never_reported) {
 }
 
 // Without a sample signal the monitor's own look decides alone (with one,
-// the handler would also drop a report of a worker with no task, D4).
+// the handler would also drop a report of a worker with no task, WATCHDOG-D4).
 TEST_P(observe_test, an_idle_worker_is_not_a_stall) {
     stall_log log;
     const auto threshold = scaled(50ms);
@@ -438,8 +438,8 @@ TEST_P(observe_test, without_a_signal_the_report_has_no_backtrace) {
     EXPECT_NE(log.texts[0].find("no backtrace"), std::string::npos) << log.texts[0];
 }
 
-// Stalls that end around the moment they are sampled (the race of D3 and
-// D4 in watchdog.cpp): every report names the task that ran, none comes
+// Stalls that end around the moment they are sampled (the race of WATCHDOG-D3 and
+// WATCHDOG-D4 in watchdog.cpp): every report names the task that ran, none comes
 // from a task that has suspended, nothing crashes.
 TEST_P(observe_test, stalls_ending_while_sampled_are_reported_right_or_not_at_all) {
     stall_log log;

@@ -465,7 +465,7 @@ TEST_P(runtime_test, joiners_of_one_task_from_tasks_and_threads_some_timing_out_
 // when_any has one waiter with a node on every task (TASK-J3): tasks that
 // end at the same moment, on different workers, race to claim it; exactly
 // one wakes it. The waiter is a task, a copy-stack task (its waiter and
-// nodes off the shared stack, V4) or a plain thread.
+// nodes off the shared stack, WAITER-V4) or a plain thread.
 TEST_P(runtime_test, when_any_of_tasks_that_end_together_wakes_its_waiter_once) {
     weft::runtime rt(options());
     driver d(rt);

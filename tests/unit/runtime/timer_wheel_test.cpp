@@ -28,7 +28,7 @@ std::int64_t ns_of(tp t) { return std::chrono::duration_cast<ns>(t.time_since_ep
 // be handed out (by an expire() at or after it).
 std::int64_t rounded_up(std::int64_t when) { return (when + tick - 1) / tick * tick; }
 
-// expire_all() drains what is due at `now`, in batches of 7; checks T3 (never
+// expire_all() drains what is due at `now`, in batches of 7; checks SCHED-T3 (never
 // early) for every node.
 std::vector<timer_node*> expire_all(timer_wheel& w, std::int64_t now) {
     std::vector<timer_node*> out;

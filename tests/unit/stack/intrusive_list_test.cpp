@@ -1,8 +1,8 @@
 // intrusive_list_test.cpp: detail::intrusive_list and detail::intrusive_fifo
 // (weft/detail/intrusive_list.hpp, below every layer; tested here with the
 // other support helpers): order of push_back / push_front / pop_front, remove
-// of the head, the tail and a middle node, IL2 (the links of neighbours and
-// the ends) and IL3 (null links after leaving), a node in two lists at once,
+// of the head, the tail and a middle node, LIST-IL2 (the links of neighbours and
+// the ends) and LIST-IL3 (null links after leaving), a node in two lists at once,
 // a list without a tail.
 
 #include <gtest/gtest.h>
@@ -26,7 +26,7 @@ using other_list =
     weft::detail::intrusive_list<node, weft::detail::list_links<node, &node::other_prev, &node::other_next>>;
 using fifo = weft::detail::intrusive_fifo<node, weft::detail::fifo_link<node, &node::next>>;
 
-// values() walks l forwards and checks IL2 on the way: the head has no prev,
+// values() walks l forwards and checks LIST-IL2 on the way: the head has no prev,
 // every node's prev is the node before it, the last node is back().
 std::vector<int> values(const list& l) {
     std::vector<int> out;

@@ -1,7 +1,7 @@
 // copy_stack_wait_test.cpp: every way a task can wait, from copy-stack
 // tasks, more of them than a worker's shared-stack pool has stacks, so that
 // each waiting task's bytes are saved while another runs where its frames
-// were (V4 in weft/waiter.hpp). Before V4 a waiter and its nodes lived in
+// were (WAITER-V4 in weft/waiter.hpp). Before WAITER-V4 a waiter and its nodes lived in
 // the waiting frame and the next task of that stack overwrote them: set()
 // spun forever on a node that looked unlinked, values went into other
 // tasks' frames. Each task also keeps a frame-local pattern across its wait,
