@@ -103,19 +103,19 @@ struct compact_ops {
 // heap block; the body follows it, then the first save buffer.
 // Invariants:
 //   COMPACT-C1  the record is running only while its shared stack is held (holder)
-//       by the thread that runs it; so taking the stack (a compare-and-swap
-//       from null, acquire) is the claim: whoever holds the stack may read
-//       and write state, ctx and the saved bytes, and giving it back (a
-//       release store) publishes them. `state` is atomic only for done(),
-//       which any thread may read.
+//               by the thread that runs it; so taking the stack (a compare-and-swap
+//               from null, acquire) is the claim: whoever holds the stack may read
+//               and write state, ctx and the saved bytes, and giving it back (a
+//               release store) publishes them. `state` is atomic only for done(),
+//               which any thread may read.
 //   COMPACT-C2  ctx is valid while suspended (null while created: the first resume
-//       lays out the first frame on the stack); resumer and frame only
-//       while running.
+//               lays out the first frame on the stack); resumer and frame only
+//               while running.
 //   COMPACT-C3  the resume() that ran the coroutine does every per-thread step
-//       (exception state, current fiber) before and after its one switch,
-//       on its own thread; the coroutine's side only switches.
+//               (exception state, current fiber) before and after its one switch,
+//               on its own thread; the coroutine's side only switches.
 //   COMPACT-C4  a yielded value lies on the shared stack: the resumer moves it out
-//       before it gives the stack back.
+//               before it gives the stack back.
 struct alignas(16) compact_record {
     void* ctx = nullptr;             // COMPACT-C2
     void* resumer = nullptr;         // where yield() and the end go (COMPACT-C2)
@@ -192,42 +192,42 @@ WEFT_API void compact_caught(compact_record* r) noexcept;
 // keeps something in its record that the 80-byte record has no room for,
 // or where the record has no fiber_record to offer:
 //   COMPACT-D1  The claim is taking the shared stack (COMPACT-C1), not a compare-and-swap
-//       of `state` (FIBER-I2): a resume takes the stack anyway, and that one
-//       compare-and-swap also stops a second resumer (resume_running, or
-//       shared_stack_busy when the stack runs another coroutine), where a
-//       copy-stack fiber's resume makes two (claim(), then the stack);
-//       `state` is only stored. So the publication is the stack's release
-//       (COMPACT-C1), where a fiber's is its state's (FIBER-I1); only `done` is also
-//       published with its state, for done() and destruction without the
-//       stack.
+//               of `state` (FIBER-I2): a resume takes the stack anyway, and that one
+//               compare-and-swap also stops a second resumer (resume_running, or
+//               shared_stack_busy when the stack runs another coroutine), where a
+//               copy-stack fiber's resume makes two (claim(), then the stack);
+//               `state` is only stored. So the publication is the stack's release
+//               (COMPACT-C1), where a fiber's is its state's (FIBER-I1); only `done` is also
+//               published with its state, for done() and destruction without the
+//               stack.
 //   COMPACT-D2  Every per-thread step is the resumer's, before and after its one
-//       switch (COMPACT-C3), where a fiber takes them on its own side (settle_fiber(),
-//       leave_to_resumer()): the resumer holds its thread_state already and
-//       waits on that thread until the coroutine comes back (FIBER-I5 holds here
-//       too), so the coroutine's side makes no this_thread_state() call,
-//       and what a fiber keeps in its record while it runs is in the
-//       resumer's compact_frame (resumer_eh, parent) or its variables (ts),
-//       which keeps the record at 80 bytes (compact.cpp asserts it).
+//               switch (COMPACT-C3), where a fiber takes them on its own side (settle_fiber(),
+//               leave_to_resumer()): the resumer holds its thread_state already and
+//               waits on that thread until the coroutine comes back (FIBER-I5 holds here
+//               too), so the coroutine's side makes no this_thread_state() call,
+//               and what a fiber keeps in its record while it runs is in the
+//               resumer's compact_frame (resumer_eh, parent) or its variables (ts),
+//               which keeps the record at 80 bytes (compact.cpp asserts it).
 //   COMPACT-D3  No fiber is current while the body runs (install() of null): the
-//       record is no fiber_record, so this_fiber, tasks and the sync
-//       primitives see code outside any fiber (the top of this file). For
-//       the same reason it has no registry entry, name, after-switch hook
-//       (its word never carries `hooked`), switch_to, or guard word (its
-//       stacks have the pool's guard pages), and it is never suspended from
-//       inside another coroutine (suspend_outer), so both sides of its
-//       switch tell the tools r's own tool_state (no running_in()).
+//               record is no fiber_record, so this_fiber, tasks and the sync
+//               primitives see code outside any fiber (the top of this file). For
+//               the same reason it has no registry entry, name, after-switch hook
+//               (its word never carries `hooked`), switch_to, or guard word (its
+//               stacks have the pool's guard pages), and it is never suspended from
+//               inside another coroutine (suspend_outer), so both sides of its
+//               switch tell the tools r's own tool_state (no running_in()).
 //   COMPACT-D4  No fp_env_mode::own: the record has no room for the two FP states
-//       of FIBER-F1, and the switch leaves the thread's FP state alone (FIBER-F2), so
-//       the body runs with its thread's and a switch tests no flag.
+//               of FIBER-F1, and the switch leaves the thread's FP state alone (FIBER-F2), so
+//               the body runs with its thread's and a switch tests no flag.
 //   COMPACT-D5  The forced unwind's exception object and what the body lets escape
-//       are in the destroyer's or resumer's compact_frame, not in the
-//       record, so its unwind has an exception class, cleanup and stop of
-//       its own (compact.cpp), which find the coroutine through the frame.
-//       The frame outlives the unwind: the body cannot switch out while it
-//       unwinds (a yield there aborts), so the destroyer waits in
-//       compact_enter() on its thread until the unwind ends; a fiber's
-//       unwind may suspend and go on on another thread, so its object must
-//       be in its record.
+//               are in the destroyer's or resumer's compact_frame, not in the
+//               record, so its unwind has an exception class, cleanup and stop of
+//               its own (compact.cpp), which find the coroutine through the frame.
+//               The frame outlives the unwind: the body cannot switch out while it
+//               unwinds (a yield there aborts), so the destroyer waits in
+//               compact_enter() on its thread until the unwind ends; a fiber's
+//               unwind may suspend and go on on another thread, so its object must
+//               be in its record.
 
 // compact_enter() runs r, which the caller has claimed (it holds r's
 // stack, COMPACT-C1) and whose bytes are on the stack, until it yields or ends. ts

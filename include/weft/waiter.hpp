@@ -17,26 +17,26 @@
 //
 // The protocol (docs/sync.md):
 //   WAITER-V1  A waiter is armed under the primitive's lock, before its node is
-//       linked; from then on exactly one party claims it (claim() or
-//       claim_self() returns true once, or the waiter's own timeout or
-//       cancellation ends it): the one atomic claim per waiter of Go's
-//       selectDone. For a task this is the wait word's TASK-W2.
+//              linked; from then on exactly one party claims it (claim() or
+//              claim_self() returns true once, or the waiter's own timeout or
+//              cancellation ends it): the one atomic claim per waiter of Go's
+//              selectDone. For a task this is the wait word's TASK-W2.
 //   WAITER-V2  A waker writes what it hands over (a value, a lock, a case index)
-//       after its claim and before wake(); the waiter reads it after wait()
-//       returns `notified`. A waker that loses the claim hands nothing over,
-//       so nothing is lost or duplicated.
+//              after its claim and before wake(); the waiter reads it after wait()
+//              returns `notified`. A waker that loses the claim hands nothing over,
+//              so nothing is lost or duplicated.
 //   WAITER-V3  A waiter that leaves for any other reason (timeout, cancellation, a
-//       select case won elsewhere) unlinks its nodes under the primitive's
-//       lock before its frame ends; wait_queue::remove() of a node already
-//       taken out does nothing.
+//              select case won elsewhere) unlinks its nodes under the primitive's
+//              lock before its frame ends; wait_queue::remove() of a node already
+//              taken out does nothing.
 //   WAITER-V4  Everything another party reads or writes while the waiting party is
-//       suspended (the waiter, its nodes, the hand-over slots a node points
-//       at) lives at an address whose bytes stay the waiter's until the wait
-//       has ended: in the waiting frame when that frame is on a stack of its
-//       own, in a heap block when it is on a shared (copy) stack, whose bytes
-//       belong to the next coroutine of that stack while this one is
-//       suspended (detail::stable below; docs/runtime.md, "What a copy-stack
-//       task may point at"). Debug builds check it where nodes are linked.
+//              suspended (the waiter, its nodes, the hand-over slots a node points
+//              at) lives at an address whose bytes stay the waiter's until the wait
+//              has ended: in the waiting frame when that frame is on a stack of its
+//              own, in a heap block when it is on a shared (copy) stack, whose bytes
+//              belong to the next coroutine of that stack while this one is
+//              suspended (detail::stable below; docs/runtime.md, "What a copy-stack
+//              task may point at"). Debug builds check it where nodes are linked.
 #pragma once
 
 #include <atomic>

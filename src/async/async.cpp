@@ -35,24 +35,24 @@ namespace weft::detail {
 // TASK-SB1 - TASK-SB4): its coroutine is resumed on the worker's stack and says through
 // `event` why it suspended. The protocol (docs/async.md):
 //   ASYNC-A1  The coroutine writes `event` (and `resume_next`, the handle to
-//       resume next) before it suspends; step() reads them after resume()
-//       has returned, on the same thread, when the coroutine is suspended,
-//       and only then answers the scheduler (TASK-SB1).
+//             resume next) before it suspends; step() reads them after resume()
+//             has returned, on the same thread, when the coroutine is suspended,
+//             and only then answers the scheduler (TASK-SB1).
 //   ASYNC-A2  co_park: the coroutine armed its wait (TASK-W1) before it suspended; the
-//       scheduler's arrival (TASK-R1) comes only after step() has returned
-//       (parked, TASK-SB2), so a waker on another thread can never resume a
-//       frame still running.
+//             scheduler's arrival (TASK-R1) comes only after step() has returned
+//             (parked, TASK-SB2), so a waker on another thread can never resume a
+//             frame still running.
 //   ASYNC-A3  co_blocking: a call that may block (a mutex, a channel, a join ...)
-//       runs on a fiber borrowed for it alone (borrow, TASK-SB3); the task is
-//       then an ordinary stackful task until the call returns, and the
-//       fiber goes back at once. L5 and L6 are therefore written once, for
-//       stackful waits. The next step finds the call in `pending` and
-//       resumes the coroutine, or destroys its frames if the call was
-//       unwound by the task's cancellation.
+//             runs on a fiber borrowed for it alone (borrow, TASK-SB3); the task is
+//             then an ordinary stackful task until the call returns, and the
+//             fiber goes back at once. L5 and L6 are therefore written once, for
+//             stackful waits. The next step finds the call in `pending` and
+//             resumes the coroutine, or destroys its frames if the call was
+//             unwound by the task's cancellation.
 //   ASYNC-A4  co_canceled: the frames are destroyed (their destructors run, on
-//       this stack, with the task current), never resumed: cancellation of
-//       a C++20 task cannot be swallowed, as the forced unwind of a
-//       stackful task cannot.
+//             this stack, with the task current), never resumed: cancellation of
+//             a C++20 task cannot be swallowed, as the forced unwind of a
+//             stackful task cannot.
 stackless_body::stop co_body::step(task_record* t) {
     static_assert(co_park == 1 + int(stop::parked) && co_requeue == 1 + int(stop::requeued));
     if (event != co_none && !may_resume(t)) [[unlikely]] {

@@ -95,16 +95,16 @@ fiber_record* current_for_signal() noexcept {
 // out-of-mappings death test cancels tasks with none left). Only that
 // fiber's entry catches it.
 //   FIBER-U1  the object is "deleted" (unwind_cleanup runs) exactly once, by
-//       __cxa_end_catch when a handler ends without rethrowing; a rethrow
-//       (`throw;`) resumes the same forced unwind (_Unwind_Resume_or_Rethrow)
-//       with the same object;
+//             __cxa_end_catch when a handler ends without rethrowing; a rethrow
+//             (`throw;`) resumes the same forced unwind (_Unwind_Resume_or_Rethrow)
+//             with the same object;
 //   FIBER-U2  the handler that may end it is entry_for()'s, which sets
-//       f->unwind_caught first; any other handler that ends it swallowed it,
-//       and unwind_cleanup aborts naming f;
+//             f->unwind_caught first; any other handler that ends it swallowed it,
+//             and unwind_cleanup aborts naming f;
 //   FIBER-U3  unwind_stop lets every frame unwind (the personality routines run
-//       the cleanups and enter catch (...) and catch (abi::__forced_unwind&)
-//       clauses); reaching the end of the stack means no entry was there:
-//       raised outside any fiber, or the entry's frame was lost. It aborts.
+//             the cleanups and enter catch (...) and catch (abi::__forced_unwind&)
+//             clauses); reaching the end of the stack means no entry was there:
+//             raised outside any fiber, or the entry's frame was lost. It aborts.
 namespace {
 
 static_assert(sizeof(_Unwind_Exception) <= sizeof(fiber_record::unwind_object) &&

@@ -5,22 +5,22 @@
 // directly. Either way a task never blocks its worker on a disk.
 //
 //   IO-F1  An operation submitted to the ring (an op_state on this frame) is
-//       over only when its completion has arrived (op.done, set under
-//       op.mu by op_state::complete()); ring_io() never returns or unwinds
-//       before that, whatever ends its wait: the kernel may write the buffer
-//       (and reads op) until then, also after a cancel. It waits twice at
-//       most. The first wait (w1: cancellable, with the deadline) is linked
-//       as op.w under op.mu after the submission, unless op.done is already
-//       set. If it ends `notified`, the completion claimed it and wrote
-//       res before wake() (WAITER-V2). Otherwise w1 ended itself (its timeout or
-//       the task's cancellation, WAITER-V1), so the completion's claim of w1 fails
-//       and hands nothing over: the task unlinks w1 under op.mu (WAITER-V3) and, if
-//       op.done is still unset, submits ASYNC_CANCEL and links a second
-//       waiter w2, armed NOT cancellable and waited without deadline, which
-//       only the completion can end (exactly one completion per submitted
-//       op, URING-U7). Then it reports timed_out (when the op was canceled; an op
-//       that completed anyway reports its result: no data is lost) or
-//       unwinds (weft::throw_canceled()).
+//          over only when its completion has arrived (op.done, set under
+//          op.mu by op_state::complete()); ring_io() never returns or unwinds
+//          before that, whatever ends its wait: the kernel may write the buffer
+//          (and reads op) until then, also after a cancel. It waits twice at
+//          most. The first wait (w1: cancellable, with the deadline) is linked
+//          as op.w under op.mu after the submission, unless op.done is already
+//          set. If it ends `notified`, the completion claimed it and wrote
+//          res before wake() (WAITER-V2). Otherwise w1 ended itself (its timeout or
+//          the task's cancellation, WAITER-V1), so the completion's claim of w1 fails
+//          and hands nothing over: the task unlinks w1 under op.mu (WAITER-V3) and, if
+//          op.done is still unset, submits ASYNC_CANCEL and links a second
+//          waiter w2, armed NOT cancellable and waited without deadline, which
+//          only the completion can end (exactly one completion per submitted
+//          op, URING-U7). Then it reports timed_out (when the op was canceled; an op
+//          that completed anyway reports its result: no data is lost) or
+//          unwinds (weft::throw_canceled()).
 
 #include "weft/io/file.hpp"
 

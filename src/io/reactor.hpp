@@ -4,24 +4,24 @@
 //
 // Invariants (docs/io.md):
 //   REACTOR-R1  a registration's memory is never freed while its reactor lives:
-//       registrations come from chunks that are only freed with the
-//       reactor, so a late event or a late waiter never touches freed
-//       memory;
+//               registrations come from chunks that are only freed with the
+//               reactor, so a late event or a late waiter never touches freed
+//               memory;
 //   REACTOR-R2  every event carries a token: the registration's address and its
-//       sequence number at the time it was added. release() bumps the
-//       sequence number (under the registration's lock) before the
-//       registration is reused, and dispatch() drops an event whose
-//       sequence number differs: a stale event for a closed and reused fd
-//       never wakes the new owner (Go's netpoller does the same, fdseq);
+//               sequence number at the time it was added. release() bumps the
+//               sequence number (under the registration's lock) before the
+//               registration is reused, and dispatch() drops an event whose
+//               sequence number differs: a stale event for a closed and reused fd
+//               never wakes the new owner (Go's netpoller does the same, fdseq);
 //   REACTOR-R3  a readiness edge that finds no waiter is kept (`ready`), and a
-//       waiter that finds it consumes it instead of sleeping: edge-triggered
-//       events are not lost between an EAGAIN and the wait;
+//               waiter that finds it consumes it instead of sleeping: edge-triggered
+//               events are not lost between an EAGAIN and the wait;
 //   REACTOR-R4  an event wakes every waiter of its direction (they retry their
-//       operation; the ones that find nothing wait again), error and hang-up
-//       events both directions;
+//               operation; the ones that find nothing wait again), error and hang-up
+//               events both directions;
 //   REACTOR-R5  close (retire()) marks the registration closed and wakes every
-//       waiter with ECANCELED under its lock; a wait that starts later finds
-//       it closed, or a different sequence number, and returns ECANCELED.
+//               waiter with ECANCELED under its lock; a wait that starts later finds
+//               it closed, or a different sequence number, and returns ECANCELED.
 #pragma once
 
 #include <atomic>

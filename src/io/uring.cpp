@@ -3,58 +3,58 @@
 // piece.
 //
 //   URING-U1  every registration is one multishot IORING_OP_POLL_ADD (io_uring
-//       poll is edge-triggered unless IORING_POLL_ADD_LEVEL is given), with
-//       user_data = the reactor's token. Tokens never have bit 63 set (a
-//       user-space address shifted by 6 then 22 bits), so internal requests
-//       use user_data with bit 63 set: 1 (interrupt()'s NOPs), 2
-//       (remove()'s ASYNC_CANCEL), 3 (cancel_op()'s ASYNC_CANCEL) are ignored, and any other value
-//       with bit 63 set is an operation (URING-U7): bit 63 | the address of its
-//       op_state, which is 8-aligned and not null, so never 1, 2 or 3;
+//             poll is edge-triggered unless IORING_POLL_ADD_LEVEL is given), with
+//             user_data = the reactor's token. Tokens never have bit 63 set (a
+//             user-space address shifted by 6 then 22 bits), so internal requests
+//             use user_data with bit 63 set: 1 (interrupt()'s NOPs), 2
+//             (remove()'s ASYNC_CANCEL), 3 (cancel_op()'s ASYNC_CANCEL) are ignored, and any other value
+//             with bit 63 set is an operation (URING-U7): bit 63 | the address of its
+//             op_state, which is 8-aligned and not null, so never 1, 2 or 3;
 //   URING-U2  the SQ is single-producer: every SQE is acquired and submitted under
-//       mu_, at once (so remove()'s cancel has found its poll before
-//       retire() returns and the fd is closed). The CQ
-//       is consumed only under mu_ as well: by the polling thread (one at a
-//       time, runtime SCHED-I2) and by a submitter that gets -EBUSY (CQ overflow on
-//       old kernels), which moves the CQEs to backlog_ and interrupts the
-//       poller; the poller hands the backlog out first;
+//             mu_, at once (so remove()'s cancel has found its poll before
+//             retire() returns and the fd is closed). The CQ
+//             is consumed only under mu_ as well: by the polling thread (one at a
+//             time, runtime SCHED-I2) and by a submitter that gets -EBUSY (CQ overflow on
+//             old kernels), which moves the CQEs to backlog_ and interrupts the
+//             poller; the poller hands the backlog out first;
 //   URING-U3  a multishot poll that ends (a CQE without IORING_CQE_F_MORE) is
-//       re-armed under mu_ only if its registration is still open with the
-//       same sequence number (checked under the registration's lock, lock
-//       order mu_ then r->mu); remove() comes after retire() has marked the
-//       registration closed, so a re-arm either precedes remove()'s cancel
-//       (which then cancels it) or does not happen;
+//             re-armed under mu_ only if its registration is still open with the
+//             same sequence number (checked under the registration's lock, lock
+//             order mu_ then r->mu); remove() comes after retire() has marked the
+//             registration closed, so a re-arm either precedes remove()'s cancel
+//             (which then cancels it) or does not happen;
 //   URING-U4  remove() cancels the poll with IORING_OP_ASYNC_CANCEL on its
-//       user_data, never IORING_OP_POLL_REMOVE: a poll holds a reference to
-//       its file, so until it ends close() does not close the socket (no
-//       FIN). POLL_REMOVE must take the poll's ownership, and while an event
-//       for it is being delivered (the arming thread's task work owns it) it
-//       answers -EALREADY and leaves a multishot poll armed for good: the
-//       peer never saw EOF (1 connection in ~120 on 4 workers; kernel 6.18,
-//       io_uring/poll.c io_poll_disarm()). ASYNC_CANCEL marks the poll
-//       canceled instead, which its current owner sees, so it always ends,
-//       at the latest when the arming thread next runs its task work;
+//             user_data, never IORING_OP_POLL_REMOVE: a poll holds a reference to
+//             its file, so until it ends close() does not close the socket (no
+//             FIN). POLL_REMOVE must take the poll's ownership, and while an event
+//             for it is being delivered (the arming thread's task work owns it) it
+//             answers -EALREADY and leaves a multishot poll armed for good: the
+//             peer never saw EOF (1 connection in ~120 on 4 workers; kernel 6.18,
+//             io_uring/poll.c io_poll_disarm()). ASYNC_CANCEL marks the poll
+//             canceled instead, which its current owner sees, so it always ends,
+//             at the latest when the arming thread next runs its task work;
 //   URING-U5  files without poll support (regular files, directories, /dev/null)
-//       are refused with EPERM as epoll refuses them: io_uring would complete
-//       their poll at once, forever. Sockets and pipes skip the probe;
+//             are refused with EPERM as epoll refuses them: io_uring would complete
+//             their poll at once, forever. Sockets and pipes skip the probe;
 //   URING-U6  interrupt() submits an IORING_OP_NOP (internal user_data) under mu_.
-//       Not an eventfd watched by a poll: a poll's completion is posted by
-//       task work of the thread that armed it, and once that thread has
-//       exited (a worker, a plain thread) the kernel ends the poll with
-//       -ECANCELED from its fallback worker instead of posting the wake-up;
-//       a NOP completes inside the submitting thread's io_uring_enter().
-//       Polls of registrations that end that way are re-armed (URING-U3) by the
-//       polling thread.
+//             Not an eventfd watched by a poll: a poll's completion is posted by
+//             task work of the thread that armed it, and once that thread has
+//             exited (a worker, a plain thread) the kernel ends the poll with
+//             -ECANCELED from its fallback worker instead of posting the wake-up;
+//             a NOP completes inside the submitting thread's io_uring_enter().
+//             Polls of registrations that end that way are re-armed (URING-U3) by the
+//             polling thread.
 //   URING-U7  operations (start_op(): IORING_OP_READ / WRITE at an offset, for
-//       io::file) are submitted under mu_ like every SQE; their CQE becomes
-//       an event in the same place as the polls' (collect(), or the backlog
-//       on -EBUSY) and is completed (op_state::complete(): result, claim,
-//       wake) by the polling thread after mu_ is released: a wake may
-//       interrupt() the poller, which takes mu_. cancel_op() submits an
-//       IORING_OP_ASYNC_CANCEL for the op's user_data; the op's own CQE
-//       still comes (-ECANCELED, or its result if it won the race) and its
-//       submitter waits for it (IO-F1 in file.cpp): the kernel may write the
-//       buffer until then. A submit that fails at the ring level turns the
-//       op's SQE, still unconsumed, into a NOP, so it never runs later.
+//             io::file) are submitted under mu_ like every SQE; their CQE becomes
+//             an event in the same place as the polls' (collect(), or the backlog
+//             on -EBUSY) and is completed (op_state::complete(): result, claim,
+//             wake) by the polling thread after mu_ is released: a wake may
+//             interrupt() the poller, which takes mu_. cancel_op() submits an
+//             IORING_OP_ASYNC_CANCEL for the op's user_data; the op's own CQE
+//             still comes (-ECANCELED, or its result if it won the race) and its
+//             submitter waits for it (IO-F1 in file.cpp): the kernel may write the
+//             buffer until then. A submit that fails at the ring level turns the
+//             op's SQE, still unconsumed, into a NOP, so it never runs later.
 
 #if WEFT_HAVE_LIBURING
 

@@ -4,15 +4,15 @@
 // (watchdog.cpp). Internal to the runtime layer.
 //
 //   OBSERVE-O1  Every counter has one writer, its worker's thread (or the thread
-//       driving a runtime without workers, one at a time): bump() is a
-//       relaxed load and a relaxed store, no read-modify-write; readers on
-//       other threads get some recent value.
+//               driving a runtime without workers, one at a time): bump() is a
+//               relaxed load and a relaxed store, no read-modify-write; readers on
+//               other threads get some recent value.
 //   OBSERVE-O2  The switch path pays one relaxed store for all of this: `switches`,
-//       bumped where a task starts to run. `current` was stored there
-//       before it was atomic (relaxed stores compile to the same move).
+//               bumped where a task starts to run. `current` was stored there
+//               before it was atomic (relaxed stores compile to the same move).
 //   OBSERVE-O3  The trace pointer is set before the worker threads start and never
-//       changes: when it is null, an event site costs one predictable
-//       branch. A trace buffer is written only by its worker's thread.
+//               changes: when it is null, an event site costs one predictable
+//               branch. A trace buffer is written only by its worker's thread.
 #pragma once
 
 #include <pthread.h>

@@ -18,47 +18,47 @@
 // docs/runtime.md is the design; the invariants are repeated here, and the
 // code that keeps them names them:
 //   SCHED-Q1  a task is in at most one queue (LIFO slot, deque, pinned FIFO, inbox,
-//       injection queue, a run_once batch) and only while it is ready;
+//             injection queue, a run_once batch) and only while it is ready;
 //   SCHED-Q2  a pinned task is only ever in its home worker's LIFO slot, pinned
-//       FIFO or inbox: never in a deque (thieves take from deques only);
+//             FIFO or inbox: never in a deque (thieves take from deques only);
 //   SCHED-P1  no lost wake-up: after a task is published to a queue that other
-//       workers may take from, either some worker looks at the queues later
-//       than the publication, or a sleeping worker is woken (see notify_one()
-//       and sleep());
+//             workers may take from, either some worker looks at the queues later
+//             than the publication, or a sleeping worker is woken (see notify_one()
+//             and sleep());
 //   SCHED-T1  a timer node is in a timer wheel only while its task is alive: the
-//       task takes its nodes out before it can end (remove_timer() finds the
-//       wheel through the node, whichever worker it runs on), and a firing
-//       timer takes a reference under the wheel's lock;
+//             task takes its nodes out before it can end (remove_timer() finds the
+//             wheel through the node, whichever worker it runs on), and a firing
+//             timer takes a reference under the wheel's lock;
 //   SCHED-T2  while any worker sleeps and a timer exists, one sleeping worker
-//       (the watcher) sleeps no later than the earliest timer over all the
-//       wheels: it publishes that time (watch_until) and reads the wheels
-//       again, under idle_mu (INT64_MAX while the watcher has published
-//       nothing: wake_sleeper_locked() resets it when the watcher changes);
-//       add_timer() publishes its wheel's earliest time and then reads
-//       watch_until, and wakes the watcher when it is earlier (see
-//       watch_wait_ns() and add_timer()).
+//             (the watcher) sleeps no later than the earliest timer over all the
+//             wheels: it publishes that time (watch_until) and reads the wheels
+//             again, under idle_mu (INT64_MAX while the watcher has published
+//             nothing: wake_sleeper_locked() resets it when the watcher changes);
+//             add_timer() publishes its wheel's earliest time and then reads
+//             watch_until, and wakes the watcher when it is earlier (see
+//             watch_wait_ns() and add_timer()).
 //   SCHED-T3  a timer fires at or after its deadline, never before: the wheel
-//       rounds deadlines up to its tick and hands out only nodes with
-//       when <= now (src/runtime/timer_wheel.hpp, TIMER-E1); a worker's loop fires
-//       its own and the shared wheel, and any other wheel whose lock is free,
-//       so a worker stuck in a long task does not hold up its timers while
-//       another worker runs its loop or the watcher wakes (docs/timers.md).
+//             rounds deadlines up to its tick and hands out only nodes with
+//             when <= now (src/runtime/timer_wheel.hpp, TIMER-E1); a worker's loop fires
+//             its own and the shared wheel, and any other wheel whose lock is free,
+//             so a worker stuck in a long task does not hold up its timers while
+//             another worker runs its loop or the watcher wakes (docs/timers.md).
 //   SCHED-I1  once the runtime has a poller (L6, docs/io.md), the watcher of SCHED-T2
-//       waits in poller::poll() instead of on its futex word, and
-//       everything that wakes a sleeping worker (notify_one(), wake(), a new
-//       watcher, add_timer()) also interrupts the poll when the worker is
-//       polling: the worker sets `polling` under idle_mu after reading its
-//       futex word there, and a waker stores the word and reads `polling`
-//       under idle_mu, so either the worker sees the store and does not
-//       wait, or the waker sees `polling` and interrupts (the interrupt
-//       stays pending until a poll sees it);
+//             waits in poller::poll() instead of on its futex word, and
+//             everything that wakes a sleeping worker (notify_one(), wake(), a new
+//             watcher, add_timer()) also interrupts the poll when the worker is
+//             polling: the worker sets `polling` under idle_mu after reading its
+//             futex word there, and a waker stores the word and reads `polling`
+//             under idle_mu, so either the worker sees the store and does not
+//             wait, or the waker sees `polling` and interrupts (the interrupt
+//             stays pending until a poll sees it);
 //   SCHED-I2  one thread at a time polls (poll_mu), and nobody waits for the
-//       lock: a running worker tries it every io_interval loop iterations
-//       and before it sleeps, so readiness is seen while every worker is
-//       busy (Go's findrunnable polls the same way); the watcher tries it
-//       and, when it is taken, naps on its futex word for at most 1 ms and
-//       looks again (the holder is a poll(0), or a replaced watcher being
-//       interrupted: nobody else polls with a timeout).
+//             lock: a running worker tries it every io_interval loop iterations
+//             and before it sleeps, so readiness is seen while every worker is
+//             busy (Go's findrunnable polls the same way); the watcher tries it
+//             and, when it is taken, naps on its futex word for at most 1 ms and
+//             looks again (the holder is a poll(0), or a replaced watcher being
+//             interrupted: nobody else polls with a timeout).
 
 #pragma once
 

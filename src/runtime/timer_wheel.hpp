@@ -29,19 +29,19 @@ namespace weft::detail {
 // at `elapsed`):
 //
 //   TIMER-E1  a node's tick e is its deadline rounded *up* to a tick, so e * tick_ns
-//       >= when: a node reached through level 0 is due (never early), and
-//       expire() still checks when <= now before it hands a node out;
+//             >= when: a node reached through level 0 is due (never early), and
+//             expire() still checks when <= now before it hands a node out;
 //   TIMER-E2  every node at level L > 0 has e's digit at L greater than elapsed's
-//       and the same digits above L (at level 0: e >= elapsed, same digits
-//       above); so no slot start lies before `elapsed`, and moving elapsed
-//       forward to any tick up to the earliest slot start keeps TIMER-E2: the
-//       earliest slot is reached before any node's level would be wrong;
+//             and the same digits above L (at level 0: e >= elapsed, same digits
+//             above); so no slot start lies before `elapsed`, and moving elapsed
+//             forward to any tick up to the earliest slot start keeps TIMER-E2: the
+//             earliest slot is reached before any node's level would be wrong;
 //   TIMER-E3  a slot of level L > 0 is emptied when elapsed reaches its start: its
-//       nodes move to lower levels (cascade), at most `levels` times per node
-//       over its life; the overflow list is moved down when elapsed reaches the
-//       next multiple of 64^levels ticks.
+//             nodes move to lower levels (cascade), at most `levels` times per node
+//             over its life; the overflow list is moved down when elapsed reaches the
+//             next multiple of 64^levels ticks.
 //   TIMER-E4  the least tick over the nodes is cached for earliest(): an insert
-//       lowers it, a node leaving with that tick forgets it.
+//             lowers it, a node leaving with that tick forgets it.
 //
 // Precision: a node is handed out at or after its deadline, and no later than
 // the first expire() at or after its deadline rounded up to the next tick.

@@ -9,21 +9,21 @@
 // its backtrace in a signal handler too).
 //
 //   WATCHDOG-D1  A stall is reported once: the worker's counter value is its
-//       identity, and `reported` stays set until the counter moves.
+//                identity, and `reported` stays set until the counter moves.
 //   WATCHDOG-D2  The worker pays nothing for this beyond the one store of OBSERVE-O2.
 //   WATCHDOG-D3  One sample at a time in the process (sample_mu), through one static
-//       request slot that is never freed, so a handler running late never
-//       touches freed memory. The slot's word is [generation | phase]: the
-//       monitor arms it, the handler claims it with a compare-and-swap of
-//       the whole word from armed to sampling (so a handler for an old,
-//       abandoned request cannot claim a new one), the monitor abandons an
-//       unclaimed request with the same compare-and-swap from armed to
-//       idle, and waits for a claimed one to finish (the handler is running
-//       then, and takes microseconds).
+//                request slot that is never freed, so a handler running late never
+//                touches freed memory. The slot's word is [generation | phase]: the
+//                monitor arms it, the handler claims it with a compare-and-swap of
+//                the whole word from armed to sampling (so a handler for an old,
+//                abandoned request cannot claim a new one), the monitor abandons an
+//                unclaimed request with the same compare-and-swap from armed to
+//                idle, and waits for a claimed one to finish (the handler is running
+//                then, and takes microseconds).
 //   WATCHDOG-D4  The handler checks on its own thread that the stalled task is still
-//       the one running (its counter unchanged): the task cannot end while
-//       its own thread is in the handler, so reading its id and name there
-//       is safe. The monitor never dereferences a task.
+//                the one running (its counter unchanged): the task cannot end while
+//                its own thread is in the handler, so reading its id and name there
+//                is safe. The monitor never dereferences a task.
 
 #include "observe.hpp"
 

@@ -15,25 +15,25 @@
 // Invariants (t = top_, b = bottom_, both logical indices: slot positions
 // before reduction modulo the ring's capacity):
 //   DEQUE-I1  the items are the logical indices [t, b); index i lives in slot
-//       i & mask of the current ring. t only grows, and only by a successful
-//       CAS t -> t + 1 (a steal, or pop() taking the last item).
+//             i & mask of the current ring. t only grows, and only by a successful
+//             CAS t -> t + 1 (a steal, or pop() taking the last item).
 //   DEQUE-I2  only the owner writes bottom_, array_ and the slots; thieves write
-//       nothing but top_ (by CAS). The ring of the current array_ always
-//       holds the items [t, b) as of the owner's last store.
+//             nothing but top_ (by CAS). The ring of the current array_ always
+//             holds the items [t, b) as of the owner's last store.
 //   DEQUE-I3  a slot is overwritten only by push(), and only in the current ring
-//       (a replaced ring is never written again): either with index
-//       i + k * capacity, which push() does only after it saw top_ past i
-//       (when b - t == capacity it grows instead), so a thief still aiming
-//       at i fails its CAS; or with index i again after pop() took i, and
-//       then a thief whose loads of top_ and bottom_ admit i is ordered after
-//       that pop() (see pop()) and reads the new item. So a thief that read
-//       slot i of any ring, current or retired, and then wins CAS top_ i ->
-//       i + 1 read the item at index i: the CAS is the re-check that makes a
-//       stale ring or slot harmless, and no item is taken twice.
+//             (a replaced ring is never written again): either with index
+//             i + k * capacity, which push() does only after it saw top_ past i
+//             (when b - t == capacity it grows instead), so a thief still aiming
+//             at i fails its CAS; or with index i again after pop() took i, and
+//             then a thief whose loads of top_ and bottom_ admit i is ordered after
+//             that pop() (see pop()) and reads the new item. So a thief that read
+//             slot i of any ring, current or retired, and then wins CAS top_ i ->
+//             i + 1 read the item at index i: the CAS is the re-check that makes a
+//             stale ring or slot harmless, and no item is taken twice.
 //   DEQUE-I4  retired rings live until the deque is destroyed, so a thief that
-//       loaded an old array_ can always read from it.
+//             loaded an old array_ can always read from it.
 //   DEQUE-I5  bottom_ may be t - 1 for a moment inside pop() on an empty deque
-//       (b - 1 < t); indices are signed 64-bit, so this cannot wrap.
+//             (b - 1 < t); indices are signed 64-bit, so this cannot wrap.
 #pragma once
 
 #include <algorithm>

@@ -259,15 +259,15 @@ struct is_weft_awaitable<join_handle<T>&> : std::true_type {};
 // async_promise_base is what every async<T> promise shares.
 //
 // ASYNC-S1  A coroutine awaited with co_await is started by its parent's
-//     await_suspend() with a plain resume(). If it ends before that resume()
-//     returns (a synchronous completion), its final awaiter leaves the
-//     parent alone and the parent's await_suspend() returns false: the parent
-//     goes on at once, the nested resume() already returned, so no number of
-//     synchronous completions grows the stack, at any optimisation level
-//     (gcc 12 below -O2 does not make symmetric transfer a tail call:
-//     docs/platform-facts.md). If it suspended first, it ends later, resumed from elsewhere,
-//     and its final awaiter hands control to the parent by symmetric
-//     transfer. `stage` decides which, with one exchange on each side.
+//           await_suspend() with a plain resume(). If it ends before that resume()
+//           returns (a synchronous completion), its final awaiter leaves the
+//           parent alone and the parent's await_suspend() returns false: the parent
+//           goes on at once, the nested resume() already returned, so no number of
+//           synchronous completions grows the stack, at any optimisation level
+//           (gcc 12 below -O2 does not make symmetric transfer a tail call:
+//           docs/platform-facts.md). If it suspended first, it ends later, resumed from elsewhere,
+//           and its final awaiter hands control to the parent by symmetric
+//           transfer. `stage` decides which, with one exchange on each side.
 struct async_promise_base {
     static constexpr std::uint8_t not_started = 0, running_inside = 1, suspended = 2, ended = 3;
     std::coroutine_handle<> continuation{};  // the awaiting coroutine, if any

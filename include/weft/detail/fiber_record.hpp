@@ -17,49 +17,49 @@
 //     control back  gives back its shared stack, runs its after-switch hook.
 // Invariants:
 //   FIBER-I1  A fiber's ctx is valid only while its state is created or suspended;
-//       "suspended" and "done" are published by the arriving side after the
-//       departing context is saved, so whoever acquires "suspended" may jump
-//       to ctx, and whoever acquires "done" may free the stack.
+//             "suspended" and "done" are published by the arriving side after the
+//             departing context is saved, so whoever acquires "suspended" may jump
+//             to ctx, and whoever acquires "done" may free the stack.
 //   FIBER-I2  created/suspended -> running only by compare-and-swap (acquire):
-//       of two threads resuming one fiber exactly one wins.
+//             of two threads resuming one fiber exactly one wins.
 //   FIBER-I3  The arriving side reads what the departing fiber left in its record
-//       (hook, handoff) before it publishes anything: once published, the
-//       departing fiber may run again (on another thread) and change them.
+//             (hook, handoff) before it publishes anything: once published, the
+//             departing fiber may run again (on another thread) and change them.
 //   FIBER-I4  The thread's exception state (the C++ runtime's __cxa_eh_globals)
-//       always belongs to the code running on the thread; a fiber keeps its
-//       own in `eh` while away and its resumer's in `resumer_eh` while it runs.
+//             always belongs to the code running on the thread; a fiber keeps its
+//             own in `eh` while away and its resumer's in `resumer_eh` while it runs.
 //   FIBER-I5  A running fiber's resumer waits on the thread the fiber runs on (a
-//       resume() does not return until the fiber comes back), so the fiber
-//       may make the resumer current there before it leaves; and a running
-//       fiber's `ts` is the state of the thread it runs on, rewritten at every
-//       arrival (and by a nested fiber that returns to it).
+//             resume() does not return until the fiber comes back), so the fiber
+//             may make the resumer current there before it leaves; and a running
+//             fiber's `ts` is the state of the thread it runs on, rewritten at every
+//             arrival (and by a nested fiber that returns to it).
 // The FP control state (fp_env_mode, weft/fiber.hpp):
 //   FIBER-F1  a fiber with own_fp keeps its FP control state in `fp` while it is
-//       not running, and its resumer's in `resumer_fp` while it runs; a
-//       fiber without it (shared, the default) keeps nothing: it runs with
-//       the thread's state, and what it changes stays with the thread;
+//             not running, and its resumer's in `resumer_fp` while it runs; a
+//             fiber without it (shared, the default) keeps nothing: it runs with
+//             the thread's state, and what it changes stays with the thread;
 //   FIBER-F2  the switch itself (fiber_jump()) never touches the state: the
-//       departing side sets the state the arriving side must run with
-//       before it jumps (fp_enter() in a resume, fp_leave() in a suspend or
-//       an end, fp_hand_over() in a switch_to()), so both sides of every
-//       switch decide by the same fiber's flag(s) and a shared fiber's
-//       switches cost one flag test each;
+//             departing side sets the state the arriving side must run with
+//             before it jumps (fp_enter() in a resume, fp_leave() in a suspend or
+//             an end, fp_hand_over() in a switch_to()), so both sides of every
+//             switch decide by the same fiber's flag(s) and a shared fiber's
+//             switches cost one flag test each;
 //   FIBER-F3  TSan builds switch with the out-of-line context::jump(), which does
-//       save and restore the state per context (unless WEFT_SHARE_FP_ENV):
-//       there the departing side also leaves the state in the record the
-//       switch word names (handover_fp) and the arriving side sets it again
-//       (first thing after the jump, or in first_arrival()), so the jump is
-//       FP-neutral as FIBER-F2 assumes.
+//             save and restore the state per context (unless WEFT_SHARE_FP_ENV):
+//             there the departing side also leaves the state in the record the
+//             switch word names (handover_fp) and the arriving side sets it again
+//             (first thing after the jump, or in first_arrival()), so the jump is
+//             FP-neutral as FIBER-F2 assumes.
 // The fast paths:
 //   FIBER-F4  a resume claims with one compare-and-swap (from the suspended or
-//       created state it loaded just before), then tests the four
-//       rare flags (copy_mode, own_fp, unwinding, keep_stack) with one load
-//       (slow_flags()); the resumer settles a plain suspend (no hook, not
-//       copy-stack) inline, and only that tells the typed layer there is no
-//       exception to rethrow and no shared stack to give back; a suspend
-//       tests unwinding (misuse) and own_fp with one load. Every other case
-//       takes the general path: the copy-stack and FP steps its flags ask
-//       for, and settle_resumer().
+//             created state it loaded just before), then tests the four
+//             rare flags (copy_mode, own_fp, unwinding, keep_stack) with one load
+//             (slow_flags()); the resumer settles a plain suspend (no hook, not
+//             copy-stack) inline, and only that tells the typed layer there is no
+//             exception to rethrow and no shared stack to give back; a suspend
+//             tests unwinding (misuse) and own_fp with one load. Every other case
+//             takes the general path: the copy-stack and FP steps its flags ask
+//             for, and settle_resumer().
 // It is included by weft/fiber.hpp after the public vocabulary (fiber_state,
 // forced_unwind, coroutine_errc, after_switch_fn) and uses it.
 #pragma once

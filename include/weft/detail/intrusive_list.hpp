@@ -24,17 +24,17 @@
 //
 // Invariants (per list, under whatever guards the list):
 //   LIST-IL1  A node is in at most one list through a given pair of links, and a
-//        list only ever holds nodes pushed into it and not popped or removed
-//        since.
+//             list only ever holds nodes pushed into it and not popped or removed
+//             since.
 //   LIST-IL2  head is null exactly when tail is null (the list is empty; a list
-//        without a tail: head is null); the head's prev and the last node's
-//        next are null; for consecutive nodes a, b: next(a) == b and
-//        (intrusive_list) prev(b) == a; tail is the last node.
+//             without a tail: head is null); the head's prev and the last node's
+//             next are null; for consecutive nodes a, b: next(a) == b and
+//             (intrusive_list) prev(b) == a; tail is the last node.
 //   LIST-IL3  A node leaves a list with null links (pop_front, remove): a node
-//        that was never linked, or has been unlinked, has null links,
-//        provided it started with null links. The list never reads the links
-//        of a node that is not in it, so a caller may reuse an unlinked
-//        node's links (e.g. to chain woken nodes) until it links it again.
+//             that was never linked, or has been unlinked, has null links,
+//             provided it started with null links. The list never reads the links
+//             of a node that is not in it, so a caller may reuse an unlinked
+//             node's links (e.g. to chain woken nodes) until it links it again.
 #pragma once
 
 #include <type_traits>

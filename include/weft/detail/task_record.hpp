@@ -230,21 +230,21 @@ inline constexpr std::uint8_t finish_detached = 2;
 // or was canceled, so the scheduler has one answer for all three):
 //
 // TASK-SB1  step() returns only once the body is suspended (or gone): the
-//      scheduler acts on the answer after step() has returned, on the same
-//      thread, so nothing it does for the task (an arrival, a requeue) can
-//      let another thread run the body while step() is still on the stack.
+//           scheduler acts on the answer after step() has returned, on the same
+//           thread, so nothing it does for the task (an arrival, a requeue) can
+//           let another thread run the body while step() is still on the stack.
 // TASK-SB2  parked: the body armed its wait (TASK-W1) before it suspended; the
-//      scheduler sets the task waiting and arrives (TASK-R1). requeued: it is
-//      runnable; the scheduler queues it again.
+//           scheduler sets the task waiting and arrives (TASK-R1). requeued: it is
+//           runnable; the scheduler queues it again.
 // TASK-SB3  borrow: the body needs a stack for one call. The scheduler makes the
-//      task a fiber and runs `run` on it as an ordinary stackful task; when
-//      that fiber's body has returned (or was unwound by the task's
-//      cancellation) the fiber goes at once and step() is called again, and
-//      the body learns from its own state how the call ended. If no fiber
-//      can be had, no_fiber() gets the error and step() is called again.
+//           task a fiber and runs `run` on it as an ordinary stackful task; when
+//           that fiber's body has returned (or was unwound by the task's
+//           cancellation) the fiber goes at once and step() is called again, and
+//           the body learns from its own state how the call ended. If no fiber
+//           can be had, no_fiber() gets the error and step() is called again.
 // TASK-SB4  ended: the body is gone (its destructors ran, with the task current);
-//      outcome, and the result or the exception, are set. The scheduler runs
-//      task_end() and finishes the task.
+//           outcome, and the result or the exception, are set. The scheduler runs
+//           task_end() and finishes the task.
 class WEFT_API stackless_body {
 public:
     enum class stop : std::uint8_t { parked, requeued, borrow, ended };

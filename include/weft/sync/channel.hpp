@@ -11,18 +11,18 @@
 // The protocol (docs/sync.md, "Channels"), on top of the waiter's WAITER-V1 - WAITER-V3
 // (weft/waiter.hpp); CHAN-K5, a select's locking, is in weft/sync/select.hpp:
 //   CHAN-K1  Everything below is guarded by the channel's lock: the buffer, the
-//       queue of waiting senders, the queue of waiting receivers, `closed`.
+//            queue of waiting senders, the queue of waiting receivers, `closed`.
 //   CHAN-K2  Receivers wait only while the buffer is empty and no sender waits;
-//       senders wait only while the buffer is full (capacity 0: always full)
-//       and no receiver waits. So a sender that finds a waiting receiver
-//       hands its value straight over, and a receiver that takes from a full
-//       buffer refills it from the first waiting sender.
+//            senders wait only while the buffer is full (capacity 0: always full)
+//            and no receiver waits. So a sender that finds a waiting receiver
+//            hands its value straight over, and a receiver that takes from a full
+//            buffer refills it from the first waiting sender.
 //   CHAN-K3  A value moves only after the claim of the waiter it moves to or from
-//       (WAITER-V2): a sender's value stays in the sender's own object until a
-//       receiver has claimed that sender, so a sender that times out, is
-//       canceled or whose select chose another case still holds its value.
+//            (WAITER-V2): a sender's value stays in the sender's own object until a
+//            receiver has claimed that sender, so a sender that times out, is
+//            canceled or whose select chose another case still holds its value.
 //   CHAN-K4  close() claims every waiter: receivers get `closed` (the buffer is
-//       empty, by CHAN-K2), senders get `closed` and keep their values.
+//            empty, by CHAN-K2), senders get `closed` and keep their values.
 #pragma once
 
 #include <chrono>

@@ -27,14 +27,14 @@ namespace weft {
 //
 // Invariants:
 //   SYNC-CV1  a waiter is linked before it releases the user's lock, so a notify
-//        issued after that release (and any made under the lock after the
-//        waiter's predicate check) finds it: no lost notify.
+//             issued after that release (and any made under the lock after the
+//             waiter's predicate check) finds it: no lost notify.
 //   SYNC-CV2  notify_one() claims a waiter before waking it (WAITER-V1); a waiter that
-//        timed out or was canceled cannot be claimed, so the notify goes to
-//        the next waiter that is still waiting, never to one that left.
+//             timed out or was canceled cannot be claimed, so the notify goes to
+//             the next waiter that is still waiting, never to one that left.
 //   SYNC-CV3  every wait() returns, or unwinds, with the user's lock held again
-//        (std semantics), even when the task is canceled: the re-lock runs
-//        under a shield, so it cannot itself be interrupted.
+//             (std semantics), even when the task is canceled: the re-lock runs
+//             under a shield, so it cannot itself be interrupted.
 class condition_variable {
 public:
     condition_variable() noexcept = default;

@@ -166,11 +166,11 @@ private:
 //
 // Invariants (all under spin_):
 //   SYNC-B1  arrived_ < expected_ between calls: the arrival that reaches
-//       expected_ completes the phase (arrived_ = 0, ++phase_) and takes
-//       the whole queue.
+//            expected_ completes the phase (arrived_ = 0, ++phase_) and takes
+//            the whole queue.
 //   SYNC-B2  a waiter that leaves early (timeout, cancellation) withdraws its
-//       arrival (--arrived_) if and only if its phase has not completed;
-//       if it has, its arrival counted and the phase stays completed.
+//            arrival (--arrived_) if and only if its phase has not completed;
+//            if it has, its arrival counted and the phase stays completed.
 class barrier {
 public:
     // barrier() expects `expected` parties per phase. Throws:

@@ -105,23 +105,23 @@ public:
 private:
     // state_ bits. Invariants (kept by lock_slow() and unlock_slow()):
     //   SYNC-M1  locked_bit: someone owns the lock. Set by a locker's CAS, or kept
-    //       set by unlock() when it hands the lock to a waiter.
+    //            set by unlock() when it hands the lock to a waiter.
     //   SYNC-M2  waiters_bit: the queue may be non-empty. Set under spin_ by a
-    //       waiter before it links itself, cleared under spin_ only when the
-    //       queue is empty; so an unlock() that sees it clear (the fast
-    //       path) has nobody to wake.
+    //            waiter before it links itself, cleared under spin_ only when the
+    //            queue is empty; so an unlock() that sees it clear (the fast
+    //            path) has nobody to wake.
     //   SYNC-M3  starving_bit implies locked_bit outside spin_: it is set by a
-    //       waiter that fails to take a held lock and cleared whenever the
-    //       lock is released; so in starvation mode nobody can barge.
+    //            waiter that fails to take a held lock and cleared whenever the
+    //            lock is released; so in starvation mode nobody can barge.
     //   SYNC-M4  woken_bit: a waiter claimed and woken in normal mode has not yet
-    //       run its next attempt; unlock() wakes no other meanwhile. The
-    //       woken waiter clears it in the same CAS that takes the lock or
-    //       queues it again.
+    //            run its next attempt; unlock() wakes no other meanwhile. The
+    //            woken waiter clears it in the same CAS that takes the lock or
+    //            queues it again.
     //   SYNC-M5  a woken waiter that cannot run (its worker runs a task that
-    //       keeps re-locking without ever parking) would keep woken_bit set
-    //       and so stop all wakes; so every 64th unlock that sees woken_bit
-    //       checks the queue's front, and if it has waited more than 1 ms,
-    //       switches to starvation mode and hands the lock to it.
+    //            keeps re-locking without ever parking) would keep woken_bit set
+    //            and so stop all wakes; so every 64th unlock that sees woken_bit
+    //            checks the queue's front, and if it has waited more than 1 ms,
+    //            switches to starvation mode and hands the lock to it.
     static constexpr std::uint32_t locked_bit = 1, waiters_bit = 2, starving_bit = 4, woken_bit = 8;
 
     // lock_slow() is lock() / try_lock_until() once the fast path failed;
@@ -196,11 +196,11 @@ private:
     // All guarded by spin_. Invariants:
     //   SYNC-S1  writer_ and readers_ > 0 never hold together.
     //   SYNC-S2  a reader is queued only while a writer holds the lock or waits;
-    //       whoever ends the last of those (unlock(), or a writer that gives
-    //       up) admits the queued readers.
+    //            whoever ends the last of those (unlock(), or a writer that gives
+    //            up) admits the queued readers.
     //   SYNC-S3  a writer is queued only while the lock is held; each unlock()
-    //       and last unlock_shared() hands the lock to a queued writer or
-    //       to the queued readers, so a free lock has nobody queued.
+    //            and last unlock_shared() hands the lock to a queued writer or
+    //            to the queued readers, so a free lock has nobody queued.
     spin_lock spin_;
     bool writer_ = false;
     std::ptrdiff_t readers_ = 0;

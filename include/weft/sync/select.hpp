@@ -9,9 +9,9 @@
 // The protocol (docs/sync.md, "Channels"): a channel's CHAN-K1 - CHAN-K4
 // (weft/sync/channel.hpp) and
 //   CHAN-K5  A select holds the locks of all its channels (taken in address
-//       order, as Go's sellock) while it polls its cases and while it links
-//       its nodes, so no case can become ready unseen between the poll and
-//       the link, and the select never meets its own nodes.
+//            order, as Go's sellock) while it polls its cases and while it links
+//            its nodes, so no case can become ready unseen between the poll and
+//            the link, and the select never meets its own nodes.
 #pragma once
 
 #include <array>

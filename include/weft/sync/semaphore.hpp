@@ -27,12 +27,12 @@ namespace weft {
 //
 // Invariants:
 //   SYNC-P1  available() + permits held by callers == initial + released - acquired.
-//       A permit is either in count_ or handed to exactly one claimed waiter
-//       (WAITER-V1, WAITER-V2): release() claims a waiter before it hands it a permit, so
-//       a waiter that timed out or was canceled (whose claim the releaser
-//       loses) is never handed one: no permit is lost.
+//            A permit is either in count_ or handed to exactly one claimed waiter
+//            (WAITER-V1, WAITER-V2): release() claims a waiter before it hands it a permit, so
+//            a waiter that timed out or was canceled (whose claim the releaser
+//            loses) is never handed one: no permit is lost.
 //   SYNC-P2  a waiter is queued only while count_ is 0; count_ grows only under
-//       spin_, after the queue has been served.
+//            spin_, after the queue has been served.
 class counting_semaphore {
 public:
     // counting_semaphore() starts with `initial` permits. Throws:
