@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <vector>
 
 #include "weft/detail/intrusive_list.hpp"
@@ -48,7 +49,19 @@ void expect_unlinked(const node& n) {
 
 using v = std::vector<int>;
 
-TEST(IntrusiveList, StartsEmpty) {
+// numbered() gives n[i] the value i; push_all() links them in index order
+// through `push` (push_back or push_front).
+template <std::size_t N>
+void numbered(node (&n)[N]) {
+    for (std::size_t i = 0; i < N; ++i) n[i].value = static_cast<int>(i);
+}
+template <class L, std::size_t N>
+void push_all(L& l, node (&n)[N], void (L::*push)(node*)) {
+    numbered(n);
+    for (node& x : n) (l.*push)(&x);
+}
+
+TEST(intrusive_list, a_new_list_is_empty) {
     list l;
     EXPECT_TRUE(l.empty());
     EXPECT_EQ(l.front(), nullptr);
@@ -56,13 +69,10 @@ TEST(IntrusiveList, StartsEmpty) {
     EXPECT_EQ(l.pop_front(), nullptr);
 }
 
-TEST(IntrusiveList, PushBackIsFifo) {
+TEST(intrusive_list, push_back_then_pop_front_is_first_in_first_out) {
     node n[4];
     list l;
-    for (int i = 0; i < 4; ++i) {
-        n[i].value = i;
-        l.push_back(&n[i]);
-    }
+    push_all(l, n, &list::push_back);
     EXPECT_EQ(values(l), (v{0, 1, 2, 3}));
     for (int i = 0; i < 4; ++i) {
         node* p = l.pop_front();
@@ -77,13 +87,10 @@ TEST(IntrusiveList, PushBackIsFifo) {
     EXPECT_EQ(l.pop_front(), nullptr);
 }
 
-TEST(IntrusiveList, PushFrontIsLifo) {
+TEST(intrusive_list, push_front_puts_the_newest_first) {
     node n[3];
     list l;
-    for (int i = 0; i < 3; ++i) {
-        n[i].value = i;
-        l.push_front(&n[i]);
-    }
+    push_all(l, n, &list::push_front);
     EXPECT_EQ(values(l), (v{2, 1, 0}));
     EXPECT_EQ(l.back(), &n[0]);
     node extra{.value = 9};
@@ -91,13 +98,10 @@ TEST(IntrusiveList, PushFrontIsLifo) {
     EXPECT_EQ(values(l), (v{2, 1, 0, 9}));
 }
 
-TEST(IntrusiveList, RemoveHeadTailMiddle) {
+TEST(intrusive_list, removing_the_head_the_tail_and_a_middle_node_keeps_the_links_consistent) {
     node n[5];
     list l;
-    for (int i = 0; i < 5; ++i) {
-        n[i].value = i;
-        l.push_back(&n[i]);
-    }
+    push_all(l, n, &list::push_back);
     l.remove(&n[2]);  // middle
     expect_unlinked(n[2]);
     EXPECT_EQ(values(l), (v{0, 1, 3, 4}));
@@ -122,7 +126,7 @@ TEST(IntrusiveList, RemoveHeadTailMiddle) {
     for (const node& x : n) expect_unlinked(x);
 }
 
-TEST(IntrusiveList, RemoveOnlyNode) {
+TEST(intrusive_list, removing_the_only_node_empties_the_list) {
     node a{.value = 1};
     list l;
     l.push_back(&a);
@@ -137,13 +141,10 @@ TEST(IntrusiveList, RemoveOnlyNode) {
     EXPECT_EQ(values(l), (v{1}));
 }
 
-TEST(IntrusiveList, TakeMovesEverything) {
+TEST(intrusive_list, take_moves_every_node_and_leaves_the_list_empty) {
     node n[3];
     list l;
-    for (int i = 0; i < 3; ++i) {
-        n[i].value = i;
-        l.push_back(&n[i]);
-    }
+    push_all(l, n, &list::push_back);
     list moved = l.take();
     EXPECT_TRUE(l.empty());
     EXPECT_EQ(l.back(), nullptr);
@@ -153,7 +154,7 @@ TEST(IntrusiveList, TakeMovesEverything) {
     EXPECT_EQ(values(moved), (v{1, 2}));
 }
 
-TEST(IntrusiveList, OneNodeInTwoLists) {
+TEST(intrusive_list, a_node_in_two_lists_leaves_one_without_touching_the_other) {
     node n[3];
     list a;
     other_list b;
@@ -171,16 +172,13 @@ TEST(IntrusiveList, OneNodeInTwoLists) {
     EXPECT_EQ(n[1].other_next, nullptr);
 }
 
-TEST(IntrusiveList, WithoutTail) {
+TEST(intrusive_list, a_list_without_a_tail_is_one_pointer_and_keeps_its_order) {
     using head_only =
         weft::detail::intrusive_list<node, weft::detail::list_links<node, &node::prev, &node::next>, false>;
     static_assert(sizeof(head_only) == sizeof(node*), "a list without a tail is its head pointer");
     node n[4];
     head_only l;
-    for (int i = 0; i < 4; ++i) {
-        n[i].value = i;
-        l.push_front(&n[i]);
-    }
+    push_all(l, n, &head_only::push_front);
     std::vector<int> seen;
     for (node* x = l.front(); x; x = head_only::next(x)) seen.push_back(x->value);
     EXPECT_EQ(seen, (v{3, 2, 1, 0}));
@@ -200,9 +198,9 @@ TEST(IntrusiveList, WithoutTail) {
     for (const node& x : n) expect_unlinked(x);
 }
 
-TEST(IntrusiveFifo, PushPopAppend) {
+TEST(intrusive_fifo, push_pop_and_append_keep_first_in_first_out) {
     node n[6];
-    for (int i = 0; i < 6; ++i) n[i].value = i;
+    numbered(n);
     fifo f;
     EXPECT_TRUE(f.empty());
     EXPECT_EQ(f.pop_front(), nullptr);
