@@ -131,6 +131,11 @@ struct runtime_options {
     // copy_stack_size is the size of the shared stacks copy-stack tasks run
     // on (one pool per worker).
     std::size_t copy_stack_size = 64 * 1024;
+    // shrink_idle_after: a stackful task that has stayed parked this long
+    // keeps only its live stack bytes, in a heap block, and gives its stack's
+    // pages back; it gets them back, at the same addresses, when it next runs
+    // (docs/runtime.md, "Idle tasks give their stack back"). 0: never.
+    std::chrono::milliseconds shrink_idle_after{100};
     // blocking_threads bounds the thread pool of blocking().
     unsigned blocking_threads = 16;
     // unhandled receives the exceptions of detached tasks; null: print the
