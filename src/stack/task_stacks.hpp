@@ -57,13 +57,16 @@ struct slab_stacks {
 // slab_stack is the allocator of the fallback stacks
 // (runtime_options::stack_fallback): stacks of the runtime's stack_size
 // carved from large regions (one mapping and one guard page per region, not
-// per stack), each with guard words just below its base, checked whenever
-// its task is switched out and when it ends. Memory comes from mmap, not
-// the heap, so it can still be had when malloc cannot map any more.
+// per stack), each with guard words just below its base, in its own slot,
+// checked whenever its task is switched out and when it ends. Memory comes
+// from mmap, not the heap, so it can still be had when malloc cannot map
+// any more.
 class slab_stack {
 public:
     static constexpr std::size_t guard_bytes = 16;
-    static constexpr std::uint64_t guard_value = 0x5745'4654'534c'4142;  // "WEFTSLAB"
+    // guard_value is zero: the guard words are never written, so the page
+    // that holds them stays the shared zero page (src/stack/task_stacks.cpp).
+    static constexpr std::uint64_t guard_value = 0;
     explicit slab_stack(slab_stacks* s) noexcept : s_(s) {}
     stack_view allocate(std::size_t size);
     void deallocate(stack_view v) noexcept;
