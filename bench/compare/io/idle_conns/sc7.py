@@ -113,25 +113,48 @@ def machine_state():
     return state
 
 
+class Lines:
+    """Lines of a child's stdout, read with os.read (select() on a buffered
+    reader misses lines that are already in its buffer)."""
+
+    def __init__(self, proc):
+        self.proc = proc
+        self.fd = proc.stdout.fileno()
+        self.buf = b""
+        self.eof = False
+
+    def next(self, deadline, what):
+        """The next line (without its newline) before deadline; raises
+        RuntimeError on timeout or end of output."""
+        while True:
+            nl = self.buf.find(b"\n")
+            if nl >= 0:
+                line, self.buf = self.buf[:nl], self.buf[nl + 1:]
+                return line.decode(errors="replace").strip()
+            if self.eof:
+                try:
+                    self.proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    pass
+                raise RuntimeError(f"{what}: output ended (exit status {self.proc.returncode})")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise RuntimeError(f"{what}: no answer in time")
+            r, _, _ = select.select([self.fd], [], [], min(left, 0.5))
+            if r:
+                chunk = os.read(self.fd, 1 << 16)
+                if chunk:
+                    self.buf += chunk
+                else:
+                    self.eof = True
+
+
 def read_json_line(proc, deadline, what):
-    """The next stdout line of proc that is a JSON object, before deadline."""
-    buf = b""
+    """The next stdout line of proc (a Proc) that is a JSON object."""
     while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise RuntimeError(f"{what}: no answer in time")
-        r, _, _ = select.select([proc.stdout], [], [], min(left, 0.5))
-        if not r:
-            if proc.poll() is not None:
-                raise RuntimeError(f"{what}: exited with status {proc.returncode}")
-            continue
-        line = proc.stdout.readline()
-        if not line:
-            proc.wait(timeout=5)
-            raise RuntimeError(f"{what}: exited with status {proc.returncode}")
-        buf = line.strip()
-        if buf.startswith(b"{"):
-            return json.loads(buf)
+        line = proc.lines.next(deadline, what)
+        if line.startswith("{"):
+            return json.loads(line)
 
 
 class Proc:
@@ -144,6 +167,7 @@ class Proc:
         self.err = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(argv, stdin=stdin, stdout=subprocess.PIPE, stderr=self.err, env=env,
                                      start_new_session=True)
+        self.lines = Lines(self.proc)
         logf.write(f"{name}: pid {self.proc.pid}: {' '.join(argv)}\n")
         logf.flush()
 
@@ -207,17 +231,15 @@ def run_sample(args, name, path, sample_no, logf):
         # listening
         deadline = time.monotonic() + 10
         port = None
-        while time.monotonic() < deadline and port is None:
-            r, _, _ = select.select([server.proc.stdout], [], [], 0.2)
-            if r:
-                line = server.proc.stdout.readline()
-                if not line:
-                    break
-                text = line.decode(errors="replace").strip()
-                if text.startswith("listening on "):
+        try:
+            while port is None:
+                text = server.lines.next(deadline, "server")
+                if text.startswith("runtime "):
+                    s["runtime"] = text[len("runtime "):]
+                elif text.startswith("listening on "):
                     port = int(text.split()[2])
-            elif not server.alive():
-                break
+        except RuntimeError:
+            pass
         if port is None:
             raise RuntimeError("server did not print 'listening on <port>' within 10 s"
                                + server.stderr_tail())
@@ -239,7 +261,7 @@ def run_sample(args, name, path, sample_no, logf):
                      "-lost-ms", str(args.lost_ms), "-max-seconds", str(args.sample_limit)]
             clients.append(Proc(f"{name}-client{j}", cargv, env, logf, stdin=subprocess.PIPE))
         connect_deadline = time.monotonic() + args.connect_limit
-        connected = [read_json_line(c.proc, connect_deadline, c.name) for c in clients]
+        connected = [read_json_line(c, connect_deadline, c.name) for c in clients]
         s["connected"] = sum(c["ok"] for c in connected)
         s["connect_failed"] = sum(c["failed"] for c in connected)
         s["connect_s"] = max(c["seconds"] for c in connected)
@@ -272,7 +294,7 @@ def run_sample(args, name, path, sample_no, logf):
             c.proc.stdin.write(b"echo\n")
             c.proc.stdin.flush()
         echo_deadline = time.monotonic() + args.lost_ms / 1000 + 30
-        echoes = [read_json_line(c.proc, echo_deadline, c.name) for c in clients]
+        echoes = [read_json_line(c, echo_deadline, c.name) for c in clients]
         if server.alive():
             s["after_echo"] = proc_status(pid)
         lat = sorted(x for e in echoes for x in e["lat_us"])
@@ -297,7 +319,7 @@ def run_sample(args, name, path, sample_no, logf):
         close_deadline = time.monotonic() + 30
         for c in clients:
             try:
-                read_json_line(c.proc, close_deadline, c.name)
+                read_json_line(c, close_deadline, c.name)
             except RuntimeError as e:
                 log(f"sc7: {e}")
         s["server_alive_at_end"] = server.alive()
@@ -461,8 +483,12 @@ def main():
             "rss_after_echo_per_conn": [s["rss_after_echo_per_conn"] for s in good if "rss_after_echo_per_conn" in s],
             "idle_rss": [s["idle"]["VmRSS"] for s in good],
             "connected": [s.get("accepted", 0) for s in mine],
-            "lost": sum(s.get("lost", args.count) for s in mine),
-            "late": sum(s.get("late", 0) for s in mine),
+            # over the samples that got to the echo round (the others are
+            # failures, listed as such)
+            "lost": sum(s["lost"] for s in mine if "lost" in s),
+            "late": sum(s["late"] for s in mine if "late" in s),
+            "echo_rounds": sum(1 for s in mine if "lost" in s),
+            "runtime": sorted({s["runtime"] for s in mine if "runtime" in s}),
             "lat_p99_us": [s["lat_p99_us"] for s in mine if "lat_p99_us" in s],
             "lat_max_us": [s["lat_max_us"] for s in mine if "lat_max_us" in s],
             "errors": [f"rep {s['rep'] + 1}: {s['error']}" for s in mine if "error" in s],
@@ -508,7 +534,12 @@ def main():
             f"| {name} | {conns} | {spread(c['rss_per_conn'], kib)} | {spread(c['pte_per_conn'], byts)} "
             f"| {spread(c['rss_after_echo_per_conn'], kib)} "
             f"| {spread(c['idle_rss'], lambda x: f'{x / 2**20:,.1f} MiB')} "
-            f"| {c['lost']} | {c['late']} | {spread(c['lat_p99_us'], ms)} | {spread(c['lat_max_us'], ms)} |")
+            f"| {c['lost'] if c['echo_rounds'] else '-'} | {c['late'] if c['echo_rounds'] else '-'} "
+            f"| {spread(c['lat_p99_us'], ms)} | {spread(c['lat_max_us'], ms)} |")
+    lines.append("")
+    for name in names:
+        if summary[name]["runtime"]:
+            lines.append(f"- {name} server: {'; '.join(summary[name]['runtime'])}")
     lines.append("")
     lines.append("| target | want | weft / Go | verdict |")
     lines.append("|---|---|---|---|")

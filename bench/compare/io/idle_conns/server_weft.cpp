@@ -14,7 +14,8 @@
 //                         [--read-timeout S] [--max-seconds S]
 //
 // It raises its RLIMIT_NOFILE soft limit to the hard limit first. Prints
-// "listening on <port>" when ready; exits after --max-seconds. The driver
+// "runtime weft <options>" (the options in force) and "listening on
+// <port>" when ready; exits after --max-seconds. The driver
 // reads its memory (VmRSS, VmPTE) from /proc/<pid>/status and counts its
 // connections in /proc/<pid>/fd: the server has no control channel.
 #include <weft/io/socket.hpp>
@@ -94,9 +95,14 @@ int main(int argc, char** argv) {
         std::_Exit(0);
     }).detach();
 
-    weft::runtime rt({.workers = workers});
-    rt.block_on([port, buf] {
+    weft::runtime_options opts;  // the defaults but for workers
+    opts.workers = workers;
+    weft::runtime rt(opts);
+    rt.block_on([port, buf, &opts] {
         auto l = weft::io::tcp_listener::bind(weft::io::endpoint::loopback_v4(static_cast<std::uint16_t>(port)));
+        std::printf("runtime weft workers=%u stack_size=%zu shrink_idle_after=%lldms buf=%u read-timeout=%llds\n",
+                    opts.workers, opts.stack_size, static_cast<long long>(opts.shrink_idle_after.count()), buf,
+                    static_cast<long long>(read_timeout.count()));
         std::printf("listening on %u\n", static_cast<unsigned>(l.local_endpoint().port()));
         std::fflush(stdout);
         for (;;) {

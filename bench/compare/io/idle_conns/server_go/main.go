@@ -8,8 +8,8 @@
 // GOGC unset).
 //
 // It raises its RLIMIT_NOFILE soft limit to the hard limit (Go 1.19 and
-// later do so at start-up anyway). Prints "listening on <port>" when ready;
-// exits after -max-seconds.
+// later do so at start-up anyway). Prints "runtime <go version> ..." and
+// "listening on <port>" when ready; exits after -max-seconds.
 package main
 
 import (
@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"syscall"
 	"time"
 )
@@ -68,6 +69,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "idle_conns_go:", err)
 		os.Exit(1)
 	}
+	fmt.Printf("runtime %s GOMAXPROCS=%d buf=%d read-timeout=%v\n", runtime.Version(), runtime.GOMAXPROCS(0), *size, readTimeout)
 	fmt.Printf("listening on %d\n", l.Addr().(*net.TCPAddr).Port)
 	for {
 		c, err := l.Accept()
