@@ -341,8 +341,10 @@ def run_sample(args, name, path, sample_no, logf):
             c.stop(grace=5)
         server.stop()
     s["seconds"] = time.monotonic() - t_start
-    if "idle" in s and "base" in s and s.get("accepted"):
-        conns = s["accepted"]
+    if "idle" in s and "base" in s and s.get("connected") and s.get("accepted", 0) >= s["connected"]:
+        # per connection the clients opened (the fd count may include a
+        # descriptor or two the runtime opened lazily after the base reading)
+        conns = s["connected"]
         s["rss_per_conn"] = (s["idle"]["VmRSS"] - s["base"]["VmRSS"]) / conns
         s["pte_per_conn"] = (s["idle"]["VmPTE"] - s["base"]["VmPTE"]) / conns
         if "after_echo" in s:
@@ -482,7 +484,7 @@ def main():
             "pte_per_conn": [s["pte_per_conn"] for s in good],
             "rss_after_echo_per_conn": [s["rss_after_echo_per_conn"] for s in good if "rss_after_echo_per_conn" in s],
             "idle_rss": [s["idle"]["VmRSS"] for s in good],
-            "connected": [s.get("accepted", 0) for s in mine],
+            "connected": [s.get("connected", 0) for s in mine],
             # over the samples that got to the echo round (the others are
             # failures, listed as such)
             "lost": sum(s["lost"] for s in mine if "lost" in s),
