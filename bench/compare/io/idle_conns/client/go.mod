@@ -1,0 +1,3 @@
+module weft/bench/compare/io/idle_conns/client
+
+go 1.19
