@@ -734,6 +734,15 @@ long scale_count = 0;
 // sc3's guard: a sample whose RSS passes this is abandoned (exit 3).
 long long rss_guard_kib = 16LL * 1024 * 1024;
 
+// rss_guard_exit() ends a sample whose RSS passed the guard: exit 3 at once
+// (the blocked tasks cannot be unwound cheaply; the driver reports it).
+[[noreturn]] void rss_guard_exit(const char* scenario) {
+    std::fprintf(stderr, "weft_runtime_weft: %s: VmRSS %lld KiB passed the guard (%lld KiB, --rss-guard-gib): sample abandoned\n",
+                 scenario, vm_rss_kib(), rss_guard_kib);
+    std::fflush(stderr);
+    std::_Exit(3);
+}
+
 // sc1 / sc3: n tasks each blocked on one weft::event (ev.wait()), no join
 // handles kept (a weft::wait_group counts the ends, as Go's WaitGroup). The
 // root waits until all have started, then idles `idle` (3x the default
@@ -768,10 +777,10 @@ void sc_idle(weft::runtime& rt, const char* scenario, long n, int workers) {
                 weft::this_task::yield();
             }
         }
-        if (guard) std::_Exit(3);  // the tasks cannot be unwound cheaply; the driver reports it
+        if (guard) rss_guard_exit(scenario);
         spawn_s = since(t0);
         for (int k = 0; k < 600'000 && started.load(std::memory_order_relaxed) < n; ++k) {
-            if (vm_rss_kib() > rss_guard_kib) std::_Exit(3);
+            if (vm_rss_kib() > rss_guard_kib) rss_guard_exit(scenario);
             weft::this_task::sleep_for(std::chrono::milliseconds(1));
         }
         weft::this_task::sleep_for(idle);
