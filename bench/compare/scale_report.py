@@ -248,7 +248,7 @@ class Scale:
                     if err is not None:
                         why = err
                         if lab == "sc3" and "exit status 3" in err:
-                            why = f"RSS passed the 16 GiB guard ({err})"
+                            why = f"RSS passed the memory guard: {err}"
                         self.failures.append(f"{lab} W={w_} {name} rep {rep + 1}: {why}")
                         rr.log(f"  FAILED: {why}")
                         # sc3 past its memory guard is a target not met, not a
@@ -329,7 +329,10 @@ UNITS = {"rsspt": " B", "ptept": " B", "ns": " ns", "cpuw": " ns"}
 def ratio_target(s, label, metric, w, peer, limit):
     wf, p = s.stat(label, "weft", w, metric), s.stat(label, peer, w, metric)
     if not wf or not p or not p["median"]:
-        return None, f"no figure ({'weft' if not wf else peer} did not run)"
+        who = "weft" if not wf else peer
+        missing = dict(s.a.missing).get(who)
+        return None, (f"no figure: {who} not available ({missing})" if missing else
+                      f"no figure ({who} did not run or failed)")
     r = wf["median"] / p["median"]
     u = UNITS.get(metric, "")
     return r <= limit, f"{r:.2f}x {peer} (weft {rr.fmt(wf['median'])}{u}, {peer} {rr.fmt(p['median'])}{u})"
