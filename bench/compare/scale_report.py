@@ -66,7 +66,8 @@ Scenarios (full size; --quick in parentheses). Every "idle" wait is 300 ms:
        reads }, 16 rounds (2). Timed: the reads; ns per read. W=1.
   sc8  runtime_report.py's r3 (yield ring) and r4 (channel ping-pong), weft
        with shrink_idle_after at its default against 0 (off), interleaved,
-       W=1 and W=2; twice the repetitions of the others in full runs (10), as
+       W=1 and W=2 (and r2, spawn + join, shown without a target: shrinking
+       moves a task's fiber record into a heap block of its own); twice the repetitions of the others in full runs (10), as
        a 5% limit needs tighter medians than the rest.
 
 Targets (weft median / peer median): SC1 RSS per idle task <= 0.4x Go;
@@ -164,7 +165,7 @@ class Scale:
                 if n in names:
                     out.append(("sc6", "sc6", 1, n, [], None, None))
         if "sc8" in a.only and "weft" in names:
-            for sc in ("r3", "r4"):
+            for sc in ("r3", "r4", "r2"):  # r2 (spawn + join): no target, shown for the spawn cost
                 for w in (1, 2):
                     out.append((f"sc8-{sc}", sc, w, "weft", [], None, None))
                     out.append((f"sc8-{sc}", sc, w, "weft-noshrink", ["--shrink-idle-after-ms", "0"], None, None))
@@ -227,7 +228,10 @@ class Scale:
         for (label, w), members in groups:
             reps = a.reps * 2 if label.startswith("sc8-") and not a.quick else a.reps
             for rep in range(reps):
-                for (lab, scenario, w_, name, args, timeout, mem) in members:
+                # The order rotates by one every repetition (A B, B A, ...):
+                # no candidate always runs first, or right after another.
+                order = members[rep % len(members):] + members[:rep % len(members)]
+                for (lab, scenario, w_, name, args, timeout, mem) in order:
                     k += 1
                     if (lab, w_, name) in self.skipped:
                         continue
@@ -285,6 +289,8 @@ TABLES = [
     ("sc8-r3", "SC8: R3 yield ring, weft with shrink_idle_after at its default and at 0 (off): ns per yield",
      [1, 2], ["ns"]),
     ("sc8-r4", "SC8: R4 channel ping-pong, the same: ns per message", [1, 2], ["ns"]),
+    ("sc8-r2", "SC8, no target: R2 spawn + join, the same: ns per task (a task of a runtime that shrinks gets its "
+     "fiber record in a heap block of its own)", [1, 2], ["ns"]),
 ]
 
 
@@ -300,7 +306,7 @@ def tables_md(s):
                        boost="" if a.quick else f"; Boost.Fiber: {s.sz['sc1_boost']:,} fibers")
         md += [f"### {title.format(**fmtargs)}", ""]
         head = ["candidate"] + [f"W={w} {METRICS[m][0]}" for m in metrics for w in workers]
-        if label == "sc8-r3" or label == "sc8-r4":
+        if label.startswith("sc8-"):
             head += [f"W={w} on/off" for w in workers]
         md += ["| " + " | ".join(head) + " |", "|---|" + "---|" * (len(head) - 1)]
         for n in rows:
@@ -439,13 +445,16 @@ def targets_md(s, tg):
 
 READ = """\
 How to read this: every cell is **median [min, max]** over the repetitions, each sample a fresh
-process, the candidates of a table alternating within every repetition. W=1 children are pinned
+process, the candidates of a table alternating within every repetition (their order rotated by
+one each repetition). W=1 children are pinned
 to one CPU. The idle scenarios idle 300 ms (3x weft's default `shrink_idle_after`) for every
 candidate before memory is read or a task is pinged. RSS per task is VmRSS growth / tasks; page
 tables (VmPTE) are **not** part of VmRSS and are shown apart. SC5's CPU is the whole process's
 (getrusage user+sys) over spawn, 2 s of sleeping and join, divided by the wakes counted;
 "wakes per s" below the ideal (tasks x 100 per s) means the runtime fell behind. Ratios are
-weft's median over the peer's (below 1: weft is smaller or faster).
+weft's median over the peer's (below 1: weft is smaller or faster). SC8 runs one binary twice
+(`--shrink-idle-after-ms 0` for off): before shrinking is implemented both are the same code,
+and its ratio is an A/A measure of this machine's noise.
 
 What could favour a candidate here:
 
