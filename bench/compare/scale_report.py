@@ -84,6 +84,7 @@ peer crashed or gave a wrong result; a peer's timeout is reported only.
 
 import argparse
 import datetime
+import glob
 import json
 import math
 import os
@@ -346,8 +347,9 @@ def ratio_target(s, label, metric, w, peer, limit):
 
 def idle_conns(s):
     """SC7 from the IO section's JSON (bench/compare/io/idle_conns*), if any."""
-    cand = [s.a.idle_conns_json] if s.a.idle_conns_json else [
-        os.path.join(s.a.out, "idle_conns.json"), os.path.join(s.a.out, "sc7.json")]
+    cand = [s.a.idle_conns_json] if s.a.idle_conns_json else (
+        [os.path.join(s.a.out, "idle_conns.json")]
+        + sorted(glob.glob(os.path.join(s.a.out, "idle_conns*.json"))) + [os.path.join(s.a.out, "sc7.json")])
     for path in cand:
         if path and os.path.exists(path):
             try:
@@ -509,7 +511,8 @@ def main():
     ap.add_argument("--timeout", type=float, help="seconds per child (default 180; --quick: 30)")
     ap.add_argument("--mem-limit-gib", type=float, default=12.0, help="kill a child past this RSS (sc3: 16.5)")
     ap.add_argument("--cpu", type=int, default=1, help="the CPU W=1 children are pinned to (default 1)")
-    ap.add_argument("--idle-conns-json", help="SC7's JSON (default OUT/idle_conns.json if present)")
+    ap.add_argument("--idle-conns-json", help="SC7's JSON (default: OUT/idle_conns*.json if present; its "
+                    "'targets', a list of objects with limit, measured and met, fill the row)")
     ap.add_argument("--log", help="file for the children's stderr (default OUT/scale-log.txt)")
     a = ap.parse_args()
     a.missing = [tuple(m.split("=", 1)) if "=" in m else (m, "no reason given") for m in a.missing]
