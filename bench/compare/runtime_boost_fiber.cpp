@@ -1,8 +1,12 @@
 // weft_runtime_boost_fiber: the Boost.Fiber peer of the runtime section of
 // the peer report (bench/compare/runtime_report.py documents the protocol).
 //
-//   weft_runtime_boost_fiber r1|r2|r3|r3b|r4|r5|r5b|r6|r7|idle --workers 1|2 [--quick]
-//                            [--stack BYTES] [--suspend]
+//   weft_runtime_boost_fiber r1|r2|r3|r3b|r4|r5|r5b|r6|r7|idle|sc1|sc5 --workers 1|2 [--quick]
+//                            [--stack BYTES] [--suspend] [--count N]
+//
+// sc1 and sc5 are the scale section's (bench/compare/scale_report.py): sc1
+// fibers blocked on one condition_variable_any (RSS and VmPTE per fiber after
+// 300 ms idle), sc5 fibers looping this_fiber::sleep_for(10 ms) (CPU per wake).
 //
 // Prints exactly one line of JSON on stdout:
 //   {"scenario":"r1","workers":1,"seconds":...,"ops":...,"per_op_ns":...,"peak_rss_kib":...,"extra":{...}}
@@ -120,6 +124,7 @@ using clk = std::chrono::steady_clock;
 
 std::size_t g_stack = 0;  // 0: Boost.Fiber's default allocator
 constexpr std::size_t kFewFibersStack = 64 * 1024;  // the least r4-r6 run with (see main)
+constexpr std::size_t kSc1Stack = 12 * 1024;        // the least sc1 runs with (see main)
 
 [[noreturn]] void die(int code, const std::string& msg) {
     std::fprintf(stderr, "weft_runtime_boost_fiber: %s\n", msg.c_str());
@@ -569,10 +574,131 @@ void idle(int workers, bool quick) {
     emit("idle", workers, s, 0, extra);
 }
 
+
+// ---- sc1 / sc5: the scale scenarios of issue 26 (bench/compare/scale_report.py) ----
+
+long long status_kib(const char* field) {
+    std::FILE* f = std::fopen("/proc/self/status", "r");
+    if (f == nullptr) {
+        return -1;
+    }
+    char line[256];
+    long long v = -1;
+    const std::size_t n = std::strlen(field);
+    while (std::fgets(line, sizeof line, f) != nullptr) {
+        if (std::strncmp(line, field, n) == 0) {
+            v = std::strtoll(line + n, nullptr, 10);
+        }
+    }
+    std::fclose(f);
+    return v;
+}
+
+long g_count = 0;  // --count (0: the scenario's own)
+
+// sc1: n detached fibers each waiting on one condition_variable_any (a
+// flag under a fiber mutex); after all have started and 300 ms idle, VmRSS and
+// VmPTE growth per fiber; then notify_all and a counter + condition wait for
+// their ends.
+void sc1(int workers, bool quick) {
+    const long n = g_count > 0 ? g_count : (quick ? 100'000 : 1'000'000);
+    const auto idle = std::chrono::milliseconds(300);
+    bf::mutex m;
+    bf::condition_variable_any cv, done_cv;
+    bool go = false;
+    long started = 0, woke = 0;
+    const long long rss0 = status_kib("VmRSS:"), pte0 = status_kib("VmPTE:");
+    const auto t0 = clk::now();
+    for (long i = 0; i < n; ++i) {
+        spawn([&] {
+            std::unique_lock<bf::mutex> lk(m);
+            ++started;
+            cv.wait(lk, [&] { return go; });
+            if (++woke == n) {
+                done_cv.notify_all();
+            }
+        }).detach();
+        if ((i & 0xffff) == 0xffff) {
+            boost::this_fiber::yield();
+        }
+    }
+    const double spawn_s = since(t0);
+    for (int k = 0; k < 600'000; ++k) {
+        {
+            std::unique_lock<bf::mutex> lk(m);
+            if (started == n) {
+                break;
+            }
+        }
+        boost::this_fiber::sleep_for(std::chrono::milliseconds(1));
+    }
+    boost::this_fiber::sleep_for(idle);
+    const long long rss1 = status_kib("VmRSS:"), pte1 = status_kib("VmPTE:");
+    {
+        std::unique_lock<bf::mutex> lk(m);
+        go = true;
+    }
+    cv.notify_all();
+    {
+        std::unique_lock<bf::mutex> lk(m);
+        done_cv.wait(lk, [&] { return woke == n; });
+    }
+    const double s = since(t0);
+    char extra[512];
+    std::snprintf(extra, sizeof extra,
+                  "\"tasks\":%ld,\"woke\":%ld,\"idle_ms\":%d,\"rss_bytes_per_task\":%.1f,\"pte_bytes_per_task\":%.2f,"
+                  "\"rss_before_kib\":%lld,\"rss_idle_kib\":%lld,\"pte_before_kib\":%lld,\"pte_idle_kib\":%lld,"
+                  "\"spawn_ms\":%.6g",
+                  n, woke, static_cast<int>(idle.count()), static_cast<double>(rss1 - rss0) * 1024.0 / static_cast<double>(n),
+                  static_cast<double>(pte1 - pte0) * 1024.0 / static_cast<double>(n), rss0, rss1, pte0, pte1, spawn_s * 1e3);
+    emit("sc1", workers, s, static_cast<std::uint64_t>(n), extra);
+}
+
+// sc5: n fibers loop { this_fiber::sleep_for(10 ms) } until a stop flag
+// raised after `run`; CPU (getrusage user+sys) per wake and wakes/s.
+void sc5(int workers, bool quick) {
+    const long n = g_count > 0 ? g_count : (quick ? 10'000 : 100'000);
+    const auto run = std::chrono::milliseconds(quick ? 500 : 2000);
+    std::atomic<bool> stop{false};
+    std::atomic<long> wakes{0};
+    std::vector<bf::fiber> fibers(static_cast<std::size_t>(n));
+    auto [u0, s0] = cpu_seconds();
+    const auto t0 = clk::now();
+    for (auto& f : fibers) {
+        f = spawn([&] {
+            long w = 0;
+            for (int k = 0; k < 100'000 && !stop.load(std::memory_order_relaxed); ++k) {
+                boost::this_fiber::sleep_for(std::chrono::milliseconds(10));
+                ++w;
+            }
+            wakes.fetch_add(w, std::memory_order_relaxed);
+        });
+    }
+    boost::this_fiber::sleep_for(run);
+    stop.store(true);
+    for (auto& f : fibers) {
+        f.join();
+    }
+    const double s = since(t0);
+    auto [u1, s1] = cpu_seconds();
+    const double cpu = (u1 - u0) + (s1 - s0);
+    const long w = wakes.load();
+    if (w <= 0) {
+        die(1, "sc5: no wakes");
+    }
+    char extra[256];
+    std::snprintf(extra, sizeof extra,
+                  "\"tasks\":%ld,\"wakes\":%ld,\"cpu_s\":%.6g,\"cpu_ns_per_wake\":%.6g,\"wakes_per_s\":%.6g,"
+                  "\"ideal_wakes_per_s\":%.6g,\"run_ms\":%d",
+                  n, w, cpu, cpu * 1e9 / static_cast<double>(w), static_cast<double>(w) / s, static_cast<double>(n) * 100.0,
+                  static_cast<int>(run.count()));
+    emit("sc5", workers, s, static_cast<std::uint64_t>(n), extra);
+}
+
 [[noreturn]] void usage(const char* why) {
     std::fprintf(stderr,
-                 "weft_runtime_boost_fiber: %s\nusage: weft_runtime_boost_fiber r1|r2|r3|r3b|r4|r5|r5b|r6|r7|idle --workers 1|2 "
-                 "[--quick] [--stack BYTES] [--suspend]\n",
+                 "weft_runtime_boost_fiber: %s\nusage: weft_runtime_boost_fiber r1|r2|r3|r3b|r4|r5|r5b|r6|r7|idle|sc1|sc5 --workers 1|2 "
+                 "[--quick] [--stack BYTES] [--suspend] [--count N (sc1, sc5)]\n",
                  why);
     std::exit(2);
 }
@@ -593,8 +719,10 @@ int main(int argc, char** argv) {
             workers = std::atoi(argv[++i]);
         } else if (a == "--stack" && i + 1 < argc) {
             g_stack = std::strtoull(argv[++i], nullptr, 0);
+        } else if (a == "--count" && i + 1 < argc) {
+            g_count = std::atol(argv[++i]);
         } else if (a == "r1" || a == "r2" || a == "r3" || a == "r3b" || a == "r4" || a == "r5" || a == "r5b" ||
-                   a == "r6" || a == "r7" || a == "idle") {
+                   a == "r6" || a == "r7" || a == "idle" || a == "sc1" || a == "sc5") {
             scenario = a;
         } else {
             usage(("unknown argument '" + a + "'").c_str());
@@ -613,6 +741,12 @@ int main(int argc, char** argv) {
     if ((scenario == "r4" || scenario == "r5" || scenario == "r5b" || scenario == "r6") && g_stack != 0 &&
         g_stack < kFewFibersStack) {
         g_stack = kFewFibersStack;
+    }
+    // sc1 (fibers blocked on a condition variable) crashed on 8 KiB stacks
+    // ("free(): invalid size", 100,000 fibers, one worker); 12 KiB is the
+    // smallest tried that works, so sc1 gets at least that.
+    if (scenario == "sc1" && g_stack != 0 && g_stack < kSc1Stack) {
+        g_stack = kSc1Stack;
     }
     g_runtime = "Boost " + std::to_string(BOOST_VERSION / 100000) + "." + std::to_string(BOOST_VERSION / 100 % 1000) +
                 (workers == 1 ? " round_robin" : suspend ? " work_stealing(2, suspend)" : " work_stealing(2)") +
@@ -638,6 +772,10 @@ int main(int argc, char** argv) {
             r6(workers, quick);
         } else if (scenario == "r7") {
             r7(workers, quick);
+        } else if (scenario == "sc1") {
+            sc1(workers, quick);
+        } else if (scenario == "sc5") {
+            sc5(workers, quick);
         } else {
             idle(workers, quick);
         }

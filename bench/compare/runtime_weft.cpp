@@ -72,6 +72,8 @@
 #include <weft/sync/mutex.hpp>
 #endif
 
+#include <weft/io/socket.hpp>
+
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -83,6 +85,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -719,6 +722,201 @@ void a4(weft::runtime& rt, const char* scenario, int kind, int workers, bool qui
 
 #endif  // WEFT_BENCH_ASYNC
 
+
+// ---- sc1-sc6: the scale scenarios of issue 26 (bench/compare/scale_report.py
+// documents them and the protocol; the Go, Tokio and Boost.Fiber peers have
+// the same shapes) ----
+
+long long vm_rss_kib() { return status_kib("VmRSS:"); }
+
+// --count N overrides a scale scenario's task count (0: the scenario's own).
+long scale_count = 0;
+// sc3's guard: a sample whose RSS passes this is abandoned (exit 3).
+long long rss_guard_kib = 16LL * 1024 * 1024;
+
+// rss_guard_exit() ends a sample whose RSS passed the guard: exit 3 at once
+// (the blocked tasks cannot be unwound cheaply; the driver reports it).
+[[noreturn]] void rss_guard_exit(const char* scenario) {
+    std::fprintf(stderr, "weft_runtime_weft: %s: VmRSS %lld KiB passed the guard (%lld KiB, --rss-guard-gib): sample abandoned\n",
+                 scenario, vm_rss_kib(), rss_guard_kib);
+    std::fflush(stderr);
+    std::_Exit(3);
+}
+
+// sc1 / sc3: n tasks each blocked on one weft::event (ev.wait()), no join
+// handles kept (a weft::wait_group counts the ends, as Go's WaitGroup). The
+// root waits until all have started, then idles `idle` (3x the default
+// shrink_idle_after) and reads VmRSS and VmPTE; then sets the event and
+// waits for all. RSS and page tables per task are (after - before) / n,
+// "before" read in the root task before the first spawn.
+void sc_idle(weft::runtime& rt, const char* scenario, long n, int workers) {
+    const auto idle = std::chrono::milliseconds(300);
+    weft::event ev;
+    weft::wait_group done;
+    std::atomic<long> started{0}, woke{0};
+    long long rss0 = 0, pte0 = 0, rss1 = 0, pte1 = 0;
+    double spawn_s = 0;
+    bool guard = false;
+    const auto t0 = clk::now();
+    rt.block_on([&] {
+        rss0 = vm_rss_kib();
+        pte0 = status_kib("VmPTE:");
+        done.add(n);
+        for (long i = 0; i < n; ++i) {
+            weft::spawn([&] {
+                started.fetch_add(1, std::memory_order_relaxed);
+                ev.wait();
+                woke.fetch_add(1, std::memory_order_relaxed);
+                done.done();
+            }).detach();
+            if ((i & 0xffff) == 0xffff) {
+                if (vm_rss_kib() > rss_guard_kib) {
+                    guard = true;
+                    break;
+                }
+                weft::this_task::yield();
+            }
+        }
+        if (guard) rss_guard_exit(scenario);
+        spawn_s = since(t0);
+        for (int k = 0; k < 600'000 && started.load(std::memory_order_relaxed) < n; ++k) {
+            if (vm_rss_kib() > rss_guard_kib) rss_guard_exit(scenario);
+            weft::this_task::sleep_for(std::chrono::milliseconds(1));
+        }
+        weft::this_task::sleep_for(idle);
+        rss1 = vm_rss_kib();
+        pte1 = status_kib("VmPTE:");
+        ev.set();
+        done.wait();
+    });
+    const double s = since(t0);
+    if (woke.load() != n) die(std::string(scenario) + ": " + std::to_string(woke.load()) + " of " + std::to_string(n) + " woke");
+    char extra[512];
+    std::snprintf(extra, sizeof extra,
+                  "\"tasks\":%ld,\"woke\":%ld,\"idle_ms\":%d,\"rss_bytes_per_task\":%.1f,\"pte_bytes_per_task\":%.2f,"
+                  "\"rss_before_kib\":%lld,\"rss_idle_kib\":%lld,\"pte_before_kib\":%lld,\"pte_idle_kib\":%lld,"
+                  "\"spawn_ms\":%.6g,\"shrink_idle_after_ms\":%lld",
+                  n, woke.load(), static_cast<int>(idle.count()),
+                  static_cast<double>(rss1 - rss0) * 1024.0 / static_cast<double>(n),
+                  static_cast<double>(pte1 - pte0) * 1024.0 / static_cast<double>(n), rss0, rss1, pte0, pte1,
+                  spawn_s * 1e3, static_cast<long long>(weft::runtime_options{}.shrink_idle_after.count()));
+    emit(scenario, workers, s, static_cast<std::uint64_t>(n), extra);
+}
+
+// sc4: n tasks each waiting on a weft::channel<long>(1) of its own; after
+// all have started and idled 300 ms, the root pings them one at a time (send
+// i, then receive the reply i+1 on one shared weft::channel<long>(1)). Timed:
+// the n round trips alone.
+void sc4(weft::runtime& rt, int workers, bool quick) {
+    const long n = scale_count ? scale_count : 10'000;
+    (void)quick;
+    std::deque<weft::channel<long>> in;
+    for (long i = 0; i < n; ++i) in.emplace_back(1);
+    weft::channel<long> reply(1);
+    weft::wait_group done;
+    std::atomic<long> started{0};
+    double s = 0;
+    long bad = 0;
+    rt.block_on([&] {
+        done.add(n);
+        for (long i = 0; i < n; ++i)
+            weft::spawn([&, i] {
+                started.fetch_add(1, std::memory_order_relaxed);
+                const std::optional<long> v = in[static_cast<std::size_t>(i)].recv();
+                reply.send(v ? *v + 1 : -1);
+                done.done();
+            }).detach();
+        for (int k = 0; k < 60'000 && started.load(std::memory_order_relaxed) < n; ++k)
+            weft::this_task::sleep_for(std::chrono::milliseconds(1));
+        weft::this_task::sleep_for(std::chrono::milliseconds(300));
+        const auto t0 = clk::now();
+        for (long i = 0; i < n; ++i) {
+            in[static_cast<std::size_t>(i)].send(i);
+            const std::optional<long> r = reply.recv();
+            if (!r || *r != i + 1) ++bad;
+        }
+        s = since(t0);
+        done.wait();
+    });
+    if (bad) die("sc4: " + std::to_string(bad) + " wrong replies");
+    emit("sc4", workers, s, static_cast<std::uint64_t>(n),
+         "\"tasks\":" + std::to_string(n) + ",\"idle_ms\":300,\"replies_ok\":" + std::to_string(n));
+}
+
+// sc5: n tasks each loop { this_task::sleep_for(10 ms); count } until the
+// root, after `run`, raises a stop flag; CPU (getrusage user+sys of the
+// process) from before the first spawn to the last task's end, per wake.
+void sc5(weft::runtime& rt, int workers, bool quick) {
+    const long n = scale_count ? scale_count : (quick ? 10'000 : 100'000);
+    const auto run = quick ? std::chrono::milliseconds(500) : std::chrono::milliseconds(2000);
+    std::atomic<bool> stop{false};
+    std::atomic<long> wakes{0};
+    weft::wait_group done;
+    double cpu = 0, s = 0;
+    rt.block_on([&] {
+        const double c0 = cpu_seconds();
+        const auto t0 = clk::now();
+        done.add(n);
+        for (long i = 0; i < n; ++i)
+            weft::spawn([&] {
+                long w = 0;
+                for (int k = 0; k < 100'000 && !stop.load(std::memory_order_relaxed); ++k) {
+                    weft::this_task::sleep_for(std::chrono::milliseconds(10));
+                    ++w;
+                }
+                wakes.fetch_add(w, std::memory_order_relaxed);
+                done.done();
+            }).detach();
+        weft::this_task::sleep_for(run);
+        stop.store(true);
+        done.wait();
+        s = since(t0);
+        cpu = cpu_seconds() - c0;
+    });
+    const long w = wakes.load();
+    if (w <= 0) die("sc5: no wakes");
+    char extra[256];
+    std::snprintf(extra, sizeof extra,
+                  "\"tasks\":%ld,\"wakes\":%ld,\"cpu_s\":%.6g,\"cpu_ns_per_wake\":%.6g,\"wakes_per_s\":%.6g,"
+                  "\"ideal_wakes_per_s\":%.6g,\"run_ms\":%d",
+                  n, w, cpu, cpu * 1e9 / static_cast<double>(w), static_cast<double>(w) / s, static_cast<double>(n) * 100.0,
+                  static_cast<int>(run.count()));
+    emit("sc5", workers, s, static_cast<std::uint64_t>(n), extra);
+}
+
+// sc6: one task reads 1 byte at a time, each read_some() with a deadline 30 s
+// ahead (io::after(30s): the deadline argument every weft socket call
+// takes), from a loopback TCP socket that holds data: rounds of { the other
+// end writes 65,536 bytes (write_all); 65,536 timed reads }. Only the reads
+// are timed.
+void sc6(weft::runtime& rt, int workers, bool quick) {
+    const long chunk = 65'536;
+    const long rounds = quick ? 2 : 16;
+    double s = 0;
+    long got = 0;
+    rt.block_on([&] {
+        auto l = weft::io::tcp_listener::bind(weft::io::endpoint::loopback_v4(0));
+        auto w = weft::io::tcp_stream::connect(weft::io::endpoint::loopback_v4(l.local_endpoint().port()));
+        auto r = l.accept();
+        std::vector<std::byte> data(static_cast<std::size_t>(chunk), std::byte{0x5a});
+        std::byte b[1];
+        for (long k = 0; k < rounds; ++k) {
+            w.write_all(data);
+            const auto t0 = clk::now();
+            for (long i = 0; i < chunk; ++i) {
+                std::error_code ec;
+                const std::size_t m = r.read_some(b, ec, weft::io::after(std::chrono::seconds(30)));
+                if (ec || m != 1 || b[0] != std::byte{0x5a}) die("sc6: read failed: " + ec.message());
+                ++got;
+            }
+            s += since(t0);
+        }
+    });
+    emit("sc6", workers, s, static_cast<std::uint64_t>(got),
+         "\"reads\":" + std::to_string(got) + ",\"deadline_s\":30,\"transport\":\"tcp loopback\","
+         "\"api\":\"io::stream::read_some(buf, ec, io::after(30s))\"");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -727,7 +925,9 @@ int main(int argc, char** argv) {
     bool quick = false;
     long count = 1'000'000;
     bool copy = false;
-    const char* usage = "usage: weft_runtime_weft r1|r2|r3|r3b|r4|r5|r5b|r6|r7|idle|a1|a2|a3|a4f|a4c|a4p --workers W [--quick]\n"
+    long shrink_ms = -1;  // -1: the default (runtime_options{}.shrink_idle_after)
+    const char* usage = "usage: weft_runtime_weft r1|r2|r3|r3b|r4|r5|r5b|r6|r7|idle|a1|a2|a3|a4f|a4c|a4p|sc1|sc3|sc4|sc5|sc6 --workers W [--quick]\n"
+                        "           [--shrink-idle-after-ms MS] [--count N (sc*)] [--rss-guard-gib G (sc1, sc3)]\n"
                         "       weft_runtime_weft live --workers W [--count N] [--copy]\n"
                         "       weft_runtime_weft a1|a2|a3 --workers W [--quick] --variant V (one variant only)";
     for (int i = 1; i < argc; ++i) {
@@ -735,22 +935,29 @@ int main(int argc, char** argv) {
         if (a == "--workers" && i + 1 < argc)
             workers = std::atoi(argv[++i]);
         else if (a == "--count" && i + 1 < argc)
-            count = std::atol(argv[++i]);
+            count = scale_count = std::atol(argv[++i]);
         else if (a == "--quick")
             quick = true;
         else if (a == "--variant" && i + 1 < argc)
             only_variant = argv[++i];
         else if (a == "--copy")
             copy = true;
+        else if (a == "--shrink-idle-after-ms" && i + 1 < argc)
+            shrink_ms = std::atol(argv[++i]);
+        else if (a == "--rss-guard-gib" && i + 1 < argc)
+            rss_guard_kib = static_cast<long long>(std::atof(argv[++i]) * 1024 * 1024);
         else if (a == "r1" || a == "r2" || a == "r3" || a == "r3b" || a == "r4" || a == "r5" || a == "r5b" ||
                  a == "r6" || a == "r7" || a == "idle" || a == "live" || a == "a1" || a == "a2" || a == "a3" ||
-                 a == "a4f" || a == "a4c" || a == "a4p")
+                 a == "a4f" || a == "a4c" || a == "a4p" || a == "sc1" || a == "sc3" || a == "sc4" || a == "sc5" ||
+                 a == "sc6")
             scenario = a;
         else
             die(usage);
     }
     if (scenario.empty() || workers < 1 || count < 1) die(usage);
-    weft::runtime rt({.workers = static_cast<unsigned>(workers)});
+    weft::runtime_options opts{.workers = static_cast<unsigned>(workers)};
+    if (shrink_ms >= 0) opts.shrink_idle_after = std::chrono::milliseconds(shrink_ms);
+    weft::runtime rt(opts);
     if (scenario == "r1") r1(rt, workers, quick);
     if (scenario == "r2") r2(rt, workers, quick);
     if (scenario == "r3") r3(rt, workers, quick);
@@ -762,6 +969,11 @@ int main(int argc, char** argv) {
     if (scenario == "r7") r7(rt, workers, quick);
     if (scenario == "idle") idle(rt, workers, quick);
     if (scenario == "live") live(rt, workers, count, copy);
+    if (scenario == "sc1") sc_idle(rt, "sc1", scale_count ? scale_count : (quick ? 100'000 : 1'000'000), workers);
+    if (scenario == "sc3") sc_idle(rt, "sc3", scale_count ? scale_count : (quick ? 200'000 : 10'000'000), workers);
+    if (scenario == "sc4") sc4(rt, workers, quick);
+    if (scenario == "sc5") sc5(rt, workers, quick);
+    if (scenario == "sc6") sc6(rt, workers, quick);
 #ifdef WEFT_BENCH_ASYNC
     if (scenario == "a1") a_pipeline(rt, "a1", 0, workers, quick);
     if (scenario == "a2") a_pipeline(rt, "a2", 1024, workers, quick);

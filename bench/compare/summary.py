@@ -4,9 +4,10 @@ of a results directory, both generated from the reports' JSON files.
 
 scripts/bench runs it after the reports. It reads RESULTS/latest.json (the
 coroutine report, bench/compare/report.py), runtime.json and async.json
-(bench/compare/runtime_report.py) and r8.json (bench/compare/io/r8.py),
-whichever exist, and writes RESULTS/README.md: the summary table, then one
-line per report with its date and a link. With --readme FILE it also puts the
+(bench/compare/runtime_report.py), r8.json (bench/compare/io/r8.py) and
+scale.json (bench/compare/scale_report.py), whichever exist, and writes
+RESULTS/README.md: the summary table, issue 26's scale targets (from
+scale.json, when there), then one line per report with its date and a link. With --readme FILE it also puts the
 summary table into FILE between the markers
 
     <!-- bench-summary: begin -->  ...  <!-- bench-summary: end -->
@@ -129,7 +130,9 @@ def dates(results):
                          "instruction counts"),
                         ("runtime", "the runtime: R1-R7 against Go and Boost.Fiber, idle CPU"),
                         ("async", "C++20 tasks next to stackful ones (A1-A4)"),
-                        ("r8", "R8, the echo server against Go and Boost.Asio")]:
+                        ("r8", "R8, the echo server against Go and Boost.Asio"),
+                        ("scale", "issue 26's scale scenarios SC1-SC8: idle tasks, timers, deadlines against Go, "
+                         "Tokio and Boost.Fiber")]:
         d = load(results, name + ".json")
         if not d:
             continue
@@ -139,6 +142,24 @@ def dates(results):
         when = f"{date} UTC, {kind}" if date else kind
         out.append(f"- [{name}.md]({name}.md): {title} ({when})")
     return out
+
+
+def scale_targets(results):
+    """Issue 26's targets table (SC1-SC8) from scale.json, or []."""
+    d = load(results, "scale.json")
+    if not d or not d.get("targets"):
+        return []
+    meta = d.get("meta", {})
+    date = meta.get("date", "")[:16].replace("T", " ")
+    kind = "quick run: small counts, one repetition, the verdicts say nothing" if meta.get("quick") else \
+        f"full run, {meta.get('reps')} repetitions"
+    lines = ["## Scale targets (issue 26)", "",
+             f"From [scale.md](scale.md) ({date} UTC, {kind}); measured = weft's median over the peer's.", "",
+             "| target | limit | measured | met |", "|---|---|---|---|"]
+    for t in d["targets"]:
+        met = "n/a" if t.get("met") is None else ("met" if t["met"] else "NOT met")
+        lines.append(f"| {t.get('target')} | {t.get('limit')} | {t.get('measured')} | {met} |")
+    return lines + [""]
 
 
 def summary_block(results, link):
@@ -189,6 +210,7 @@ def main():
              "",
              *summary_block(a.results, "README.md")[1:-1],
              "",
+             *scale_targets(a.results),
              "## The reports",
              "",
              *dates(a.results),

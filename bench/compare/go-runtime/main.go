@@ -1,7 +1,9 @@
 // weft_runtime_go: the Go peer of the runtime section of the peer report
 // (bench/compare/runtime_report.py, which documents the protocol).
 //
-//	weft_runtime_go r1|r2|r3|r3b|r4|r5|r5b|r6|r7|idle --workers W [--quick]
+//	weft_runtime_go r1|r2|r3|r3b|r4|r5|r5b|r6|r7|idle|sc1|sc3|sc4|sc5|sc6 --workers W [--quick] [--count N]
+//
+// (sc1-sc6, the scale scenarios: scale.go)
 //
 // The driver sets GOMAXPROCS=W in the environment; --workers is checked
 // against runtime.GOMAXPROCS(0) and echoed in the output. Prints exactly one
@@ -466,7 +468,7 @@ func idle(workers int, quick bool) {
 }
 
 func main() {
-	usage := "usage: weft_runtime_go r1|r2|r3|r3b|r4|r5|r5b|r6|r7|idle --workers W [--quick] (set GOMAXPROCS=W)"
+	usage := "usage: weft_runtime_go r1|r2|r3|r3b|r4|r5|r5b|r6|r7|idle|sc1|sc3|sc4|sc5|sc6 --workers W [--quick] [--count N (sc*)] (set GOMAXPROCS=W)"
 	scenario, workers, quick := "", 0, false
 	args := os.Args[1:]
 	for i := 0; i < len(args); i++ {
@@ -485,8 +487,20 @@ func main() {
 				os.Exit(2)
 			}
 			workers = w
-		case "r1", "r2", "r3", "r3b", "r4", "r5", "r5b", "r6", "r7", "idle":
+		case "r1", "r2", "r3", "r3b", "r4", "r5", "r5b", "r6", "r7", "idle", "sc1", "sc3", "sc4", "sc5", "sc6":
 			scenario = a
+		case "--count":
+			if i+1 >= len(args) {
+				fmt.Fprintln(os.Stderr, usage)
+				os.Exit(2)
+			}
+			i++
+			c, err := strconv.ParseInt(args[i], 10, 64)
+			if err != nil || c < 1 {
+				fmt.Fprintln(os.Stderr, usage)
+				os.Exit(2)
+			}
+			scaleCount = c
 		default:
 			fmt.Fprintf(os.Stderr, "weft_runtime_go: unknown argument %q\n%s\n", a, usage)
 			os.Exit(2)
@@ -502,6 +516,9 @@ func main() {
 			die("GOMAXPROCS=%s but --workers %d", os.Getenv("GOMAXPROCS"), workers)
 		}
 		runtime.GOMAXPROCS(workers)
+	}
+	if scale(scenario, workers, quick) {
+		return
 	}
 	switch scenario {
 	case "r1":

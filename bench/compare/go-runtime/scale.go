@@ -1,0 +1,253 @@
+// The scale scenarios of issue 26 (bench/compare/scale_report.py documents
+// them; weft's, Tokio's and Boost.Fiber's candidates have the same shapes).
+//
+//	sc1  1,000,000 goroutines (quick: 100,000) each blocked receiving from one
+//	     channel; after all have started and 300 ms idle, VmRSS and VmPTE
+//	     growth per goroutine; then the channel is closed (every receiver
+//	     wakes) and a WaitGroup waits for all. extra.woke must be the count.
+//	sc3  the same shape for a count given with --count (the driver does not
+//	     run Go at 10,000,000: it would need about 27 GiB).
+//	sc4  10,000 goroutines each waiting on a channel of its own (capacity 1);
+//	     after 300 ms idle, main pings them one at a time and receives each
+//	     reply (i+1) on one shared channel (capacity 1). Timed: the round trips.
+//	sc5  100,000 goroutines (quick: 10,000) loop { time.Sleep(10 ms) } for
+//	     2 s (quick: 0.5 s); CPU (getrusage user+sys) per wake and wakes/s.
+//	sc6  1-byte reads from a loopback TCP connection that holds data, each
+//	     { SetReadDeadline(now + 30 s); Read; SetReadDeadline(zero) };
+//	     rounds of { write 65,536 bytes; 65,536 timed reads }, 16 rounds
+//	     (quick: 2). Timed: the reads.
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// scaleCount is --count (0: the scenario's own).
+var scaleCount int64
+
+// statusKiB returns a "kB" field of /proc/self/status ("VmRSS:"), or -1.
+func statusKiB(field string) int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, field) {
+			f := strings.Fields(line[len(field):])
+			if len(f) > 0 {
+				if v, err := strconv.ParseInt(f[0], 10, 64); err == nil {
+					return v
+				}
+			}
+		}
+	}
+	return -1
+}
+
+func scIdle(scenario string, workers int, n int64) {
+	const idle = 300 * time.Millisecond
+	ch := make(chan struct{})
+	var wg sync.WaitGroup
+	var started, woke atomic.Int64
+	rss0, pte0 := statusKiB("VmRSS:"), statusKiB("VmPTE:")
+	t0 := time.Now()
+	wg.Add(int(n))
+	for i := int64(0); i < n; i++ {
+		go func() {
+			started.Add(1)
+			<-ch
+			woke.Add(1)
+			wg.Done()
+		}()
+		if i&0xffff == 0xffff {
+			runtime.Gosched()
+		}
+	}
+	spawn := time.Since(t0)
+	for k := 0; k < 600_000 && started.Load() < n; k++ {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(idle)
+	rss1, pte1 := statusKiB("VmRSS:"), statusKiB("VmPTE:")
+	close(ch)
+	wg.Wait()
+	d := time.Since(t0)
+	if woke.Load() != n {
+		die("%s: %d of %d woke", scenario, woke.Load(), n)
+	}
+	emit(scenario, workers, d, n, fmt.Sprintf("\"tasks\":%d,\"woke\":%d,\"idle_ms\":%d,\"rss_bytes_per_task\":%g,"+
+		"\"pte_bytes_per_task\":%g,\"rss_before_kib\":%d,\"rss_idle_kib\":%d,\"pte_before_kib\":%d,\"pte_idle_kib\":%d,"+
+		"\"spawn_ms\":%g", n, woke.Load(), idle.Milliseconds(), float64(rss1-rss0)*1024/float64(n),
+		float64(pte1-pte0)*1024/float64(n), rss0, rss1, pte0, pte1, spawn.Seconds()*1e3))
+}
+
+func sc4(workers int) {
+	n := int64(10_000)
+	if scaleCount > 0 {
+		n = scaleCount
+	}
+	in := make([]chan int64, n)
+	for i := range in {
+		in[i] = make(chan int64, 1)
+	}
+	reply := make(chan int64, 1)
+	var wg sync.WaitGroup
+	var started atomic.Int64
+	wg.Add(int(n))
+	for i := int64(0); i < n; i++ {
+		go func(c chan int64) {
+			started.Add(1)
+			v := <-c
+			reply <- v + 1
+			wg.Done()
+		}(in[i])
+	}
+	for k := 0; k < 60_000 && started.Load() < n; k++ {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	bad := 0
+	t0 := time.Now()
+	for i := int64(0); i < n; i++ {
+		in[i] <- i
+		if r := <-reply; r != i+1 {
+			bad++
+		}
+	}
+	d := time.Since(t0)
+	wg.Wait()
+	if bad != 0 {
+		die("sc4: %d wrong replies", bad)
+	}
+	emit("sc4", workers, d, n, fmt.Sprintf("\"tasks\":%d,\"idle_ms\":300,\"replies_ok\":%d", n, n))
+}
+
+func sc5(workers int, quick bool) {
+	n := int64(100_000)
+	run := 2 * time.Second
+	if quick {
+		n, run = 10_000, 500*time.Millisecond
+	}
+	if scaleCount > 0 {
+		n = scaleCount
+	}
+	var stop atomic.Bool
+	var wakes atomic.Int64
+	var wg sync.WaitGroup
+	u0, s0 := cpuSeconds()
+	t0 := time.Now()
+	wg.Add(int(n))
+	for i := int64(0); i < n; i++ {
+		go func() {
+			w := int64(0)
+			for k := 0; k < 100_000 && !stop.Load(); k++ {
+				time.Sleep(10 * time.Millisecond)
+				w++
+			}
+			wakes.Add(w)
+			wg.Done()
+		}()
+	}
+	time.Sleep(run)
+	stop.Store(true)
+	wg.Wait()
+	d := time.Since(t0)
+	u1, s1 := cpuSeconds()
+	cpu := (u1 - u0) + (s1 - s0)
+	w := wakes.Load()
+	if w <= 0 {
+		die("sc5: no wakes")
+	}
+	emit("sc5", workers, d, n, fmt.Sprintf("\"tasks\":%d,\"wakes\":%d,\"cpu_s\":%g,\"cpu_ns_per_wake\":%g,"+
+		"\"wakes_per_s\":%g,\"ideal_wakes_per_s\":%g,\"run_ms\":%d", n, w, cpu, cpu*1e9/float64(w),
+		float64(w)/d.Seconds(), float64(n)*100, run.Milliseconds()))
+}
+
+func sc6(workers int, quick bool) {
+	const chunk = 65_536
+	rounds := 16
+	if quick {
+		rounds = 2
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		die("sc6: listen: %v", err)
+	}
+	defer l.Close()
+	w, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		die("sc6: dial: %v", err)
+	}
+	defer w.Close()
+	r, err := l.Accept()
+	if err != nil {
+		die("sc6: accept: %v", err)
+	}
+	defer r.Close()
+	data := make([]byte, chunk)
+	for i := range data {
+		data[i] = 0x5a
+	}
+	var b [1]byte
+	var d time.Duration
+	got := int64(0)
+	for k := 0; k < rounds; k++ {
+		if _, err := w.Write(data); err != nil {
+			die("sc6: write: %v", err)
+		}
+		t0 := time.Now()
+		for i := 0; i < chunk; i++ {
+			if err := r.SetReadDeadline(time.Now().Add(30 * time.Second)); err != nil {
+				die("sc6: SetReadDeadline: %v", err)
+			}
+			m, err := r.Read(b[:])
+			if err != nil || m != 1 || b[0] != 0x5a {
+				die("sc6: read: %d bytes, %v", m, err)
+			}
+			if err := r.SetReadDeadline(time.Time{}); err != nil {
+				die("sc6: SetReadDeadline: %v", err)
+			}
+			got++
+		}
+		d += time.Since(t0)
+	}
+	emit("sc6", workers, d, got, fmt.Sprintf("\"reads\":%d,\"deadline_s\":30,\"transport\":\"tcp loopback\","+
+		"\"api\":\"SetReadDeadline(now+30s); Read; SetReadDeadline(zero)\"", got))
+}
+
+// scale runs a scale scenario; false if s is none.
+func scale(s string, workers int, quick bool) bool {
+	switch s {
+	case "sc1":
+		n := int64(1_000_000)
+		if quick {
+			n = 100_000
+		}
+		if scaleCount > 0 {
+			n = scaleCount
+		}
+		scIdle("sc1", workers, n)
+	case "sc3":
+		if scaleCount <= 0 {
+			die("sc3: give --count (10,000,000 goroutines need about 27 GiB)")
+		}
+		scIdle("sc3", workers, scaleCount)
+	case "sc4":
+		sc4(workers)
+	case "sc5":
+		sc5(workers, quick)
+	case "sc6":
+		sc6(workers, quick)
+	default:
+		return false
+	}
+	return true
+}
