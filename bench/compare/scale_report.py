@@ -88,6 +88,7 @@ import glob
 import json
 import math
 import os
+import statistics
 import shlex
 import sys
 import time
@@ -345,6 +346,27 @@ def ratio_target(s, label, metric, w, peer, limit):
     return r <= limit, f"{r:.2f}x {peer} (weft {rr.fmt(wf['median'])}{u}, {peer} {rr.fmt(p['median'])}{u})"
 
 
+def sc7_row(d, path):
+    """SC7 from bench/compare/io/idle_conns/sc7.py's JSON: weft's RSS per
+    idle connection over Go's, median [min, max] over the repetitions; met
+    when the median is within the limit and weft lost no echo and none was
+    late."""
+    limit = d.get("target_rss_vs_go", 0.5)
+    ratios = sorted(r["rss"] for r in d.get("ratios", []) if isinstance(r, dict) and "rss" in r)
+    w = d.get("summary", {}).get("weft", {})
+    lost, late = w.get("lost"), w.get("late")
+    n = (w.get("connected") or ["?"])[0]
+    if not ratios:
+        return None, f"no weft/Go ratio in {os.path.basename(path)} (missing: {d.get('missing')})", f"<= {limit}x go"
+    med = statistics.median(ratios)
+    met = med <= limit and lost == 0 and late == 0
+    rss = statistics.median(w.get("rss_per_conn") or [0])
+    g = statistics.median(d.get("summary", {}).get("go", {}).get("rss_per_conn") or [0])
+    return met, (f"{med:.2f}x go [{ratios[0]:.2f}, {ratios[-1]:.2f}] at {n} connections "
+                 f"(weft {rss:,.0f} B, go {g:,.0f} B per connection); weft lost {lost}, late {late}"), \
+        f"<= {limit}x go, 0 lost"
+
+
 def idle_conns(s):
     """SC7 from the IO section's JSON (bench/compare/io/idle_conns*), if any."""
     cand = [s.a.idle_conns_json] if s.a.idle_conns_json else (
@@ -357,6 +379,8 @@ def idle_conns(s):
                     d = json.load(f)
             except (OSError, ValueError) as ex:
                 return None, f"{path}: unreadable ({ex})", "see the IO section"
+            if isinstance(d, dict) and "ratios" in d and "summary" in d:
+                return sc7_row(d, path)
             ts = d.get("targets") if isinstance(d, dict) else None
             if isinstance(ts, dict):
                 ts = list(ts.values())
