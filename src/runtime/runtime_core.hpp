@@ -27,8 +27,11 @@
 //             and sleep());
 //   SCHED-T1  a timer node is in a timer wheel only while its task is alive: the
 //             task takes its nodes out before it can end (remove_timer() finds the
-//             wheel through the node, whichever worker it runs on), and a firing
-//             timer takes a reference under the wheel's lock;
+//             wheel through the node, whichever worker it runs on; finish_task()
+//             takes out a wait's node left there, TIMER-L1); a firing wait timeout
+//             ends the wait under the wheel's lock and queues the task after it
+//             (the task cannot run before that), and a firing task deadline takes
+//             a reference under the lock (fire_shard());
 //   SCHED-T2  while any worker sleeps and a timer exists, one sleeping worker
 //             (the watcher) sleeps no later than the earliest timer over all the
 //             wheels: it publishes that time (watch_until) and reads the wheels
@@ -43,6 +46,14 @@
 //             its own and the shared wheel, and any other wheel whose lock is free,
 //             so a worker stuck in a long task does not hold up its timers while
 //             another worker runs its loop or the watcher wakes (docs/timers.md).
+//   SCHED-T4  a worker that hands off from task to task (switch_out()) stops
+//             handing off for the loop to fire timers once a timer is due by the
+//             coarse stamp of the running task's start, or by the precise clock,
+//             read at every 8th tick of the worker (handoff_timers_due()): a due
+//             timer waits at most 8 task runs of a hand-off chain (Tokio's
+//             scheduler looks at its timers every 61), and a hand-off reads the
+//             clock once in 8; the loop reads the precise clock at every pass and
+//             fires with that reading (due_now(), fire_timers(w, now)).
 //   SCHED-I1  once the runtime has a poller (L6, docs/io.md), the watcher of SCHED-T2
 //             waits in poller::poll() instead of on its futex word, and
 //             everything that wakes a sleeping worker (notify_one(), wake(), a new
@@ -173,7 +184,7 @@ public:
     // scheduler_base
     void ready(task_record* t) noexcept override;
     void switch_out(task_record* t, bool yield) override;
-    void add_timer(timer_node* n) override;
+    void add_timer(timer_node* n, std::chrono::steady_clock::time_point when, std::uint64_t word) override;
     void remove_timer(timer_node* n) noexcept override;
     void unhandled(task_record* t, std::exception_ptr e) noexcept override;
     void released() noexcept override {
@@ -242,11 +253,29 @@ private:
     void finish_task(worker* w, task_record* t) noexcept;
     // Timers (SCHED-T1 - SCHED-T3).
     struct timer_shard;
-    void fire_timers(worker* w) noexcept;
-    std::size_t fire_shard(worker* w, timer_shard& s, bool wait) noexcept;
-    bool timers_due() const noexcept {
+    void fire_timers(worker* w, std::int64_t now) noexcept;
+    std::size_t fire_shard(worker* w, timer_shard& s, std::int64_t now, bool wait) noexcept;
+    // due_now() is the clock's reading when a timer is due, for
+    // fire_timers(w, due_now()); 0 when none is (the clock is read only when
+    // a timer exists).
+    std::int64_t due_now() const noexcept {
         const std::int64_t next = earliest_timer(std::memory_order_relaxed);
-        return next != INT64_MAX && next <= steady_now_ns();
+        if (next == INT64_MAX) return 0;
+        const std::int64_t now = steady_now_ns();
+        return next <= now ? now : 0;
+    }
+    // handoff_timers_due() is switch_out()'s question before a hand-off
+    // (SCHED-T4): whether the loop should run to fire timers. It compares the
+    // earliest wheel time with the coarse stamp of this run's start first
+    // (w->now, never later than the precise clock) and reads the precise
+    // clock only at every handoff_clock_interval-th tick of the worker.
+    static constexpr unsigned handoff_clock_interval = 8;
+    bool handoff_timers_due(const worker* w) const noexcept {
+        const std::int64_t next = earliest_timer(std::memory_order_relaxed);
+        if (next == INT64_MAX) return false;
+        if (next <= w->now) return true;
+        if (w->tick % handoff_clock_interval != 0) return false;
+        return next <= steady_now_ns();
     }
     std::int64_t watch_wait_ns() noexcept;
     void thread_main(worker* w);
@@ -294,8 +323,12 @@ private:
     // added by threads that are not workers of this runtime. A node stays
     // in the wheel it was added to (timer_node::owner) until it fires or is
     // removed, also when its task migrates.
+    // Each wheel's lock is a spin_lock: it is held for a few instructions
+    // (an insert, an erase) or one batch of expiry, and taken without
+    // contention on the owner's path (its own worker adds, fires and mostly
+    // removes); a std::mutex cost twice the instructions there.
     struct alignas(64) timer_shard {
-        std::mutex mu;
+        mutable spin_lock mu;
         timer_wheel wheel;  // guarded by mu
         // wheel.next_due(), stored under mu after every change (seq_cst, SCHED-T2)
         std::atomic<std::int64_t> next{INT64_MAX};
@@ -379,7 +412,7 @@ inline void runtime_core::notify_one() noexcept {
     if (told) kick(told, tp);
 }
 
-// earliest_timer(): inline, since timers_due() reads it at every pass of a
+// earliest_timer(): inline, since due_now() reads it at every pass of a
 // worker's loop and every hand-off.
 inline std::int64_t runtime_core::earliest_timer(std::memory_order mo) const noexcept {
     std::int64_t e = INT64_MAX;

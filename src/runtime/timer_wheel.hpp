@@ -42,6 +42,12 @@ namespace weft::detail {
 //             next multiple of 64^levels ticks.
 //   TIMER-E4  the least tick over the nodes is cached for earliest(): an insert
 //             lowers it, a node leaving with that tick forgets it.
+//   TIMER-E5  every occupied slot of level L starts before every occupied slot of
+//             a level above L (and the overflow list starts after all of them): by
+//             TIMER-E2 a level-L slot lies within the current 64^(L+1)-tick block,
+//             and a slot of level L+1 or higher starts after that block ends. So
+//             the earliest slot is the first occupied one on the lowest occupied
+//             level, and recompute() stops there.
 //
 // Precision: a node is handed out at or after its deadline, and no later than
 // the first expire() at or after its deadline rounded up to the next tick.
@@ -232,31 +238,26 @@ private:
         if (s < overflow) occupied_[s / slots] &= ~(std::uint64_t{1} << (s % slots));
     }
 
-    // recompute() finds the earliest slot start (TIMER-E2: at every level the
-    // occupied slots are at or after elapsed's digit).
+    // recompute() finds the earliest slot start: the first occupied slot at
+    // or after elapsed's digit on the lowest level that has one (TIMER-E5).
     void recompute() noexcept {
-        next_ = no_tick;
-        next_slot_ = 0;
         for (unsigned level = 0; level < levels; ++level) {
             const int shift = slot_bits * static_cast<int>(level);
             const unsigned cur = static_cast<unsigned>((elapsed_ >> shift) & (slots - 1));
             const std::uint64_t bits = occupied_[level] & (~std::uint64_t{0} << cur);
             if (!bits) continue;
             const unsigned slot = static_cast<unsigned>(std::countr_zero(bits));
-            const std::uint64_t start =
-                ((elapsed_ >> (shift + slot_bits)) << (shift + slot_bits)) + (std::uint64_t{slot} << shift);
-            if (start < next_) {
-                next_ = start;
-                next_slot_ = static_cast<std::uint16_t>(level * slots + slot);
-            }
+            next_ = ((elapsed_ >> (shift + slot_bits)) << (shift + slot_bits)) + (std::uint64_t{slot} << shift);
+            next_slot_ = static_cast<std::uint16_t>(level * slots + slot);
+            return;  // TIMER-E5: no slot of a higher level starts earlier
         }
         if (!lists_[overflow].empty()) {
-            const std::uint64_t start = ((elapsed_ >> top_shift) + 1) << top_shift;
-            if (start < next_) {
-                next_ = start;
-                next_slot_ = overflow;
-            }
+            next_ = ((elapsed_ >> top_shift) + 1) << top_shift;
+            next_slot_ = overflow;
+            return;
         }
+        next_ = no_tick;
+        next_slot_ = 0;
     }
 
     std::uint64_t elapsed_ = 0;

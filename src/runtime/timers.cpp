@@ -15,18 +15,32 @@ namespace weft::detail {
 // A node goes into the wheel of the worker that adds it (the adding task's
 // worker), or into the shared wheel from any other thread, and records it
 // in `owner`: the remove, perhaps on another worker after the task moved,
-// locks that wheel.
-void runtime_core::add_timer(timer_node* n) {
+// locks that wheel. A wait's node may still be in a wheel, left there by a
+// wait that ended without it (TIMER-L1): it is taken out first, under the lock
+// of the wheel that holds it, and its deadline and word are written only
+// under a wheel's lock, since a firing worker reads them there.
+void runtime_core::add_timer(timer_node* n, std::chrono::steady_clock::time_point when, std::uint64_t word) {
     worker* w = this_worker();
     timer_shard& s = *timer_shards[w && w->rt == this ? w->index : nworkers];
+    auto* held = static_cast<timer_shard*>(n->owner);
+    if (held && held != &s) remove_timer(n);  // TIMER-L1: left in another wheel
     std::int64_t due;
+    bool earlier;
     {
         std::lock_guard g(s.mu);
+        if (held == &s) (void)s.wheel.erase(n);  // TIMER-L1: left in this wheel
+        n->when = when;
+        n->word = word;
         n->owner = &s;
         s.wheel.insert(n);
         due = s.wheel.next_due();
-        s.next.store(due, std::memory_order_seq_cst);
+        // SCHED-T2: an insert only moves next_due() earlier; when it did not, the
+        // add that published this value (or the watcher, which read it) has
+        // already done what follows.
+        earlier = due < s.next.load(std::memory_order_relaxed);
+        if (earlier) s.next.store(due, std::memory_order_seq_cst);
     }
+    if (!earlier) return;
     // SCHED-T2: the watcher sleeps until watch_until; tell it when this wheel is
     // due earlier.
     if (due < watch_until.load(std::memory_order_seq_cst) && n_sleeping.load(std::memory_order_seq_cst) > 0) {
@@ -48,61 +62,72 @@ void runtime_core::remove_timer(timer_node* n) noexcept {
     auto* s = static_cast<timer_shard*>(n->owner);
     if (!s) return;  // never added
     std::lock_guard g(s->mu);
-    if (s->wheel.erase(n)) s->next.store(s->wheel.next_due(), std::memory_order_seq_cst);
+    // A later next_due() need not be published at once: a wheel's `next` may
+    // be early (a worker or the watcher then finds nothing due and looks
+    // again), never late.
+    if (s->wheel.erase(n)) {
+        const std::int64_t due = s->wheel.next_due();
+        if (due != s->next.load(std::memory_order_relaxed)) s->next.store(due, std::memory_order_seq_cst);
+    }
 }
 
-// fire_timers() fires what is due on w's own wheel and on the shared one,
-// waiting for their locks, and on every other due wheel whose lock is free
-// (SCHED-T3): the other worker is then adding or removing a node, or firing that
-// wheel itself.
-void runtime_core::fire_timers(worker* w) noexcept {
-    const std::int64_t now = steady_now_ns();
+// fire_timers() fires what is due at `now` (the caller's one clock reading
+// for the pass) on w's own wheel and on the shared one, waiting for their
+// locks, and on every other due wheel whose lock is free (SCHED-T3): the other
+// worker is then adding or removing a node, or firing that wheel itself.
+void runtime_core::fire_timers(worker* w, std::int64_t now) noexcept {
     for (unsigned i = 0; i <= nworkers; ++i) {
         timer_shard& s = *timer_shards[i];
         if (s.next.load(std::memory_order_relaxed) > now) continue;
-        const std::size_t n = fire_shard(w, s, i == w->index || i == nworkers);
+        const std::size_t n = fire_shard(w, s, now, i == w->index || i == nworkers);
         if (n && w->view.trace) [[unlikely]] w->view.trace->instant(trace_event::timers, n);
     }
 }
 
 // fire_shard() returns how many timers it fired; w counts them before it
 // wakes anyone, so a joiner of a woken task sees them counted.
-std::size_t runtime_core::fire_shard(worker* w, timer_shard& s, bool wait) noexcept {
-    struct due {
-        task_record* task;
-        std::uint64_t word;
-        timer_node::kind what;
-    };
+//
+// SCHED-T1: a wait's timeout ends the wait under the wheel's lock (try_end);
+// the tasks whose waits it ended are queued (arrive) after the lock is
+// released: such a task cannot run, let alone end, before that arrival
+// (TASK-R1), and the firing touches no other task after the lock. A task that
+// won its wait otherwise (notified, canceled) removes its node under the same
+// lock before it can end, so it is alive while its node is looked at here. A
+// task deadline cancels a task that may be running: it takes a reference
+// under the lock and cancels after it.
+std::size_t runtime_core::fire_shard(worker* w, timer_shard& s, std::int64_t now_ns, bool wait) noexcept {
     constexpr std::size_t batch_size = 64;
     timer_node* nodes[batch_size];
-    due batch[batch_size];
+    task_record* woken[batch_size];
+    task_record* deadlines[batch_size];
+    const std::chrono::steady_clock::time_point now{std::chrono::nanoseconds(now_ns)};
     std::size_t fired = 0;
     for (;;) {
-        std::size_t n = 0;
+        std::size_t n = 0, nw = 0, nd = 0;
         {
             std::unique_lock g(s.mu, std::defer_lock);
             if (wait)
                 g.lock();
             else if (!g.try_lock())
                 return fired;
-            n = s.wheel.expire(std::chrono::steady_clock::now(), nodes, batch_size);
+            n = s.wheel.expire(now, nodes, batch_size);
             for (std::size_t i = 0; i < n; ++i) {
                 timer_node* t = nodes[i];
-                batch[i] = {t->task, t->word, t->what};
-                t->task->refs.fetch_add(1, std::memory_order_relaxed);  // SCHED-T1
+                if (t->what == timer_node::kind::task_deadline) {
+                    t->task->refs.fetch_add(1, std::memory_order_relaxed);  // SCHED-T1
+                    deadlines[nd++] = t->task;
+                } else if (try_end(t->task, t->word, wait_status::timed_out)) {  // SCHED-T1
+                    woken[nw++] = t->task;
+                }  // else a stale node (TIMER-L1) or a wait ended first: nothing to do
             }
             s.next.store(s.wheel.next_due(), std::memory_order_seq_cst);
         }
         w->view.timers.bump(n);
-        // Outside the lock: ending a wait queues the task (and may wake a
-        // worker); the node may be reused at once by its task's next wait,
-        // so only the copies are read here.
-        for (std::size_t i = 0; i < n; ++i) {
-            if (batch[i].what == timer_node::kind::task_deadline)
-                request_cancel(batch[i].task, wait_status::timed_out);
-            else if (try_end(batch[i].task, batch[i].word, wait_status::timed_out))
-                arrive(batch[i].task);
-            release(batch[i].task);
+        // Outside the lock: queueing a task may wake a worker.
+        for (std::size_t i = 0; i < nw; ++i) arrive(woken[i]);
+        for (std::size_t i = 0; i < nd; ++i) {
+            request_cancel(deadlines[i], wait_status::timed_out);
+            release(deadlines[i]);
         }
         fired += n;
         if (n < batch_size) return fired;

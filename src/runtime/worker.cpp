@@ -204,7 +204,7 @@ void runtime_core::switch_out(task_record* t, bool yield) {
     // are due (the loop fires them).
     if (outermost && !t->copy_stack) {
         worker* w = hooks::worker_of(t);
-        if (!w->batch && !w->stash && !timers_due()) {
+        if (!w->batch && !w->stash && !handoff_timers_due(w)) {  // SCHED-T4
             if (task_record* next = local_next(w)) {
                 if (next->fiber && !next->copy_stack) {
                     begin_run(w, next);
@@ -319,6 +319,7 @@ void runtime_core::run_task(worker* w, task_record* t) {
 // finish_task() ends t on w (the worker running this).
 void runtime_core::finish_task(worker* w, task_record* t) noexcept {
     if (t->has_deadline) remove_timer(&t->deadline_timer);
+    remove_timer(&t->wait_timer);  // SCHED-T1: a wait may have left it (TIMER-L1)
     // The stack goes back at once (warm, to this thread's cache), before
     // the joiners run: a finished task holds no stack.
     if (fiber_record* f = std::exchange(t->fiber, nullptr)) destroy(f);
@@ -346,7 +347,7 @@ void runtime_core::loop(worker* w, task_record* until, bool until_empty) {
         if (until && until->finished.load(std::memory_order_acquire)) return;
         if (until_empty && live.load(std::memory_order_acquire) == 0) return;
         if (!until && !until_empty && shutdown.load(std::memory_order_acquire)) return;
-        if (timers_due()) fire_timers(w);
+        if (const std::int64_t now = due_now()) fire_timers(w, now);
         if (++w->io_tick >= io_interval) {  // SCHED-I2
             w->io_tick = 0;
             (void)poll_now(w);
@@ -382,7 +383,7 @@ std::size_t runtime_core::run_once() {
     if (nthreads != 0) return 0;
     driver_guard g(this);
     worker* w = ws[0].get();
-    if (timers_due()) fire_timers(w);
+    if (const std::int64_t now = due_now()) fire_timers(w, now);
     (void)poll_now(w);
     // The batch is what is ready now; what becomes ready while it runs
     // waits for the next call.

@@ -176,15 +176,31 @@ wait_status park(task_record* t) {
     return status_of(t->wait_word.load(std::memory_order_acquire));
 }
 
+// park_until() disarms lazily:
+//
+//   TIMER-L1  a wait's timer node is taken out of its wheel after the wait only
+//             when the wait was canceled. Timed out: the firing took the node
+//             out under the wheel's lock before it ended the wait (SCHED-T1), and
+//             the task learnt the outcome after that. Notified: the node is left
+//             in its wheel: the task's next wait with a deadline moves it
+//             (add_timer(), one wheel lock instead of a remove and an add), and
+//             if it fires first it ends nothing, since its word names a wait
+//             that has ended (TASK-W1); the scheduler takes it out when the task
+//             ends (SCHED-T1).
+//
+// So the common server read, whose deadline is armed at every wait and
+// rarely fires, costs one wheel lock per wait, and a sleep (which times
+// out) one lock for the add and its share of the firing's.
 wait_status park_until(task_record* t, std::uint64_t word, const std::chrono::steady_clock::time_point* deadline) {
     if (!deadline) return park(t);
-    t->wait_timer.when = *deadline;
-    t->wait_timer.task = t;
-    t->wait_timer.word = word;
-    t->wait_timer.what = timer_node::kind::wait_timeout;
-    t->sched->add_timer(&t->wait_timer);
+    timer_node& n = t->wait_timer;
+    if (!n.task) {  // the first wait with a deadline: the node is in no wheel yet
+        n.task = t;
+        n.what = timer_node::kind::wait_timeout;
+    }
+    t->sched->add_timer(&n, *deadline, word);
     const wait_status why = park(t);
-    t->sched->remove_timer(&t->wait_timer);
+    if (why == wait_status::canceled) t->sched->remove_timer(&n);  // TIMER-L1
     return why;
 }
 

@@ -136,10 +136,12 @@ inline constexpr int wait_sequence_shift = 4;
 // timer_node is a deadline in one of a scheduler's timer wheels
 // (src/runtime/timer_wheel.hpp); it lives in the task record (a task has at
 // most two: its own deadline and its current wait's). `owner` is the timer
-// structure add_timer() put it in, written only by add_timer(): the thread
-// that removes it (perhaps another worker, after the task migrated) finds
-// the right wheel, and its lock, through it. prev, next, slot and the
-// fields the firing code copies out are guarded by that wheel's lock.
+// structure add_timer() put it in, written only by add_timer(), on the
+// task's own thread: the thread that removes it (perhaps another worker,
+// after the task migrated) finds the right wheel, and its lock, through it.
+// `task` and `what` are set before the node is first added and never
+// change; when, word, prev, next and slot are guarded by the lock of the
+// wheel that holds the node (add_timer() writes when and word there).
 struct timer_node {
     static constexpr std::uint16_t unlinked = 0xffff;
     enum class kind : std::uint8_t { task_deadline, wait_timeout };
@@ -204,9 +206,12 @@ public:
     virtual void switch_out(task_record* t, bool yield) = 0;
     // add_timer() / remove_timer() put a node into / take it out of the
     // scheduler's timers (remove of a node not in them does nothing; it
-    // may run on another thread than the add). A node fires at or after its
-    // `when`, never before.
-    virtual void add_timer(timer_node* n) = 0;
+    // may run on another thread than the add). add_timer() sets the node's
+    // deadline and word; the node may still be in the timers from an
+    // earlier add (a wait that ended without its timer: park_until(),
+    // TIMER-L1), and is then moved. A node fires at or after its deadline,
+    // never before.
+    virtual void add_timer(timer_node* n, std::chrono::steady_clock::time_point when, std::uint64_t word) = 0;
     virtual void remove_timer(timer_node* n) noexcept = 0;
     // unhandled() reports the exception of a detached task that failed.
     virtual void unhandled(task_record* t, std::exception_ptr e) noexcept = 0;

@@ -3,7 +3,10 @@
 // sleep_for, wait_for on a handle, a spawn deadline); cancelled waits leave
 // no timer behind (next_timer_due()); a task whose timers were added on one
 // worker and removed on another (it moved) still sleeps and times out
-// correctly; and many tasks sleep at once (env WEFT_TIMER_SLEEPERS;
+// correctly; the timer a notified wait leaves behind (TIMER-L1) ends no later
+// wait, is moved by the next deadline, and goes with its task; timeouts
+// racing wakes and cancellations end each wait once; and many tasks sleep
+// at once (env WEFT_TIMER_SLEEPERS;
 // 20,000 under sanitizers, valgrind and qemu). Every test runs with 0, 1, 2
 // and 4 workers under a watchdog, leak-checked.
 
@@ -13,6 +16,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <vector>
@@ -20,6 +24,7 @@
 #include "unit/runtime/runtime_fixture.hpp"
 #include "timer_wheel.hpp"
 #include "weft/runtime.hpp"
+#include "weft/sync/event.hpp"
 
 namespace {
 
@@ -281,6 +286,158 @@ TEST_P(timer_test, sleep_across_migration) {
         EXPECT_EQ(e.state(), weft::task_state::timed_out);
     }
     EXPECT_GE(unwound.load(), deadline);
+    EXPECT_FALSE(rt.next_timer_due().has_value());
+}
+
+// fired() is how many timers the runtime's workers have fired so far.
+std::uint64_t fired(const weft::runtime& rt) {
+    std::uint64_t n = 0;
+    for (const auto& w : rt.stats().workers) n += w.timers;
+    return n;
+}
+
+// TIMER-L1: a wait ended by its notification leaves its timer in the wheel.
+// When that timer fires, during a later wait of the same task, it ends
+// nothing: its word names the earlier wait (TASK-W1). The firing is counted,
+// so the test knows the left timer did fire inside the second wait.
+TEST_P(timer_test, a_timer_left_by_a_notified_wait_ends_no_later_wait) {
+    weft::runtime rt(options());
+    weft::test::driver d(rt);
+    weft::event first, second;
+    struct result {
+        bool first_set, second_set;
+        std::uint64_t fired_during;
+        clk::duration second_took;
+    };
+    auto t = rt.spawn([&] {
+        result r{};
+        auto setter = weft::spawn([&] {
+            weft::this_task::sleep_for(1ms);
+            first.set();
+        });
+        r.first_set = first.wait_for(100ms);  // its timer stays, due 100 ms from the start
+        setter.join();
+        auto late = weft::spawn([&] {
+            weft::this_task::sleep_for(300ms);
+            second.set();
+        });
+        const std::uint64_t before = fired(rt);
+        const auto start = clk::now();
+        second.wait();  // no deadline: only the set ends it
+        r.second_took = clk::now() - start;
+        r.second_set = second.is_set();
+        r.fired_during = fired(rt) - before;
+        late.join();
+        return r;
+    });
+    const result r = t.join();
+    EXPECT_TRUE(r.first_set);
+    EXPECT_TRUE(r.second_set) << "the left timer ended the later wait";
+    EXPECT_GE(r.second_took, 200ms);
+    // The left timer (due at 100 ms) and the setter's sleep (300 ms).
+    EXPECT_GE(r.fired_during, 2u) << "the left timer did not fire during the second wait";
+    EXPECT_FALSE(rt.next_timer_due().has_value()) << "the task's end left its timer";
+}
+
+// TIMER-L1: a deadline armed at every wait and never reached (a server's read
+// deadline) is moved by each wait, not added again: after many waits one
+// timer is pending, at the last deadline; a shorter deadline moves it earlier
+// and fires at its time; the task's end takes a left timer out.
+TEST_P(timer_test, a_deadline_set_at_every_wait_is_moved_and_fires_when_shortened) {
+    weft::runtime rt(options());
+    weft::test::driver d(rt);
+    constexpr int rounds = 2000;
+    struct result {
+        int notified;
+        bool pending_ok, short_timed_out;
+        clk::duration short_took;
+    };
+    auto t = rt.spawn([&] {
+        result r{};
+        for (int i = 0; i < rounds; ++i) {
+            auto quick = weft::spawn([] {});
+            r.notified += quick.wait_for(1h);
+        }
+        const auto due = rt.next_timer_due();
+        r.pending_ok = due && *due > clk::now() + 50min && *due <= clk::now() + 1h + tick;
+        weft::event never;
+        auto stuck = weft::spawn([&] { never.wait(); });
+        const auto start = clk::now();
+        r.short_timed_out = !stuck.wait_for(20ms);
+        r.short_took = clk::now() - start;
+        never.set();
+        stuck.join();
+        auto quick = weft::spawn([] {});
+        (void)quick.wait_for(1h);  // may leave a timer: the end takes it out
+        return r;
+    });
+    const result r = t.join();
+    EXPECT_EQ(r.notified, rounds);
+    EXPECT_TRUE(r.pending_ok) << "after the waits, the pending timer is not the last wait's deadline";
+    EXPECT_TRUE(r.short_timed_out) << "the shorter deadline did not fire";
+    EXPECT_GE(r.short_took, 20ms);
+    EXPECT_LT(r.short_took, 30s) << "the shorter deadline fired at the old one";
+    EXPECT_FALSE(rt.next_timer_due().has_value()) << "the task's end left its timer";
+}
+
+// A wait's timeout racing its notification, and a sleep's timer racing a
+// cancellation from another thread: each wait ends exactly once, by one of
+// the two (counted), never before its deadline when by the timer, and no
+// timer is left. Deadlines of 0 to 120 us, so that both sides win often
+// (under TSan: the firing's try_end under the wheel's lock, SCHED-T1, against
+// the waker's and the cancel's on other threads).
+TEST_P(timer_test, timeouts_racing_wakes_and_cancels_end_each_wait_once) {
+    weft::runtime rt(options());
+    weft::test::driver d(rt);
+    constexpr int n = 300;
+    std::atomic<int> notified{0}, timed_out{0}, early{0}, unset{0};
+    std::vector<std::unique_ptr<weft::event>> evs;
+    for (int i = 0; i < n; ++i) evs.push_back(std::make_unique<weft::event>());
+    std::vector<weft::join_handle<void>> hs;
+    for (int i = 0; i < n; ++i) {
+        weft::event* ev = evs[static_cast<std::size_t>(i)].get();
+        const auto wait = std::chrono::microseconds((i % 7) * 20);
+        hs.push_back(rt.spawn([&notified, &timed_out, &early, &unset, ev, wait] {
+            const auto deadline = clk::now() + wait;
+            if (ev->wait_until(deadline)) {
+                notified.fetch_add(1);
+                if (!ev->is_set()) unset.fetch_add(1);
+            } else {
+                timed_out.fetch_add(1);
+                if (clk::now() < deadline) early.fetch_add(1);
+            }
+        }));
+        hs.push_back(rt.spawn([ev, i] {
+            for (int k = 0; k < i % 5; ++k) weft::this_task::yield();
+            ev->set();
+        }));
+    }
+    for (auto& h : hs) h.join();
+    EXPECT_EQ(notified.load() + timed_out.load(), n);
+    EXPECT_EQ(unset.load(), 0) << "a wait ended notified without its event set";
+    EXPECT_EQ(early.load(), 0) << "a wait timed out before its deadline";
+
+    std::atomic<int> completed{0}, canceled{0};
+    std::vector<weft::join_handle<void>> sleepers;
+    for (int i = 0; i < n; ++i)
+        sleepers.push_back(rt.spawn([&completed, i] {
+            weft::this_task::sleep_for(std::chrono::microseconds((i % 7) * 20));
+            completed.fetch_add(1);
+        }));
+    for (int i = 0; i < n; ++i) {
+        const auto until = clk::now() + std::chrono::microseconds((i % 3) * 30);
+        while (clk::now() < until) {
+        }
+        sleepers[static_cast<std::size_t>(i)].cancel();
+    }
+    for (auto& h : sleepers) {
+        try {
+            h.join();
+        } catch (const weft::task_canceled&) {
+            canceled.fetch_add(1);
+        }
+    }
+    EXPECT_EQ(completed.load() + canceled.load(), n);
     EXPECT_FALSE(rt.next_timer_due().has_value());
 }
 
