@@ -236,6 +236,9 @@ bool wait_finished(task_record* x, const std::chrono::steady_clock::time_point* 
     // WAITER-V4: complete() reaches the waiter and its node while we wait. The
     // waiter binds to the calling task, or to the thread outside a task
     // (needs_stack from a C++20 task's coroutine, before anything is linked).
+    // SHRINK-A2: the joined task may use the joiner's locals by reference (the
+    // structured-concurrency idiom): the joiner's stack stays while it waits.
+    stack_pin pin;
     stable<one_wait> held;
     one_wait& j = *held;
     x->join_lock.lock();
@@ -267,6 +270,7 @@ std::size_t wait_any(std::span<task_record* const> ts) {
     if (std::size_t i = first_finished(); i < ts.size()) return i;
     // TASK-J3: one waiter (needs_stack as in wait_finished), one node per
     // task; both off a shared stack (WAITER-V4): the nodes are on the heap.
+    stack_pin pin;  // SHRINK-A2, as in wait_finished()
     stable<waiter> held;
     waiter& w = *held;
     std::vector<wait_node> ns(ts.size());

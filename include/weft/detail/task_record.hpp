@@ -30,6 +30,20 @@ enum class task_state : std::uint8_t;
 class waiter;
 
 namespace detail {
+// pin_frame_of() adds d to the wait arena's pins (SHRINK-A2) of the calling
+// task when p lies on that task's own stack: a primitive (its wait_queue)
+// that lives in a task's frame is reached by other tasks and threads while
+// the task waits, so the task's stack must not be released meanwhile
+// (docs/runtime.md, "What a task's neighbours may not do while it is
+// parked"). Does nothing elsewhere: on a thread, on a copy stack, in a
+// nested fiber, on the heap.
+inline void pin_frame_of(const void* p, int d) noexcept {
+    fiber_record* f = this_thread_state()->current;
+    if (!f || !f->arena) return;
+    const auto* b = static_cast<const std::byte*>(f->stack.base);
+    const auto* q = static_cast<const std::byte*>(p);
+    if (q >= b && q < b + f->stack.size) f->arena->pins += static_cast<std::uint32_t>(d);
+}
 // check_off_shared_stack() aborts, naming the running task or coroutine, if
 // `p` lies on the shared stack the caller runs on: `what` (a wait node, a
 // waiter) would be overwritten while the caller is suspended (WAITER-V4). Used by
@@ -73,6 +87,21 @@ struct wait_node {
 // says whether a node is in a queue.
 class wait_queue {
 public:
+    // A queue in a task's frame pins the task while it lives (pin_frame_of(),
+    // SHRINK-A2). off_stack: a queue known to be on the heap (a task record's).
+    struct off_stack_t {};
+    static constexpr off_stack_t off_stack{};
+    constexpr wait_queue() noexcept {
+        if (!std::is_constant_evaluated()) detail::pin_frame_of(this, 1);
+    }
+    constexpr explicit wait_queue(off_stack_t) noexcept {}
+    // The same test as the constructor's (a queue on the heap is on no
+    // task's stack; a queue ends on the fiber it was made on).
+    constexpr ~wait_queue() {
+        if (!std::is_constant_evaluated()) detail::pin_frame_of(this, -1);
+    }
+    wait_queue(const wait_queue&) = delete;
+    wait_queue& operator=(const wait_queue&) = delete;
     [[nodiscard]] bool empty() const noexcept { return list_.empty(); }
     [[nodiscard]] wait_node* front() const noexcept { return list_.front(); }
     void push_back(wait_node* n) noexcept {
@@ -309,7 +338,7 @@ struct task_record {
     // the queue's second pointer (its tail) does not make the record any
     // bigger than the one-pointer list of joiners it replaced.
     task_state outcome;
-    wait_queue joiners;                  // the nodes of the waiters that join this task
+    wait_queue joiners{wait_queue::off_stack};  // the nodes of the waiters that join this task
     std::exception_ptr exception;
 
     // --- timers, locals, queues, registry (owned by the scheduler) ---
