@@ -347,6 +347,14 @@ TEST_P(shrink_test, a_shrunk_task_woken_from_another_worker_runs_there_whole) {
     ASSERT_TRUE(shrunk_to(rt, 1));
     // The waker sets the event from a worker other than the one the task
     // parked on: the woken task runs next there (the waker's LIFO slot).
+    // Tasks that keep yielding keep every worker awake, so that wakers
+    // spawned from here land on all of them.
+    std::atomic<bool> busy{true};
+    std::vector<weft::join_handle<void>> hogs;
+    for (unsigned i = 0; i < 4 * workers(); ++i)
+        hogs.push_back(rt.spawn([&] {
+            while (busy.load()) weft::this_task::yield();
+        }));
     bool woke = false;
     for (int i = 0; i < 1000 && !woke; ++i) {
         woke = rt.spawn([&] {
@@ -355,6 +363,8 @@ TEST_P(shrink_test, a_shrunk_task_woken_from_another_worker_runs_there_whole) {
                      return true;
                  }).join();
     }
+    busy.store(false);
+    for (auto& g : hogs) g.join();
     ASSERT_TRUE(woke);
     h.join();
     EXPECT_EQ(result.load(), 1);
