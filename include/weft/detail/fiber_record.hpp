@@ -136,9 +136,10 @@ struct no_tools {};
 //              matching stable<T> saved when that stable<T> ends: stables are
 //              scoped objects of one fiber, so they end in reverse order.
 //   SHRINK-A2  While `pins` is not 0 something another party may touch lies in the
-//              task's frames (a stable<T> that did not fit, a blocking() job,
-//              an io_uring operation's buffer, a wait inside a nested fiber):
-//              the task is not shrunk.
+//              task's frames (a stable<T> that did not fit, a primitive's
+//              wait_queue, a joiner's locals, a blocking() job, an io_uring
+//              operation's buffer, a wait inside a nested fiber): the task is
+//              not shrunk.
 struct wait_arena {
     static constexpr std::size_t capacity = 256;
     std::uint32_t used = 0;
