@@ -48,9 +48,13 @@ int rss(long n) {
     hs.reserve(static_cast<std::size_t>(n));
     const long base = rss_kib();
     for (long i = 0; i < n; ++i) hs.push_back(rt.spawn([&] { ev.wait(); }));
-    // Every task has run to its wait (each is counted once it has parked).
-    while (rt.stats().total().switches < static_cast<std::uint64_t>(n)) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    // Every task has run to its wait.
+    for (;;) {
+        long waiting = 0;
+        for (const weft::task_info& t : rt.tasks()) waiting += t.state == weft::task_state::waiting;
+        if (waiting == n) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
     const long parked = rss_kib();
     for (int round = 0; round < 20000 && rt.stats().total().shrinks < static_cast<std::uint64_t>(n); ++round) {
         rt.shrink_idle();
@@ -60,6 +64,7 @@ int rss(long n) {
     const long shrunk = rss_kib();
     std::printf("tasks %ld: shrinks %llu, kept %llu B (%.0f B/task)\n", n, static_cast<unsigned long long>(t.shrinks),
                 static_cast<unsigned long long>(t.shrunk_bytes), double(t.shrunk_bytes) / double(n));
+    std::printf("RSS KiB: base %ld parked %ld shrunk %ld\n", base, parked, shrunk);
     std::printf("RSS per task: parked %.0f B, after shrinking %.0f B (base %ld KiB)\n",
                 double(parked - base) * 1024 / double(n), double(shrunk - base) * 1024 / double(n), base);
     ev.set();
