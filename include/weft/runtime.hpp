@@ -284,6 +284,14 @@ public:
     // freed when the handles go. Idempotent. Throws: task_error (inside_task).
     void stop();
 
+    // shrink_idle() asks every worker to shrink, at its next pass, every
+    // parked task it has listed as a candidate, however briefly it has been
+    // parked (docs/runtime.md, "Idle tasks give their stack back"): for a
+    // program about to go idle, and for tests. Returns at once; with
+    // workers = 0 the next run_once() / run_for() / block_on() pass does it.
+    // Does nothing when shrink_idle_after is 0. Safe from any thread.
+    void shrink_idle() noexcept;
+
     // workers() is the number of worker threads (0: caller-driven).
     [[nodiscard]] unsigned workers() const noexcept;
     // live_tasks() is the number of tasks spawned and not yet finished.
@@ -317,6 +325,13 @@ struct worker_stats {
     std::uint64_t timers = 0;    // timers it fired (task sleeps, wait timeouts, task deadlines)
     std::uint64_t io_waits = 0;  // IO waits begun by tasks running here
     std::uint64_t io_polls = 0;  // polls for IO readiness it made
+    // Idle tasks giving their stack back (runtime_options::shrink_idle_after):
+    // shrinks it made, restores of shrunk tasks it resumed, and the live bytes
+    // its shrinks kept on the heap (in all; what is kept now is that less
+    // what the restores gave back, which the workers do not count).
+    std::uint64_t shrinks = 0;
+    std::uint64_t restores = 0;
+    std::uint64_t shrunk_bytes = 0;
     std::size_t deque = 0;       // tasks in its deque now (an estimate)
     std::size_t inbox = 0;       // pinned tasks of its made ready by other threads, not yet taken
     bool running = false;        // running a task now
@@ -345,6 +360,9 @@ struct runtime_stats {
             t.timers += w.timers;
             t.io_waits += w.io_waits;
             t.io_polls += w.io_polls;
+            t.shrinks += w.shrinks;
+            t.restores += w.restores;
+            t.shrunk_bytes += w.shrunk_bytes;
             t.deque += w.deque;
             t.inbox += w.inbox;
             t.running = t.running || w.running;
@@ -368,6 +386,9 @@ join_handle<R> spawn(F&& f, const spawn_options& options = {}) {
 template <class F, class R = std::invoke_result_t<std::decay_t<F>&>>
 R blocking(F&& f) {
     if (!this_task::inside()) return std::invoke(std::forward<F>(f));
+    // SHRINK-A2: the pool thread runs f, whose captures may point into this
+    // task's frames, while the task is parked: its stack is not shrunk.
+    detail::stack_pin pin;
     // WAITER-V4 (weft/waiter.hpp): the pool thread writes the job and the result
     // while this task is suspended; on a shared stack they and a copy of f
     // (moved from an rvalue) live in a heap block, and f must not point

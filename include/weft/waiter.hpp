@@ -63,6 +63,14 @@ struct stackless_tag {};
     return f && f->copy_mode;
 }
 
+// in_arena_task() says whether the calling code runs on a runtime task's
+// fiber that has a wait arena (its stack may be shrunk while it waits:
+// SHRINK-A1, SHRINK-A2).
+[[nodiscard]] inline bool in_arena_task() noexcept {
+    const fiber_record* f = this_thread_state()->current;
+    return f && f->arena;
+}
+
 // check_no_pointer_into_shared_stack() aborts, naming the running task, if
 // any aligned word of the n bytes at obj holds an address on the shared
 // stack the caller runs on (a callable that another thread will run while
@@ -72,25 +80,57 @@ struct stackless_tag {};
 WEFT_API void check_no_pointer_into_shared_stack(const void* obj, std::size_t n, const char* what) noexcept;
 
 // stable<T> holds one T that other parties reach while its owner is
-// suspended (WAITER-V4): in the owner's frame, or, when the owner runs on a shared
-// stack, in a heap block of its own (one allocation per wait there; none on
-// a stack of its own). Throws: std::bad_alloc, and what T's constructor
-// throws.
+// suspended (WAITER-V4): in the owner's frame; in a heap block of its own when
+// the owner runs on a shared stack (one allocation per wait there); in the
+// task fiber's wait arena when the owner is a runtime task whose stack may
+// be shrunk (a bump, no allocation: SHRINK-A1), or, when T does not fit
+// there, in the frame with the task pinned (SHRINK-A2) until it ends.
+// Throws: std::bad_alloc, and what T's constructor throws.
 template <class T>
 class stable {
 public:
     template <class... A>
     explicit stable(A&&... a) {
-        if (on_shared_stack()) [[unlikely]]
-            p_ = new T(std::forward<A>(a)...);
-        else
+        fiber_record* f = this_thread_state()->current;
+        if (!f) {
             p_ = ::new (static_cast<void*>(here_)) T(std::forward<A>(a)...);
+        } else if (f->copy_mode) [[unlikely]] {
+            p_ = new T(std::forward<A>(a)...);
+        } else if (wait_arena* w = f->arena) {
+            if constexpr (alignof(T) <= 16 && sizeof(T) <= wait_arena::capacity) {
+                constexpr std::uint32_t al = alignof(T);
+                const std::uint32_t at = (w->used + al - 1) & ~(al - 1);
+                if (at + sizeof(T) <= wait_arena::capacity) {
+                    const std::uint32_t mark = w->used;
+                    w->used = at + static_cast<std::uint32_t>(sizeof(T));  // SHRINK-A1
+                    try {
+                        p_ = ::new (static_cast<void*>(w->bytes + at)) T(std::forward<A>(a)...);
+                    } catch (...) {
+                        w->used = mark;
+                        throw;
+                    }
+                    arena_ = w;
+                    mark_ = mark;
+                    return;
+                }
+            }
+            p_ = ::new (static_cast<void*>(here_)) T(std::forward<A>(a)...);
+            ++w->pins;  // SHRINK-A2
+            arena_ = w;
+        } else {
+            p_ = ::new (static_cast<void*>(here_)) T(std::forward<A>(a)...);
+        }
     }
     ~stable() {
-        if (static_cast<void*>(p_) == static_cast<void*>(here_))
+        if (static_cast<void*>(p_) == static_cast<void*>(here_)) {
             p_->~T();
-        else
+            if (arena_) --arena_->pins;  // SHRINK-A2
+        } else if (arena_) {
+            p_->~T();
+            arena_->used = mark_;  // SHRINK-A1
+        } else {
             delete p_;
+        }
     }
     stable(const stable&) = delete;
     stable& operator=(const stable&) = delete;
@@ -98,8 +138,9 @@ public:
     T& operator*() const noexcept { return *p_; }
     T* operator->() const noexcept { return p_; }
     T* get() const noexcept { return p_; }
-    // off_frame() says whether the T is in a heap block (the owner runs on a
-    // shared stack): what the owner hands over must then be copied in too.
+    // off_frame() says whether the T is off the owner's frame (a heap block
+    // on a shared stack, or a wait arena): what the owner hands over must
+    // then be copied in too.
     [[nodiscard]] bool off_frame() const noexcept {
         return static_cast<const void*>(p_) != static_cast<const void*>(here_);
     }
@@ -107,6 +148,28 @@ public:
 private:
     alignas(T) std::byte here_[sizeof(T)];
     T* p_;
+    wait_arena* arena_ = nullptr;
+    std::uint32_t mark_ = 0;
+};
+
+// stack_pin keeps the calling task's stack from being shrunk while it lives
+// (SHRINK-A2): around a wait during which another party may touch the task's
+// frames (a blocking() callable's references, the buffer of an io_uring
+// operation). Does nothing outside a task fiber that has a wait arena.
+class stack_pin {
+public:
+    stack_pin() noexcept {
+        if (fiber_record* f = this_thread_state()->current)
+            if ((a_ = f->arena)) ++a_->pins;
+    }
+    ~stack_pin() {
+        if (a_) --a_->pins;
+    }
+    stack_pin(const stack_pin&) = delete;
+    stack_pin& operator=(const stack_pin&) = delete;
+
+private:
+    wait_arena* a_ = nullptr;
 };
 }  // namespace detail
 

@@ -142,6 +142,9 @@ struct counted {
 std::size_t read_into(int fd, std::span<std::byte> buf, std::uint64_t offset, std::error_code& ec,
                       clock::time_point deadline) {
     if (detail::backend* b = ring_backend()) {
+        // SHRINK-A2: the kernel writes or reads the caller's buffer, which may be
+        // in the task's frames, while the task is parked.
+        weft::detail::stack_pin pin;
         weft::detail::stable<ring_op> r;
         for (;;) {
             r->prepare(detail::op_state::read, fd, buf.data(), buf.size(), offset);
@@ -172,6 +175,9 @@ std::size_t read_into(int fd, std::span<std::byte> buf, std::uint64_t offset, st
 std::size_t write_from(int fd, std::span<const std::byte> buf, std::uint64_t offset, std::error_code& ec,
                        clock::time_point deadline) {
     if (detail::backend* b = ring_backend()) {
+        // SHRINK-A2: the kernel writes or reads the caller's buffer, which may be
+        // in the task's frames, while the task is parked.
+        weft::detail::stack_pin pin;
         weft::detail::stable<ring_op> r;
         std::size_t done = 0;
         while (done < buf.size()) {

@@ -77,6 +77,8 @@ runtime_core::runtime_core(const runtime_options& o)
     if (o.workers > 1024) bad_option("workers must be at most 1024");
     if (o.blocking_threads == 0) bad_option("blocking_threads must be at least 1");
     shards = std::make_unique<shard[]>(nworkers + 1);
+    if (o.shrink_idle_after.count() < 0) bad_option("shrink_idle_after must not be negative");
+    shrink_after_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(o.shrink_idle_after).count();
     guarded_budget = guarded_stack_budget();
     // A slab slot is the stack plus its guard word, in whole pages.
     if (o.stack_size < 2 * page_size() || !round_up(o.stack_size + slab_stack::guard_bytes, page_size(), slabs.slot))
@@ -149,14 +151,25 @@ fiber_record* runtime_core::make_fiber(task_record* t) {
     }
     fo.stack_size = t->stack_size ? t->stack_size : opts.stack_size;
     const bool slab_fits = opts.stack_fallback && fo.stack_size <= opts.stack_size;
-    if (slab_fits && guarded.live.load(std::memory_order_relaxed) >= guarded_budget)
-        return make_block<plain_fiber>(slab_stack(&slabs), body, fo);
+    // A task whose stack may be shrunk keeps its fiber record off the stack
+    // (create_split(): docs/runtime.md, "Idle tasks give their stack back").
+    const bool split = shrink_after_ns > 0 && !t->stackless;
+    auto make = [&](auto alloc) -> fiber_record* {
+        if (split) {
+            using A = decltype(alloc);
+            fiber_record* f = create_split<split_block<plain_fiber, task_body, A>>(std::move(alloc), body, fo);
+            t->shrinkable = true;
+            return f;
+        }
+        return make_block<plain_fiber>(std::move(alloc), body, fo);
+    };
+    if (slab_fits && guarded.live.load(std::memory_order_relaxed) >= guarded_budget) return make(slab_stack(&slabs));
     try {
-        return make_block<plain_fiber>(guarded_stack(&guarded), body, fo);
+        return make(guarded_stack(&guarded));
     } catch (const stack_error& e) {
         // Out of mappings (or memory): a slab stack may still be had.
         if (!slab_fits || e.code() != std::errc::not_enough_memory) throw;
-        return make_block<plain_fiber>(slab_stack(&slabs), body, fo);
+        return make(slab_stack(&slabs));
     }
 }
 
@@ -266,6 +279,8 @@ std::size_t runtime::run_for(std::chrono::nanoseconds budget) {
 }
 
 void runtime::stop() { core_->stop(); }
+
+void runtime::shrink_idle() noexcept { core_->ask_sweep(); }
 
 unsigned runtime::workers() const noexcept { return core_->nthreads; }
 

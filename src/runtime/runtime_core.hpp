@@ -159,6 +159,12 @@ struct alignas(64) worker {
     // timeout, as the watcher (SCHED-I1); guarded by runtime_core::idle_mu.
     bool polling = false;
     unsigned io_tick = 0;  // loop iterations since the last IO poll
+    // Idle candidates (docs/runtime.md, "Finding idle tasks"): owner-only;
+    // each entry holds a reference. sweep_asked: runtime::shrink_idle().
+    intrusive_fifo<task_record, fifo_link<task_record, &task_record::idle_next>> idle_fifo;
+    std::size_t idle_count = 0;
+    unsigned sweep_tick = 0;
+    std::atomic<bool> sweep_asked{false};
     // Copy-stack tasks pinned here run on these stacks.
     std::once_flag shared_once;
     std::unique_ptr<shared_stack_pool> shared;
@@ -193,6 +199,16 @@ public:
 
     bool submit(task_record* t, const spawn_options& o);
     fiber_record* make_fiber(task_record* t);
+    // Idle tasks giving their stack back (shrink.cpp; docs/runtime.md).
+    // shrink_after_ns: runtime_options::shrink_idle_after (0: off).
+    std::int64_t shrink_after_ns = 0;
+    void ask_sweep() noexcept;
+    void maybe_sweep(worker* w) noexcept;
+    void sweep(worker* w, bool force) noexcept;
+    bool shrink_task(worker* w, task_record* t) noexcept;
+    static void restore_task(worker* w, task_record* t) noexcept;
+    std::int64_t shrink_wait_ns(worker* w) const noexcept;
+    void drain_idle() noexcept;
     bool run_stackless(worker* w, task_record* t);
     void drive(task_record* root);
     std::size_t run_once();
@@ -454,11 +470,23 @@ struct hooks {
     static worker* worker_of(task_record* t) noexcept {
         return static_cast<runtime_core*>(t->sched)->ws[static_cast<unsigned>(t->worker.load(std::memory_order_relaxed))].get();
     }
+    // list_idle() makes a parked task that may be shrunk a candidate of
+    // w's sweep (docs/runtime.md, "Finding idle tasks"), once: before the
+    // arrival, after which the task may run and end elsewhere.
+    static void list_idle(worker* w, task_record* t) noexcept {
+        if (!t->shrinkable || t->idle_listed.load(std::memory_order_relaxed)) return;
+        if (t->idle_listed.exchange(true, std::memory_order_acq_rel)) return;
+        t->refs.fetch_add(1, std::memory_order_relaxed);
+        w->idle_fifo.push_back(t);
+        ++w->idle_count;
+    }
     static void after_park(void* p) noexcept {
         auto* t = static_cast<task_record*>(p);
         guard_check(t);
-        worker_of(t)->switched = true;
-        arrive(t);
+        worker* w = worker_of(t);
+        w->switched = true;
+        list_idle(w, t);
+        arrive_switched(t);  // TASK-R1, SHRINK-S1
     }
     // after_handoff_park / after_handoff_yield run on the side of the task that was
     // handed the worker (switch_to), once the leaving task is saved. They do
@@ -466,7 +494,8 @@ struct hooks {
     static void after_handoff_park(void* p) noexcept {
         auto* t = static_cast<task_record*>(p);
         guard_check(t);
-        arrive(t);
+        list_idle(worker_of(t), t);
+        arrive_switched(t);  // TASK-R1, SHRINK-S1
     }
     static void after_handoff_yield(void* p) noexcept {
         auto* t = static_cast<task_record*>(p);

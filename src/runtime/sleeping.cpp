@@ -143,6 +143,11 @@ void runtime_core::sleep(worker* w) noexcept {
                 watching = watcher == w;
                 if (watching) wait = watch_wait_ns();  // SCHED-T2
             }
+            // A worker with shrink candidates wakes when the oldest may be
+            // due, and its loop sweeps (shrink.cpp).
+            const std::int64_t sw = shrink_wait_ns(w);
+            const bool for_sweep = sw >= 0 && (wait < 0 || sw < wait);
+            if (for_sweep) wait = sw;
             if (poller* p = io.load(std::memory_order_acquire); watching && p) {
                 // SCHED-I1, SCHED-I2: the watcher waits in the poller. Only tried: the
                 // lock may be held by a running worker's poll(0) (for
@@ -169,12 +174,12 @@ void runtime_core::sleep(worker* w) noexcept {
                     w->polling = false;
                 }
                 pl.unlock();
-                if (woke > 0 || earliest_timer() <= steady_now_ns()) break;
+                if (woke > 0 || for_sweep || earliest_timer() <= steady_now_ns()) break;
                 continue;
             }
             if (wait == 0) break;
             futex_wait(&w->futex, 0, wait);
-            if (watching && earliest_timer() <= steady_now_ns()) break;
+            if (for_sweep || (watching && earliest_timer() <= steady_now_ns())) break;
         }
     }
     if (sleeps && w->view.trace) [[unlikely]] w->view.trace->end_sleep();

@@ -106,6 +106,9 @@ runtime_stats runtime_core::stats() const {
         s.timers = v.timers.get();
         s.io_waits = v.io_waits.get();
         s.io_polls = v.io_polls.get();
+        s.shrinks = v.shrinks.get();
+        s.restores = v.restores.get();
+        s.shrunk_bytes = v.shrunk_bytes.get();
         s.deque = static_cast<std::size_t>(w->deque.size_estimate());
         {
             std::lock_guard g(w->inbox_mu);

@@ -38,7 +38,7 @@ bool runtime_core::run_stackless(worker* w, task_record* t) {
             set_current_task(nullptr);
             w->set_current(nullptr);
             set_state(t, task_state::waiting);
-            arrive(t);
+            arrive_switched(t);  // SHRINK-S1
             return false;
         case stackless_body::stop::ended:  // TASK-SB4
             break;

@@ -42,6 +42,7 @@ void runtime_core::stop() {
     bl_cv.notify_all();
     for (auto& th : bl_pool) th.join();
     bl_pool.clear();
+    drain_idle();
     if (!traces.empty()) {
         std::vector<trace_buffer*> bufs;
         for (auto& b : traces) bufs.push_back(b.get());

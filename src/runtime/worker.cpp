@@ -207,6 +207,7 @@ void runtime_core::switch_out(task_record* t, bool yield) {
         if (!w->batch && !w->stash && !handoff_timers_due(w)) {  // SCHED-T4
             if (task_record* next = local_next(w)) {
                 if (next->fiber && !next->copy_stack) {
+                    if (next->shrunk) [[unlikely]] restore_task(w, next);
                     begin_run(w, next);
                     this_fiber::switch_to(fiber_ref(next->fiber), yield ? &hooks::after_handoff_yield : &hooks::after_handoff_park,
                                           t);
@@ -219,10 +220,15 @@ void runtime_core::switch_out(task_record* t, bool yield) {
     const after_switch_fn hook = yield ? &hooks::after_yield : &hooks::after_park;
     // A task driving a generator may wait from inside it: suspend the task's
     // fiber with the generator inside (suspend_outer).
-    if (outermost)
+    if (outermost) {
         this_fiber::suspend(hook, t);
-    else
+    } else {
+        // Its live frames are on two stacks: not shrunk (SHRINK-A2).
+        wait_arena* a = t->fiber->arena;
+        if (a) ++a->pins;
         this_fiber::suspend_outer(f, hook, t);
+        if (a) --a->pins;
+    }
 }
 
 void runtime_core::run_task(worker* w, task_record* t) {
@@ -263,6 +269,7 @@ void runtime_core::run_task(worker* w, task_record* t) {
             return;
         }
     }
+    if (t->shrunk) [[unlikely]] restore_task(w, t);  // SHRINK-S4
     begin_run(w, t);
     w->switched = false;
     fiber_ref back;
@@ -354,11 +361,14 @@ void runtime_core::loop(worker* w, task_record* until, bool until_empty) {
         }
         if (task_record* t = find_work(w)) {
             if (w->searching) stop_searching(w);
+            // A busy worker sweeps its candidates now and then too.
+            if (w->idle_count != 0 && (++w->sweep_tick & 63) == 0) maybe_sweep(w);
             run_task(w, t);
             continue;
         }
         w->io_tick = 0;
         if (poll_now(w)) continue;
+        maybe_sweep(w);
         sleep(w);
     }
 }
@@ -403,6 +413,7 @@ std::size_t runtime_core::run_once() {
         batch.append(inj);
         inj_len.store(0, std::memory_order_seq_cst);
     }
+    maybe_sweep(w);
     std::size_t n = 0;
     w->batch = true;
     while (task_record* t = batch.pop()) {

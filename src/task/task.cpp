@@ -161,10 +161,34 @@ bool try_end(task_record* t, std::uint64_t word, wait_status why) noexcept {
 }
 
 void arrive(task_record* t) noexcept {
-    // TASK-R1: the second arrival queues the task and resets the count for the
-    // next wait. Nobody else touches it until the task has run again, which
-    // happens after ready() (a release) below.
-    if (t->arrivals.fetch_add(1, std::memory_order_acq_rel) == 1) {
+    // TASK-R1, SHRINK-S1: the second arrival queues the task and resets the word
+    // for the next wait. Nobody else touches it until the task has run
+    // again, which happens after ready() (a release) below. SHRINK-S3: not while
+    // a shrinker holds it; drop_hold() queues it then.
+    if (t->arrivals.fetch_or(arrived_woken, std::memory_order_acq_rel) == arrived_switched) {
+        t->arrivals.store(0, std::memory_order_relaxed);
+        t->sched->ready(t);
+    }
+}
+
+void arrive_switched(task_record* t) noexcept {
+    // SHRINK-S1: no hold can be set before this bit is (SHRINK-S2).
+    if (t->arrivals.fetch_or(arrived_switched, std::memory_order_acq_rel) & arrived_woken) {
+        t->arrivals.store(0, std::memory_order_relaxed);
+        t->sched->ready(t);
+    }
+}
+
+bool try_hold(task_record* t) noexcept {
+    std::uint8_t expected = arrived_switched;  // SHRINK-S2
+    return t->arrivals.compare_exchange_strong(expected, arrived_switched | arrived_held, std::memory_order_acquire,
+                                               std::memory_order_relaxed);
+}
+
+void drop_hold(task_record* t) noexcept {
+    // SHRINK-S4: the release orders the shrink's writes before the resumer's
+    // reads (through ready(), or through the waker's acq_rel arrival).
+    if (t->arrivals.fetch_and(static_cast<std::uint8_t>(~arrived_held), std::memory_order_acq_rel) & arrived_woken) {
         t->arrivals.store(0, std::memory_order_relaxed);
         t->sched->ready(t);
     }
@@ -228,6 +252,9 @@ bool wait_finished(task_record* x, const std::chrono::steady_clock::time_point* 
     // WAITER-V4: complete() reaches the waiter and its node while we wait. The
     // waiter binds to the calling task, or to the thread outside a task
     // (needs_stack from a C++20 task's coroutine, before anything is linked).
+    // SHRINK-A2: the joined task may use the joiner's locals by reference (the
+    // structured-concurrency idiom): the joiner's stack stays while it waits.
+    stack_pin pin;
     stable<one_wait> held;
     one_wait& j = *held;
     x->join_lock.lock();
@@ -259,6 +286,7 @@ std::size_t wait_any(std::span<task_record* const> ts) {
     if (std::size_t i = first_finished(); i < ts.size()) return i;
     // TASK-J3: one waiter (needs_stack as in wait_finished), one node per
     // task; both off a shared stack (WAITER-V4): the nodes are on the heap.
+    stack_pin pin;  // SHRINK-A2, as in wait_finished()
     stable<waiter> held;
     waiter& w = *held;
     std::vector<wait_node> ns(ts.size());

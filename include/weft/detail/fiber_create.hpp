@@ -131,6 +131,63 @@ Block* create(Alloc alloc, F&& fn, const fiber_options& opts) {
     return b;
 }
 
+// create_split() makes a fiber whose typed block, name and wait arena are
+// in one heap block, and whose stack holds frames alone: a runtime task
+// whose stack may be shrunk (docs/runtime.md, "Idle tasks give their stack
+// back"), since other threads touch the record while the task is parked
+// (the registry's links, debuggers) and its stack pages may then be gone.
+// No extension or private data (a task has none); no colouring (the record
+// is not on the stack). Block is a split_block.
+template <class Block, class Alloc, class F>
+Block* create_split(Alloc alloc, F&& fn, const fiber_options& opts) {
+    constexpr std::size_t min_room = 1024;
+    const std::size_t wanted = opts.stack_size ? opts.stack_size : default_stack_size;
+    constexpr std::size_t align = alignof(Block) > 64 ? alignof(Block) : 64;
+    const std::size_t bytes = (sizeof(Block) + opts.name.size() + 1 + align - 1) & ~(align - 1);
+    void* mem = std::aligned_alloc(align, bytes);
+    if (!mem) throw std::bad_alloc();
+    stack_view s;
+    try {
+        s = alloc.allocate(wanted);
+    } catch (...) {
+        std::free(mem);
+        throw;
+    }
+    if (s.size < min_room) {
+        alloc.deallocate(s);
+        std::free(mem);
+        stack_too_small(opts.name, wanted, min_room, false, false);
+    }
+    auto* top = align_down(static_cast<std::byte*>(s.top()), 16);
+    auto* base = static_cast<std::byte*>(s.base);
+    Block* b;
+    try {
+        b = ::new (mem) Block(std::forward<F>(fn), std::move(alloc));
+    } catch (...) {
+        alloc.deallocate(s);
+        std::free(mem);
+        throw;
+    }
+    char* name = reinterpret_cast<char*>(static_cast<std::byte*>(mem) + sizeof(Block));
+    if (!opts.name.empty()) std::memcpy(name, opts.name.data(), opts.name.size());
+    name[opts.name.size()] = '\0';
+    b->name = std::string_view(name, opts.name.size());
+    b->stack = s;
+    b->requested_stack = wanted;
+    b->arena = &b->room;
+    fp_created(b, opts.fp_env);
+    if constexpr (requires { Alloc::guard_word(s); }) {
+        b->guard_word = Alloc::guard_word(s);
+        b->guard_value = Alloc::guard_value;
+    }
+    if (opts.paint_stack) paint(b, top);
+    sanitizer::on_create(b->tools(), s.base, s.size);
+    b->ctx = context::make(top, static_cast<std::size_t>(top - base), b->start);
+    live_coroutines.add(1);
+    register_fiber(b);
+    return b;
+}
+
 // create_copy() makes a copy-stack fiber: one heap block holds the typed
 // block, the name, the extension, the private data and the first save
 // buffer, sized by the pool's save_hint() and rounded up to what the
@@ -197,6 +254,30 @@ struct own_block final : Base {
         stack_view s = self->stack;
         self->~own_block();
         a.deallocate(s);
+    }
+};
+
+// split_block is own_block for create_split(): the block is a heap block of
+// its own, which also holds the wait arena.
+template <class Base, class F, class Alloc>
+struct split_block final : Base {
+    F fn;
+    Alloc alloc;
+    wait_arena room;
+
+    template <class G>
+    split_block(G&& g, Alloc&& a) : fn(std::forward<G>(g)), alloc(std::move(a)) {
+        this->start = &entry_for<split_block>;
+        this->release = &release_block;
+    }
+    static void run(fiber_record* f) { Base::template run<split_block>(f); }
+    static void release_block(fiber_record* f) noexcept {
+        auto* self = static_cast<split_block*>(f);
+        Alloc a(std::move(self->alloc));
+        stack_view s = self->stack;
+        self->~split_block();
+        a.deallocate(s);
+        std::free(static_cast<void*>(self));
     }
 };
 

@@ -124,6 +124,34 @@ enum class fiber_flavour : std::uint8_t {
 inline constexpr bool with_tools = WEFT_ASAN || WEFT_TSAN || WEFT_VALGRIND;
 struct no_tools {};
 
+// wait_arena is the off-stack room of a runtime task whose stack may be
+// shrunk (docs/runtime.md, "Idle tasks give their stack back"): the
+// detail::stable<T> objects of its waits (weft/waiter.hpp) and the count of
+// what pins its stack. It sits next to the task fiber's record in a heap
+// block (create_split(), weft/detail/fiber_create.hpp); only the task's
+// own code on its own fiber touches `used` and `pins`, and the shrinker
+// reads `pins` under its hold of the switched-out task (SHRINK-S2).
+//
+//   SHRINK-A1  `used` only grows by a bump and goes back to the mark the
+//              matching stable<T> saved when that stable<T> ends: stables are
+//              scoped objects of one fiber, so they end in reverse order.
+//   SHRINK-A2  While `pins` is not 0 something another party may touch lies in the
+//              task's frames (a stable<T> that did not fit, a primitive's
+//              wait_queue, a joiner's locals, a blocking() job, an io_uring
+//              operation's buffer, a wait inside a nested fiber): the task is
+//              not shrunk.
+struct wait_arena {
+    static constexpr std::size_t capacity = 256;
+    std::uint32_t used = 0;
+    std::uint32_t pins = 0;
+    // A shrunk task's live bytes: [saved_at, saved_at + saved_size) of its
+    // stack, kept in the heap block `saved` (null: not shrunk).
+    std::byte* saved = nullptr;
+    std::byte* saved_at = nullptr;
+    std::size_t saved_size = 0;
+    alignas(16) std::byte bytes[capacity];
+};
+
 // fiber_record is the type-erased part of every fiber: at the top of its
 // own stack, or at the start of a heap block in copy-stack mode. Typed
 // wrappers derive from it (values, the body, the allocator).
@@ -183,6 +211,8 @@ struct alignas(16) fiber_record {
     fiber_record* reg_next = nullptr;
     std::uint32_t reg_shard = 0;
     void* owner = nullptr;
+    // A runtime task's fiber made by create_split(): its wait arena (SHRINK-A1, SHRINK-A2); else null.
+    wait_arena* arena = nullptr;
     // tools() is what ASan, TSan and valgrind need per fiber; in a weft
     // built without them it takes no space.
     [[no_unique_address]] std::conditional_t<with_tools, sanitizer::tool_state, no_tools> tools_;

@@ -30,6 +30,20 @@ enum class task_state : std::uint8_t;
 class waiter;
 
 namespace detail {
+// pin_frame_of() adds d to the wait arena's pins (SHRINK-A2) of the calling
+// task when p lies on that task's own stack: a primitive (its wait_queue)
+// that lives in a task's frame is reached by other tasks and threads while
+// the task waits, so the task's stack must not be released meanwhile
+// (docs/runtime.md, "What a task's neighbours may not do while it is
+// parked"). Does nothing elsewhere: on a thread, on a copy stack, in a
+// nested fiber, on the heap.
+inline void pin_frame_of(const void* p, int d) noexcept {
+    fiber_record* f = this_thread_state()->current;
+    if (!f || !f->arena) return;
+    const auto* b = static_cast<const std::byte*>(f->stack.base);
+    const auto* q = static_cast<const std::byte*>(p);
+    if (q >= b && q < b + f->stack.size) f->arena->pins += static_cast<std::uint32_t>(d);
+}
 // check_off_shared_stack() aborts, naming the running task or coroutine, if
 // `p` lies on the shared stack the caller runs on: `what` (a wait node, a
 // waiter) would be overwritten while the caller is suspended (WAITER-V4). Used by
@@ -73,6 +87,21 @@ struct wait_node {
 // says whether a node is in a queue.
 class wait_queue {
 public:
+    // A queue in a task's frame pins the task while it lives (pin_frame_of(),
+    // SHRINK-A2). off_stack: a queue known to be on the heap (a task record's).
+    struct off_stack_t {};
+    static constexpr off_stack_t off_stack{};
+    constexpr wait_queue() noexcept {
+        if (!std::is_constant_evaluated()) detail::pin_frame_of(this, 1);
+    }
+    constexpr explicit wait_queue(off_stack_t) noexcept {}
+    // The same test as the constructor's (a queue on the heap is on no
+    // task's stack; a queue ends on the fiber it was made on).
+    constexpr ~wait_queue() {
+        if (!std::is_constant_evaluated()) detail::pin_frame_of(this, -1);
+    }
+    wait_queue(const wait_queue&) = delete;
+    wait_queue& operator=(const wait_queue&) = delete;
     [[nodiscard]] bool empty() const noexcept { return list_.empty(); }
     [[nodiscard]] wait_node* front() const noexcept { return list_.front(); }
     void push_back(wait_node* n) noexcept {
@@ -283,6 +312,8 @@ struct task_record {
     std::size_t stack_size = 0;      // 0: the runtime's
     bool copy_stack = false;
     bool pinned = false;     // never runs on another worker than `home`
+    bool shrinkable = false; // its fiber has a wait arena (create_split()): its stack may be shrunk
+    bool shrunk = false;     // its stack pages are released, its live bytes in its arena's block (SHRINK-S3)
     unsigned home = 0;       // pinned: its worker
     unsigned shard = 0;      // registry shard it is listed in
 
@@ -296,6 +327,7 @@ struct task_record {
     // arrivals: a parked task becomes runnable when two things have both
     // happened: it is switched out (the scheduler arrives) and its wait has
     // ended (the waker arrives). Whoever arrives second queues it (TASK-R1).
+    // Bits: arrived_switched, arrived_woken, arrived_held (SHRINK-S1 - SHRINK-S4).
     std::atomic<std::uint8_t> arrivals{0};
 
     // --- cancellation ---
@@ -311,7 +343,7 @@ struct task_record {
     // the queue's second pointer (its tail) does not make the record any
     // bigger than the one-pointer list of joiners it replaced.
     task_state outcome;
-    wait_queue joiners;                  // the nodes of the waiters that join this task
+    wait_queue joiners{wait_queue::off_stack};  // the nodes of the waiters that join this task
     std::exception_ptr exception;
 
     // --- timers, locals, queues, registry (owned by the scheduler) ---
@@ -323,6 +355,10 @@ struct task_record {
     task_record* reg_prev = nullptr;
     task_record* reg_next = nullptr;
     void* sched_data = nullptr;   // the scheduler's own use
+    // Idle candidates (docs/runtime.md, "Finding idle tasks"): listed in a
+    // worker's candidate FIFO through idle_next, holding a reference.
+    task_record* idle_next = nullptr;
+    std::atomic<bool> idle_listed{false};
 
     task_record() noexcept : state(task_state{}), outcome(task_state{}) {}  // created
 };
@@ -340,15 +376,45 @@ struct task_block<void> : task_record {};
 // migration: it is read afresh on every call.
 [[nodiscard]] WEFT_API task_record* current_task() noexcept;
 
+// The arrival word (task_record::arrivals). TASK-R1 with a shrinker:
+//
+//   SHRINK-S1  The scheduler's arrival (arrive_switched(), after the task's context
+//              is saved) sets arrived_switched; the waker's (arrive()) sets
+//              arrived_woken. Whichever sets the second bit while arrived_held is
+//              clear queues the task and resets the word to 0.
+//   SHRINK-S2  A shrinker takes the hold (try_hold()) by compare-and-swap only from
+//              exactly arrived_switched: switched out, wait not ended, not held.
+//              So it only touches a task that is really switched out, whose wait
+//              has not ended, and two shrinkers never hold one task. Its acquire
+//              pairs with arrive_switched()'s release: the copy sees every byte
+//              the task wrote to its stack.
+//   SHRINK-S3  While the hold is set nobody queues the task: a waker that arrives
+//              sets arrived_woken and leaves. So nobody resumes a task in the
+//              middle of its shrink, and `shrunk` and the saved bytes are written
+//              only under the hold.
+//   SHRINK-S4  drop_hold() clears the hold (release) and, if the waker arrived
+//              meanwhile, queues the task itself. The resumer, which gets the task
+//              through its queue, sees the saved bytes and `shrunk` (restored
+//              before the switch in).
+// models/shrink.pml checks SHRINK-S1 - SHRINK-S4 with TASK-R1.
+inline constexpr std::uint8_t arrived_switched = 1;
+inline constexpr std::uint8_t arrived_woken = 2;
+inline constexpr std::uint8_t arrived_held = 4;
+
 // Arrival and waiting (src/task/task.cpp).
 //   arm() starts a new wait of the calling task t and returns its word.
 //   try_end() ends the wait `word` with `why`; true if this call ended it (TASK-W2).
-//   arrive() is one of the two arrivals (TASK-R1).
+//   arrive() is the waker's arrival (TASK-R1, SHRINK-S1).
 //   park() suspends t until its armed wait has ended; returns why it ended.
 //     A cancellable wait of a task whose cancellation is pending ends at once.
 [[nodiscard]] WEFT_API std::uint64_t arm(task_record* t, bool cancellable) noexcept;
 WEFT_API bool try_end(task_record* t, std::uint64_t word, wait_status why) noexcept;
 WEFT_API void arrive(task_record* t) noexcept;
+// arrive_switched() is the scheduler's arrival (TASK-R1, SHRINK-S1); try_hold()
+// and drop_hold() are a shrinker's (SHRINK-S2 - SHRINK-S4).
+WEFT_API void arrive_switched(task_record* t) noexcept;
+[[nodiscard]] WEFT_API bool try_hold(task_record* t) noexcept;
+WEFT_API void drop_hold(task_record* t) noexcept;
 WEFT_API wait_status park(task_record* t);
 // park_until() is park() with a deadline for the armed wait `word` (null:
 // none): t's wait timer ends the wait with timed_out when it passes. The one

@@ -315,6 +315,19 @@ std::size_t select(C&&... cases) {
         }(std::make_index_sequence<n>{});
         return detail::select_over(held->cases, held->es);
     }
+    if (detail::in_arena_task()) {
+        // A task whose stack may be shrunk: the cases and the entries' nodes
+        // go to its wait arena, as above (or stay in the frame and pin the
+        // task when they do not fit: SHRINK-A2).
+        detail::stable<detail::held_select<std::remove_cvref_t<C>...>> held(std::move(cases)...);
+        [&]<std::size_t... I>(std::index_sequence<I...>) {
+            (([&] {
+                 if constexpr (detail::is_send_case<std::remove_cvref_t<C>>) std::get<I>(held->cases).hold();
+             }()),
+             ...);
+        }(std::make_index_sequence<n>{});
+        return detail::select_over(held->cases, held->es);
+    }
     std::array<detail::select_entry, n> es{};
     auto all = std::forward_as_tuple(cases...);
     return detail::select_over(all, es);

@@ -1,0 +1,563 @@
+// shrink_test.cpp: idle tasks give their stack back (docs/runtime.md, "Idle
+// tasks give their stack back"): a task parked in each kind of wait is
+// shrunk (its stack pages released, its live bytes on the heap) and
+// restored when it runs again, with its frames, the value handed over, its
+// exception in flight and its task_local values intact; cancellation,
+// migration and stop() of shrunk tasks; a stress of wakes racing shrinks.
+// Over workers {0, 1, 2, 4}, with shrink_idle_after = 1 ms and
+// runtime::shrink_idle() to make the shrinks happen now.
+//
+// Nothing here waits unboundedly: shrunk_to() asks for shrinks a bounded
+// number of rounds, and the fixture's watchdog ends a hang.
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime_fixture.hpp"
+#include "weft/io/handle.hpp"
+#include "weft/sync.hpp"
+
+namespace weft::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+weft::runtime_options shrinking(unsigned workers) {
+    weft::runtime_options o;
+    o.workers = workers;
+    o.shrink_idle_after = 1ms;
+    return o;
+}
+
+std::uint64_t shrinks(const weft::runtime& rt) { return rt.stats().total().shrinks; }
+std::uint64_t restores(const weft::runtime& rt) { return rt.stats().total().restores; }
+
+// shrunk_to() asks the runtime to shrink its idle tasks until its stats
+// count at least n shrinks; false after `rounds` rounds of about 1 ms.
+bool shrunk_to(weft::runtime& rt, std::uint64_t n, int rounds = 10'000) {
+    for (int i = 0; i < rounds; ++i) {
+        rt.shrink_idle();
+        if (shrinks(rt) >= n) return true;
+        std::this_thread::sleep_for(1ms);
+    }
+    return false;
+}
+
+// canary fills more than a page of the task's frames with a pattern that
+// depends on its own address, so that a stack restored at other addresses,
+// or not at all (released pages read as zeros), is seen.
+struct canary {
+    static constexpr std::size_t words = 700;
+    std::array<std::uint64_t, words> v;
+    std::uint64_t at(std::size_t i) const noexcept {
+        return (reinterpret_cast<std::uintptr_t>(this) ^ 0x9e3779b97f4a7c15ull) * (i + 1);
+    }
+    canary() noexcept {
+        for (std::size_t i = 0; i < words; ++i) v[i] = at(i);
+        asm volatile("" : : "r"(this) : "memory");
+    }
+    [[nodiscard]] bool intact() const noexcept {
+        asm volatile("" : : "r"(this) : "memory");
+        for (std::size_t i = 0; i < words; ++i)
+            if (v[i] != at(i)) return false;
+        return true;
+    }
+};
+
+// shrunk_across() runs `wait` in a task that holds a canary, shrinks the
+// task while it waits, runs `wake` and checks that the task came back
+// whole: its canary intact, what `wait` returned true.
+template <class Wait, class Wake>
+void shrunk_across(weft::runtime& rt, Wait wait, Wake wake, std::uint64_t tasks_parked = 1) {
+    std::atomic<int> result{0};
+    const std::uint64_t before = shrinks(rt);
+    const std::uint64_t restored = restores(rt);
+    auto h = rt.spawn([&] {
+        canary c;
+        const bool ok = wait();
+        result.store(c.intact() && ok ? 1 : 2);
+    });
+    ASSERT_TRUE(shrunk_to(rt, before + tasks_parked)) << "the parked task was not shrunk";
+    EXPECT_EQ(result.load(), 0);
+    wake();
+    h.join();
+    EXPECT_EQ(result.load(), 1) << "the task's frames or its wait's value did not survive the shrink";
+    // The waiting task itself has been restored (other tasks it parked may
+    // still be on their way: a canceled when_any loser).
+    EXPECT_GE(restores(rt), restored + 1);
+}
+
+class shrink_test : public runtime_fixture {
+protected:
+    // Workers = 0: a driver thread runs the tasks (and the sweeps).
+    struct rt_with_driver {
+        weft::runtime rt;
+        driver d;
+        explicit rt_with_driver(unsigned w) : rt(shrinking(w)), d(rt) {}
+    };
+};
+
+TEST_P(shrink_test, a_task_waiting_on_an_event_is_shrunk_and_comes_back_whole) {
+    rt_with_driver r(workers());
+    weft::event ev;
+    shrunk_across(
+        r.rt,
+        [&] {
+            ev.wait();
+            return true;
+        },
+        [&] { ev.set(); });
+}
+
+TEST_P(shrink_test, a_task_waiting_with_a_deadline_is_shrunk_and_woken_before_it) {
+    rt_with_driver r(workers());
+    weft::event ev;
+    shrunk_across(r.rt, [&] { return ev.wait_for(10min); }, [&] { ev.set(); });
+}
+
+TEST_P(shrink_test, a_task_waiting_for_a_mutex_is_shrunk_and_gets_the_lock) {
+    rt_with_driver r(workers());
+    weft::mutex m;
+    m.lock();
+    int guarded = 0;
+    shrunk_across(
+        r.rt,
+        [&] {
+            m.lock();
+            const bool ok = guarded == 7;
+            m.unlock();
+            return ok;
+        },
+        [&] {
+            guarded = 7;
+            m.unlock();
+        });
+}
+
+TEST_P(shrink_test, a_task_waiting_on_a_condition_variable_is_shrunk_and_sees_the_change) {
+    rt_with_driver r(workers());
+    weft::mutex m;
+    weft::condition_variable cv;
+    bool flag = false;
+    shrunk_across(
+        r.rt,
+        [&] {
+            std::unique_lock lk(m);
+            cv.wait(lk, [&] { return flag; });
+            return flag;
+        },
+        [&] {
+            {
+                std::lock_guard g(m);
+                flag = true;
+            }
+            cv.notify_one();
+        });
+}
+
+TEST_P(shrink_test, a_task_waiting_on_a_semaphore_is_shrunk_and_acquires) {
+    rt_with_driver r(workers());
+    weft::counting_semaphore sem(0);
+    shrunk_across(
+        r.rt,
+        [&] {
+            sem.acquire();
+            return true;
+        },
+        [&] { sem.release(); });
+}
+
+TEST_P(shrink_test, a_value_received_through_a_shrunk_wait_arrives_intact) {
+    rt_with_driver r(workers());
+    weft::channel<std::string> ch;
+    const std::string sent(1000, 'x');
+    shrunk_across(
+        r.rt,
+        [&] {
+            std::optional<std::string> v = ch.recv();
+            return v && *v == sent;
+        },
+        [&] { ch.send(std::string(sent)); });
+}
+
+TEST_P(shrink_test, a_small_value_received_through_a_shrunk_wait_arrives_intact) {
+    rt_with_driver r(workers());
+    weft::channel<std::array<int, 8>> ch;
+    const std::array<int, 8> sent{1, 2, 3, 4, 5, 6, 7, 8};
+    shrunk_across(
+        r.rt,
+        [&] {
+            auto v = ch.recv();
+            return v && *v == sent;
+        },
+        [&] { ch.send(std::array<int, 8>(sent)); });
+}
+
+TEST_P(shrink_test, a_value_sent_from_a_shrunk_wait_arrives_intact) {
+    rt_with_driver r(workers());
+    weft::channel<std::array<int, 8>> ch;
+    const std::array<int, 8> sent{8, 7, 6, 5, 4, 3, 2, 1};
+    std::optional<std::array<int, 8>> got;
+    shrunk_across(
+        r.rt,
+        [&] {
+            std::array<int, 8> v = sent;
+            ch.send(v);
+            return true;
+        },
+        [&] { got = ch.recv(); });
+    ASSERT_TRUE(got.has_value());
+    EXPECT_EQ(*got, sent);
+}
+
+TEST_P(shrink_test, a_task_in_a_select_is_shrunk_and_gets_the_case_that_fired) {
+    rt_with_driver r(workers());
+    weft::channel<int> a, b;
+    shrunk_across(
+        r.rt,
+        [&] {
+            int got = 0;
+            const std::size_t i = weft::select(weft::on_recv(a, [&](std::optional<int> v) { got = *v; }),
+                                               weft::on_recv(b, [&](std::optional<int> v) { got = *v; }));
+            return i == 1 && got == 42;
+        },
+        [&] { b.send(42); });
+}
+
+// A joiner keeps its stack (the joined task may use its locals by
+// reference: SHRINK-A2); the joined task is shrunk and restored.
+TEST_P(shrink_test, a_task_joined_by_another_is_shrunk_and_its_result_arrives) {
+    rt_with_driver r(workers());
+    weft::event ev;
+    shrunk_across(
+        r.rt,
+        [&] {
+            auto inner = weft::spawn([&] {
+                ev.wait();
+                return 99;
+            });
+            return inner.join() == 99;
+        },
+        [&] { ev.set(); }, 1);
+}
+
+TEST_P(shrink_test, a_task_in_when_any_is_shrunk_and_learns_which_task_ended) {
+    rt_with_driver r(workers());
+    weft::event first, never;
+    shrunk_across(
+        r.rt,
+        [&] {
+            std::vector<weft::join_handle<int>> hs;
+            hs.push_back(weft::spawn([&] {
+                never.wait();
+                return 0;
+            }));
+            hs.push_back(weft::spawn([&] {
+                first.wait();
+                return 1;
+            }));
+            const std::size_t i = weft::when_any(hs, true);
+            return i == 1;
+        },
+        [&] { first.set(); }, 2);
+}
+
+TEST_P(shrink_test, a_sleeping_task_is_shrunk_and_wakes_on_time) {
+    rt_with_driver r(workers());
+    // The sleep must outlast the shrink: a round whose task woke first is
+    // tried again (bounded), and at least one round must see the shrink.
+    bool seen = false;
+    for (int round = 0; round < 20 && !seen; ++round) {
+        const std::uint64_t before = shrinks(r.rt);
+        std::atomic<int> result{0};
+        auto h = r.rt.spawn([&] {
+            canary c;
+            weft::this_task::sleep_for(200ms);
+            result.store(c.intact() ? 1 : 2);
+        });
+        (void)shrunk_to(r.rt, before + 1, 150);
+        seen = shrinks(r.rt) > before && result.load() == 0;
+        h.join();
+        EXPECT_EQ(result.load(), 1);
+    }
+    EXPECT_TRUE(seen) << "no round shrank the sleeping task";
+}
+
+TEST_P(shrink_test, a_task_waiting_for_a_pipe_is_shrunk_and_reads_what_was_written) {
+    rt_with_driver r(workers());
+    int fds[2];
+    ASSERT_EQ(::pipe2(fds, O_NONBLOCK | O_CLOEXEC), 0);
+    weft::io::handle rd(fds[0]);
+    shrunk_across(
+        r.rt,
+        [&] {
+            if (rd.wait(weft::io::interest::readable)) return false;
+            char c = 0;
+            return ::read(rd.native_handle(), &c, 1) == 1 && c == 'z';
+        },
+        [&] { ASSERT_EQ(::write(fds[1], "z", 1), 1); });
+    ::close(fds[1]);
+}
+
+TEST_P(shrink_test, a_shrunk_task_that_is_canceled_unwinds_on_its_restored_stack) {
+    rt_with_driver r(workers());
+    counted::reset();
+    weft::event never;
+    std::atomic<bool> intact{false};
+    auto h = r.rt.spawn([&] {
+        canary c;
+        struct check {
+            canary& c;
+            std::atomic<bool>& out;
+            ~check() { out.store(c.intact()); }
+        } on_unwind{c, intact};
+        counted k;
+        never.wait();
+    });
+    ASSERT_TRUE(shrunk_to(r.rt, 1));
+    h.cancel();
+    EXPECT_THROW(h.join(), weft::task_canceled);
+    EXPECT_TRUE(intact.load()) << "the frames were not restored before the unwind";
+    EXPECT_EQ(counted::made.load(), counted::gone.load());
+    EXPECT_GE(restores(r.rt), 1u);
+}
+
+TEST_P(shrink_test, a_shrunk_task_woken_from_another_worker_runs_there_whole) {
+    if (workers() < 2) GTEST_SKIP() << "needs two workers";
+    weft::runtime rt(shrinking(workers()));
+    weft::event ev;
+    std::atomic<int> parked_on{-1}, resumed_on{-1};
+    std::atomic<int> result{0};
+    auto h = rt.spawn([&] {
+        canary c;
+        parked_on.store(weft::this_task::worker());
+        ev.wait();
+        resumed_on.store(weft::this_task::worker());
+        result.store(c.intact() ? 1 : 2);
+    });
+    ASSERT_TRUE(shrunk_to(rt, 1));
+    // The waker sets the event from a worker other than the one the task
+    // parked on: the woken task runs next there (the waker's LIFO slot).
+    // Tasks that keep yielding keep every worker awake, so that wakers
+    // spawned from here land on all of them.
+    std::atomic<bool> busy{true};
+    std::vector<weft::join_handle<void>> hogs;
+    for (unsigned i = 0; i < 4 * workers(); ++i)
+        hogs.push_back(rt.spawn([&] {
+            while (busy.load()) weft::this_task::yield();
+        }));
+    bool woke = false;
+    for (int i = 0; i < 1000 && !woke; ++i) {
+        woke = rt.spawn([&] {
+                     if (weft::this_task::worker() == parked_on.load()) return false;
+                     ev.set();
+                     return true;
+                 }).join();
+    }
+    busy.store(false);
+    for (auto& g : hogs) g.join();
+    ASSERT_TRUE(woke);
+    h.join();
+    EXPECT_EQ(result.load(), 1);
+    EXPECT_NE(resumed_on.load(), parked_on.load()) << "the shrunk task did not migrate";
+}
+
+TEST_P(shrink_test, an_exception_in_flight_survives_a_shrink_inside_its_catch_block) {
+    rt_with_driver r(workers());
+    weft::event ev;
+    std::atomic<int> result{0};
+    auto h = r.rt.spawn([&] {
+        try {
+            throw std::runtime_error("in flight across a shrink");
+        } catch (const std::runtime_error& e) {
+            canary c;
+            ev.wait();
+            const bool same = std::string(e.what()) == "in flight across a shrink";
+            result.store(c.intact() && same && std::current_exception() ? 1 : 2);
+            throw;
+        }
+    });
+    ASSERT_TRUE(shrunk_to(r.rt, 1));
+    ev.set();
+    try {
+        h.join();
+        ADD_FAILURE() << "join() did not rethrow";
+    } catch (const std::runtime_error& e) {
+        EXPECT_STREQ(e.what(), "in flight across a shrink");
+    }
+    EXPECT_EQ(result.load(), 1);
+}
+
+TEST_P(shrink_test, task_local_values_survive_a_shrink) {
+    rt_with_driver r(workers());
+    static weft::task_local<std::string> local;
+    weft::event ev;
+    shrunk_across(
+        r.rt,
+        [&] {
+            *local = std::string(300, 'q');
+            ev.wait();
+            return *local == std::string(300, 'q');
+        },
+        [&] { ev.set(); });
+}
+
+TEST_P(shrink_test, stop_cancels_shrunk_tasks_and_leaks_nothing) {
+    weft::runtime rt(shrinking(workers()));
+    driver d(rt);
+    counted::reset();
+    weft::event never;
+    constexpr int n = 16;
+    std::vector<weft::join_handle<void>> hs;
+    for (int i = 0; i < n; ++i)
+        hs.push_back(rt.spawn([&] {
+            counted k;
+            canary c;
+            never.wait();
+        }));
+    ASSERT_TRUE(shrunk_to(rt, n));
+    d.stop();
+    rt.stop();
+    EXPECT_EQ(rt.live_tasks(), 0u);
+    EXPECT_EQ(counted::made.load(), counted::gone.load());
+    for (auto& h : hs) EXPECT_THROW(h.join(), weft::task_canceled);
+    EXPECT_GE(restores(rt), static_cast<std::uint64_t>(n));
+}
+
+TEST_P(shrink_test, a_wait_that_does_not_fit_the_arena_pins_the_task) {
+    rt_with_driver r(workers());
+    // A channel of a large value: its receiving state does not fit the
+    // wait arena, stays in the frame, and the task must not be shrunk.
+    weft::channel<std::array<char, 2048>> ch;
+    weft::event parked;
+    std::atomic<int> result{0};
+    auto h = r.rt.spawn([&] {
+        parked.set();
+        auto v = ch.recv();
+        result.store(v && (*v)[0] == 'a' && (*v)[2047] == 'b' ? 1 : 2);
+    });
+    parked.wait();
+    EXPECT_FALSE(shrunk_to(r.rt, 1, 50)) << "a task pinned by a wait in its frame was shrunk";
+    std::array<char, 2048> big{};
+    big[0] = 'a';
+    big[2047] = 'b';
+    ch.send(std::array<char, 2048>(big));
+    h.join();
+    EXPECT_EQ(result.load(), 1);
+}
+
+TEST_P(shrink_test, a_joiner_and_a_task_with_a_primitive_in_its_frame_keep_their_stacks) {
+    rt_with_driver r(workers());
+    // The joined task runs on a copy stack (never shrunk): only the joiner
+    // and the event's owner could be shrunk, and both are pinned.
+    weft::event ev;
+    weft::spawn_options copy;
+    copy.copy_stack = true;
+    copy.pinned = true;
+    std::atomic<int> result{0};
+    auto joiner = r.rt.spawn([&] {
+        canary c;
+        auto inner = weft::spawn([&] { ev.wait(); }, copy);
+        inner.join();
+        result.fetch_add(c.intact() ? 1 : 100);
+    });
+    std::atomic<weft::event*> mine{nullptr};
+    std::atomic<bool> on_stack{false};
+    auto owner = r.rt.spawn([&] {
+        canary c;
+        weft::event local;  // reached by the test thread while the task waits
+        // ASan's stack-use-after-return puts locals on a fake stack (on the
+        // heap): then the event is not on the task's stack and nothing pins it.
+        const auto d = reinterpret_cast<std::intptr_t>(&local) -
+                       reinterpret_cast<std::intptr_t>(__builtin_frame_address(0));
+        on_stack.store(d > -65536 && d < 65536);
+        mine.store(&local);
+        local.wait();
+        result.fetch_add(c.intact() ? 1 : 100);
+    });
+    ASSERT_TRUE(eventually([&] { return mine.load() != nullptr; }));
+    if (on_stack.load())
+        EXPECT_FALSE(shrunk_to(r.rt, 1, 50)) << "a pinned task was shrunk";
+    else
+        EXPECT_FALSE(shrunk_to(r.rt, 2, 50)) << "the joiner was shrunk";
+    mine.load()->set();
+    ev.set();
+    owner.join();
+    joiner.join();
+    EXPECT_EQ(result.load(), 2);
+}
+
+TEST_P(shrink_test, wakes_racing_shrinks_lose_nothing) {
+    rt_with_driver r(workers());
+    const int tasks = static_cast<int>(env_count("WEFT_SHRINK_STRESS_TASKS", 16, 8));
+    const int waits = static_cast<int>(env_count("WEFT_SHRINK_STRESS_WAITS", 200, 40));
+    std::vector<std::unique_ptr<weft::counting_semaphore>> sems;
+    for (int i = 0; i < tasks; ++i) sems.push_back(std::make_unique<weft::counting_semaphore>(0));
+    std::atomic<int> broken{0}, done{0};
+    std::vector<weft::join_handle<void>> hs;
+    for (int i = 0; i < tasks; ++i)
+        hs.push_back(r.rt.spawn([&, i] {
+            canary c;
+            for (int k = 0; k < waits; ++k) {
+                sems[i]->acquire();
+                if (!c.intact()) broken.fetch_add(1);
+            }
+            done.fetch_add(1);
+        }));
+    // Every task is shrunk once in its first wait; then two threads ask for
+    // shrinks while two others post the semaphores: a count of posts, not a
+    // duration.
+    ASSERT_TRUE(shrunk_to(r.rt, static_cast<std::uint64_t>(tasks)));
+    std::atomic<bool> posting{true};
+    std::vector<std::thread> ts;
+    for (int s = 0; s < 2; ++s)
+        ts.emplace_back([&] {
+            while (posting.load()) {
+                r.rt.shrink_idle();
+                std::this_thread::yield();
+            }
+        });
+    std::vector<std::thread> posters;
+    for (int p = 0; p < 2; ++p)
+        posters.emplace_back([&, p] {
+            for (int k = 0; k < waits; ++k)
+                for (int i = p; i < tasks; i += 2) {
+                    sems[i]->release();
+                    if ((k + i) % 3 == 0) std::this_thread::yield();
+                }
+        });
+    for (auto& t : posters) t.join();
+    for (auto& h : hs) h.join();
+    posting.store(false);
+    for (auto& t : ts) t.join();
+    EXPECT_EQ(done.load(), tasks);
+    EXPECT_EQ(broken.load(), 0);
+    EXPECT_GT(shrinks(r.rt), 0u) << "nothing was shrunk: the race was not run";
+}
+
+TEST_P(shrink_test, shrinking_off_never_shrinks) {
+    weft::runtime_options o = shrinking(workers());
+    o.shrink_idle_after = 0ms;
+    weft::runtime rt(o);
+    driver d(rt);
+    weft::event ev;
+    auto h = rt.spawn([&] { ev.wait(); });
+    EXPECT_FALSE(shrunk_to(rt, 1, 30));
+    ev.set();
+    h.join();
+    EXPECT_EQ(shrinks(rt), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(workers, shrink_test, worker_counts(), worker_param_name);
+
+}  // namespace
+}  // namespace weft::test

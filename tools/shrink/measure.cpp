@@ -1,0 +1,123 @@
+// measure.cpp: figures for issue 26 ("idle tasks give their stack back"),
+// not a benchmark (bench/ has those):
+//
+//   measure rss N [slab]        N tasks parked on one event: resident memory
+//                               per task parked, and after runtime::shrink_idle()
+//   measure yield N on|off      N yields of one task (workers = 0)
+//   measure pingpong N on|off   N round trips over two unbuffered channels
+//   measure spawn N on|off      N spawns and joins
+//
+// The last three are for callgrind, whose instruction counts are
+// deterministic here: run each with N and 2N and divide the difference by
+// N (tools/shrink/README.md has the commands).
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "weft/runtime.hpp"
+#include "weft/sync.hpp"
+
+namespace {
+
+long rss_kib() {
+    std::ifstream f("/proc/self/status");
+    std::string line;
+    while (std::getline(f, line))
+        if (line.rfind("VmRSS:", 0) == 0) return std::strtol(line.c_str() + 6, nullptr, 10);
+    return -1;
+}
+
+weft::runtime_options opts(unsigned workers, bool on) {
+    weft::runtime_options o;
+    o.workers = workers;
+    o.shrink_idle_after = on ? std::chrono::milliseconds(100) : std::chrono::milliseconds(0);
+    return o;
+}
+
+int rss(long n) {
+    weft::runtime rt(opts(2, true));
+    weft::event ev;
+    std::vector<weft::join_handle<void>> hs;
+    hs.reserve(static_cast<std::size_t>(n));
+    const long base = rss_kib();
+    for (long i = 0; i < n; ++i) hs.push_back(rt.spawn([&] { ev.wait(); }));
+    // Every task has run to its wait.
+    for (;;) {
+        long waiting = 0;
+        for (const weft::task_info& t : rt.tasks()) waiting += t.state == weft::task_state::waiting;
+        if (waiting == n) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    const long parked = rss_kib();
+    for (int round = 0; round < 20000 && rt.stats().total().shrinks < static_cast<std::uint64_t>(n); ++round) {
+        rt.shrink_idle();
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    const weft::worker_stats t = rt.stats().total();
+    const long shrunk = rss_kib();
+    std::printf("tasks %ld: shrinks %llu, kept %llu B (%.0f B/task)\n", n, static_cast<unsigned long long>(t.shrinks),
+                static_cast<unsigned long long>(t.shrunk_bytes), double(t.shrunk_bytes) / double(n));
+    std::printf("RSS KiB: base %ld parked %ld shrunk %ld\n", base, parked, shrunk);
+    std::printf("RSS per task: parked %.0f B, after shrinking %.0f B (base %ld KiB)\n",
+                double(parked - base) * 1024 / double(n), double(shrunk - base) * 1024 / double(n), base);
+    ev.set();
+    for (auto& h : hs) h.join();
+    std::printf("restores %llu\n", static_cast<unsigned long long>(rt.stats().total().restores));
+    return 0;
+}
+
+int yields(long n, bool on) {
+    weft::runtime rt(opts(0, on));
+    rt.block_on([n] {
+        for (long i = 0; i < n; ++i) weft::this_task::yield();
+    });
+    return 0;
+}
+
+int pingpong(long n, bool on) {
+    weft::runtime rt(opts(0, on));
+    rt.block_on([n] {
+        weft::channel<int> a, b;
+        auto peer = weft::spawn([&] {
+            for (long i = 0; i < n; ++i) b.send(*a.recv());
+        });
+        for (long i = 0; i < n; ++i) {
+            a.send(static_cast<int>(i));
+            (void)b.recv();
+        }
+        peer.join();
+    });
+    return 0;
+}
+
+int spawns(long n, bool on) {
+    weft::runtime rt(opts(0, on));
+    rt.block_on([n] {
+        for (long i = 0; i < n; ++i) weft::spawn([] {}).join();
+    });
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc < 3) {
+        std::fprintf(stderr, "usage: measure rss|yield|pingpong|spawn N [on|off]\n");
+        return 2;
+    }
+    const std::string what = argv[1];
+    const long n = std::strtol(argv[2], nullptr, 10);
+    const bool on = argc < 4 || std::strcmp(argv[3], "off") != 0;
+    if (what == "rss") return rss(n);
+    if (what == "yield") return yields(n, on);
+    if (what == "pingpong") return pingpong(n, on);
+    if (what == "spawn") return spawns(n, on);
+    return 2;
+}
