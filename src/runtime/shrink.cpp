@@ -42,6 +42,74 @@ std::byte* page_floor(std::byte* p) noexcept {
     return reinterpret_cast<std::byte*>(reinterpret_cast<std::uintptr_t>(p) & ~(std::uintptr_t(page_size()) - 1));
 }
 
+// The saved block of a shrunk task (SHRINK-Z1): the live range [saved_at,
+// saved_at + saved_size) cut into 64-byte chunks from saved_at (the last
+// one shorter when the range is not a multiple of 64), a bitmap of the
+// chunks that hold a non-zero byte, then those chunks' bytes, in order.
+//
+//   SHRINK-Z1  A chunk of zeros is not kept: the restore writes only the kept
+//              chunks, into pages that MADV_DONTNEED released, which read as
+//              zeros until written (and nothing writes a parked task's stack,
+//              the rule of docs/runtime.md). So a restored stack equals the
+//              saved one byte for byte. This keeps an idle task's untouched
+//              buffers (a read buffer on the stack that no data reached yet)
+//              out of its heap block, and out of the restore's page faults.
+constexpr std::size_t chunk_bytes = 64;
+
+std::size_t chunks_of(std::size_t n) noexcept { return (n + chunk_bytes - 1) / chunk_bytes; }
+std::size_t bitmap_bytes(std::size_t chunks) noexcept { return (chunks + 63) / 64 * 8; }
+
+#if defined(__clang__) || defined(__GNUC__)
+[[gnu::no_sanitize_address]]
+#endif
+bool all_zero(const std::byte* p, std::size_t n) noexcept {
+    const auto* w = reinterpret_cast<const std::uint64_t*>(p);
+    std::uint64_t any = 0;
+    for (std::size_t i = 0; i < n / 8; ++i) any |= w[i];
+    return any == 0;
+}
+
+// save_chunks() returns a heap block with the kept chunks of [sp, sp + n)
+// (n a multiple of 8), or null when malloc fails; *kept is the bytes of
+// chunks it kept.
+std::byte* save_chunks(const std::byte* sp, std::size_t n, std::size_t* kept) noexcept {
+    const std::size_t chunks = chunks_of(n);
+    std::size_t bytes = 0;
+    for (std::size_t c = 0; c < chunks; ++c) {
+        const std::size_t len = std::min(chunk_bytes, n - c * chunk_bytes);
+        if (!all_zero(sp + c * chunk_bytes, len)) bytes += len;
+    }
+    const std::size_t head = bitmap_bytes(chunks);
+    auto* block = static_cast<std::byte*>(std::malloc(head + (bytes ? bytes : 1)));
+    if (!block) return nullptr;
+    auto* bits = reinterpret_cast<std::uint64_t*>(block);
+    std::fill(bits, bits + head / 8, std::uint64_t{0});
+    std::byte* out = block + head;
+    for (std::size_t c = 0; c < chunks; ++c) {
+        const std::size_t len = std::min(chunk_bytes, n - c * chunk_bytes);
+        if (all_zero(sp + c * chunk_bytes, len)) continue;
+        bits[c / 64] |= std::uint64_t{1} << (c % 64);
+        raw_copy(out, sp + c * chunk_bytes, len);
+        out += len;
+    }
+    *kept = bytes;
+    return block;
+}
+
+// restore_chunks() writes the kept chunks of a block from save_chunks()
+// back to [sp, sp + n) (SHRINK-Z1).
+void restore_chunks(std::byte* sp, std::size_t n, const std::byte* block) noexcept {
+    const std::size_t chunks = chunks_of(n);
+    const auto* bits = reinterpret_cast<const std::uint64_t*>(block);
+    const std::byte* in = block + bitmap_bytes(chunks);
+    for (std::size_t c = 0; c < chunks; ++c) {
+        if (!(bits[c / 64] >> (c % 64) & 1)) continue;
+        const std::size_t len = std::min(chunk_bytes, n - c * chunk_bytes);
+        raw_copy(sp + c * chunk_bytes, in, len);
+        in += len;
+    }
+}
+
 }  // namespace
 
 void runtime_core::ask_sweep() noexcept {
@@ -117,8 +185,8 @@ bool runtime_core::shrink_task(worker* w, task_record* t) noexcept {
         std::byte* hi = page_floor(top);
         if (sp > base && lo >= base && hi > sp) {
             const std::size_t n = static_cast<std::size_t>(hi - sp);
-            if (auto* block = static_cast<std::byte*>(std::malloc(n))) {
-                raw_copy(block, sp, n);
+            std::size_t kept = 0;
+            if (std::byte* block = save_chunks(sp, n, &kept)) {  // SHRINK-Z1
                 if (::madvise(lo, static_cast<std::size_t>(hi - lo), MADV_DONTNEED) == 0) {
                     a->saved = block;
                     a->saved_at = sp;
@@ -126,7 +194,7 @@ bool runtime_core::shrink_task(worker* w, task_record* t) noexcept {
                     t->shrunk = true;  // SHRINK-S3: under the hold
                     shrank = true;
                     w->view.shrinks.bump();
-                    w->view.shrunk_bytes.bump(n);
+                    w->view.shrunk_bytes.bump(kept);
                 } else {
                     std::free(block);
                 }
@@ -141,7 +209,7 @@ bool runtime_core::shrink_task(worker* w, task_record* t) noexcept {
 // is about to resume it (SHRINK-S4), and frees the block. The pages fault in.
 void runtime_core::restore_task(worker* w, task_record* t) noexcept {
     wait_arena* a = t->fiber->arena;
-    raw_copy(a->saved_at, a->saved, a->saved_size);
+    restore_chunks(a->saved_at, a->saved_size, a->saved);  // SHRINK-Z1
     std::free(a->saved);
     a->saved = nullptr;
     a->saved_at = nullptr;

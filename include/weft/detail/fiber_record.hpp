@@ -145,7 +145,9 @@ struct wait_arena {
     std::uint32_t used = 0;
     std::uint32_t pins = 0;
     // A shrunk task's live bytes: [saved_at, saved_at + saved_size) of its
-    // stack, kept in the heap block `saved` (null: not shrunk).
+    // stack, kept in the heap block `saved` (null: not shrunk) as a bitmap
+    // of its 64-byte chunks and the chunks that are not all zeros
+    // (SHRINK-Z1, src/runtime/shrink.cpp).
     std::byte* saved = nullptr;
     std::byte* saved_at = nullptr;
     std::size_t saved_size = 0;

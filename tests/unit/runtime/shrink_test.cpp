@@ -557,6 +557,41 @@ TEST_P(shrink_test, shrinking_off_never_shrinks) {
     EXPECT_EQ(shrinks(rt), 0u);
 }
 
+// SHRINK-Z1: a buffer on the stack that holds mostly zeros costs the
+// shrunk task only its non-zero chunks, and comes back byte for byte: the
+// zeros where they were, the marks at odd offsets (inside chunks, at chunk
+// edges, in the last word) where they were.
+TEST_P(shrink_test, zero_chunks_of_a_shrunk_stack_are_not_kept_and_come_back_as_zeros) {
+    rt_with_driver r(workers());
+    weft::event ev;
+    constexpr std::size_t size = 16384;
+    constexpr std::size_t marks[] = {0, 63, 64, 1000, 4095, 4096, 9999, size - 1};
+    std::atomic<int> result{0};
+    auto h = r.rt.spawn([&] {
+        std::array<unsigned char, size> buf{};
+        for (std::size_t m : marks) buf[m] = static_cast<unsigned char>(m % 251 + 1);
+        asm volatile("" : : "r"(buf.data()) : "memory");
+        ev.wait();
+        asm volatile("" : : "r"(buf.data()) : "memory");
+        bool ok = true;
+        for (std::size_t i = 0; i < size; ++i) {
+            bool marked = false;
+            for (std::size_t m : marks) marked = marked || m == i;
+            if (buf[i] != (marked ? static_cast<unsigned char>(i % 251 + 1) : 0)) ok = false;
+        }
+        result.store(ok ? 1 : 2);
+    });
+    ASSERT_TRUE(shrunk_to(r.rt, 1)) << "the parked task was not shrunk";
+    // Its frames and at most one chunk per mark are kept, not the 16 KiB
+    // buffer (a task's own frames here are well under 8 KiB).
+    const std::uint64_t kept = r.rt.stats().total().shrunk_bytes;
+    EXPECT_GT(kept, 0u);
+    EXPECT_LT(kept, size / 2) << "zero chunks of the buffer were kept";
+    ev.set();
+    h.join();
+    EXPECT_EQ(result.load(), 1) << "the buffer did not come back byte for byte";
+}
+
 INSTANTIATE_TEST_SUITE_P(workers, shrink_test, worker_counts(), worker_param_name);
 
 }  // namespace
