@@ -169,9 +169,10 @@ void runtime_core::sweep(worker* w, bool force) noexcept {
 // shrink_task() shrinks t if it is switched out in a wait that has not
 // ended (SHRINK-S2) and nothing pins its stack (SHRINK-A2): its live bytes,
 // from the saved context up to the last whole page below its stack's top,
-// go to a heap block and those pages are released. The top page stays
-// when the stack's top is not on a page boundary (a slab stack: that page
-// holds the guard words of the slab stack above). True if it shrank.
+// go to a heap block (SHRINK-Z1) and those pages are released. Every task
+// stack's top is on a page boundary (guarded and slab stacks alike: a slab
+// stack's guard words are in its own slot, src/stack/task_stacks.cpp), so
+// all of its pages go. True if it shrank.
 bool runtime_core::shrink_task(worker* w, task_record* t) noexcept {
     if (!try_hold(t)) return false;  // SHRINK-S2
     bool shrank = false;
