@@ -93,6 +93,17 @@ def rows(results):
             w = dig(s, key, "weft", "W=2", metric)
             out.append((what, unit, w, dig(s, key, "go", "W=2", metric), "Boost.Fiber",
                         dig(s, key, "boost.fiber", "W=2", metric)))
+    scale = load(results, "scale.json")
+    if scale:
+        s = scale["summary"]
+        # Issue 26's two headline figures: what an idle task holds, what a
+        # timer wake costs (the other peer is Tokio here, the one to beat).
+        out.append(("memory per idle task, 1M blocked on an event (SC1)", "RSS bytes",
+                     dig(s, "sc1", "weft", "W=1", "rsspt"), dig(s, "sc1", "go", "W=1", "rsspt"), "Tokio",
+                     dig(s, "sc1", "tokio", "W=1", "rsspt")))
+        out.append(("timer wake, 100,000 tasks sleeping 10 ms, 1 worker (SC5)", "CPU ns per wake",
+                     dig(s, "sc5", "weft", "W=1", "cpuw"), dig(s, "sc5", "go", "W=1", "cpuw"), "Tokio",
+                     dig(s, "sc5", "tokio", "W=1", "cpuw")))
     r8 = load(results, "r8.json")
     if r8:
         s = r8["summary"]
