@@ -1,8 +1,8 @@
 // measure.cpp: figures for issue 26 ("idle tasks give their stack back"),
 // not a benchmark (bench/ has those):
 //
-//   measure rss N [slab]        N tasks parked on one event: resident memory
-//                               per task parked, and after runtime::shrink_idle()
+//   measure rss N [on|off]      N tasks parked on one event: resident memory
+//                               (smaps_rollup) per task parked, and after runtime::shrink_idle()
 //   measure yield N on|off      N yields of one task (workers = 0)
 //   measure pingpong N on|off   N round trips over two unbuffered channels
 //   measure spawn N on|off      N spawns and joins
@@ -26,11 +26,14 @@
 
 namespace {
 
+// rss_kib() is the exact resident size (smaps_rollup sums the page tables;
+// VmRSS in /proc/self/status comes from per-CPU counters that lagged by tens
+// of MB here).
 long rss_kib() {
-    std::ifstream f("/proc/self/status");
+    std::ifstream f("/proc/self/smaps_rollup");
     std::string line;
     while (std::getline(f, line))
-        if (line.rfind("VmRSS:", 0) == 0) return std::strtol(line.c_str() + 6, nullptr, 10);
+        if (line.rfind("Rss:", 0) == 0) return std::strtol(line.c_str() + 4, nullptr, 10);
     return -1;
 }
 
@@ -41,8 +44,13 @@ weft::runtime_options opts(unsigned workers, bool on) {
     return o;
 }
 
-int rss(long n) {
-    weft::runtime rt(opts(2, true));
+int rss(long n, bool on) {
+    // A threshold far longer than the run: only shrink_idle() shrinks, after
+    // the parked figure is read (with 100 ms the workers' own sweeps shrink
+    // the first tasks while the last are still being spawned).
+    weft::runtime_options o = opts(2, true);
+    o.shrink_idle_after = on ? std::chrono::milliseconds(std::chrono::hours(1)) : std::chrono::milliseconds(0);
+    weft::runtime rt(o);
     weft::event ev;
     std::vector<weft::join_handle<void>> hs;
     hs.reserve(static_cast<std::size_t>(n));
@@ -62,6 +70,11 @@ int rss(long n) {
     }
     const weft::worker_stats t = rt.stats().total();
     const long shrunk = rss_kib();
+    if (const char* dump = std::getenv("MEASURE_SMAPS")) {
+        std::ifstream in("/proc/self/smaps");
+        std::ofstream out(dump);
+        out << in.rdbuf();
+    }
     std::printf("tasks %ld: shrinks %llu, kept %llu B (%.0f B/task)\n", n, static_cast<unsigned long long>(t.shrinks),
                 static_cast<unsigned long long>(t.shrunk_bytes), double(t.shrunk_bytes) / double(n));
     std::printf("RSS KiB: base %ld parked %ld shrunk %ld\n", base, parked, shrunk);
@@ -115,7 +128,7 @@ int main(int argc, char** argv) {
     const std::string what = argv[1];
     const long n = std::strtol(argv[2], nullptr, 10);
     const bool on = argc < 4 || std::strcmp(argv[3], "off") != 0;
-    if (what == "rss") return rss(n);
+    if (what == "rss") return rss(n, on);
     if (what == "yield") return yields(n, on);
     if (what == "pingpong") return pingpong(n, on);
     if (what == "spawn") return spawns(n, on);
