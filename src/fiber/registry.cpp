@@ -123,11 +123,16 @@ constexpr std::uint64_t arch_code =
 //   22  frame: resume address offset (return address / x30)
 //   23  paint byte of painted stacks
 //   24  fiber: requested stack size
+//   25  fiber: arena (wait_arena*, null unless a runtime task's fiber that
+//       may be shrunk)      26  arena: saved (the heap block of a shrunk
+//       task, null when not shrunk)      27  arena: saved_at
+//   28  arena: saved_size (the block: a bitmap of the range's 64-byte
+//       chunks, then the chunks not all zeros: SHRINK-Z1, src/runtime/shrink.cpp)
 extern "C" {
 [[gnu::used]] WEFT_API extern const std::uint64_t weft_debug_layout[] = {
     0x5745465444424731ull,
     1,
-    25,
+    29,
     weft::detail::shard_count,
     sizeof(weft::detail::shard),
     offsetof(weft::detail::shard, fibers),
@@ -150,13 +155,17 @@ extern "C" {
     weft::context::frame::resume_address,
     weft::detail::paint_byte,
     offsetof(weft::detail::fiber_record, requested_stack),
+    offsetof(weft::detail::fiber_record, arena),
+    offsetof(weft::detail::wait_arena, saved),
+    offsetof(weft::detail::wait_arena, saved_at),
+    offsetof(weft::detail::wait_arena, saved_size),
 };
 }
 
 namespace weft::detail {
 
 static_assert(sizeof(std::string_view) == 16 && sizeof(std::atomic<fiber_state>) == 1 && sizeof(fiber_flavour) == 1);
-static_assert(sizeof(weft_debug_layout) / sizeof(weft_debug_layout[0]) == 25);
+static_assert(sizeof(weft_debug_layout) / sizeof(weft_debug_layout[0]) == 29);
 
 void register_fiber(fiber_record* f) noexcept {
     std::uint32_t sh = my_shard;

@@ -17,6 +17,8 @@
 #include <weft/coroutine.hpp>
 #include <weft/fiber.hpp>
 #include <weft/runtime.hpp>
+
+#include <chrono>
 #include <weft/sync/event.hpp>
 
 #include <cstdio>
@@ -67,6 +69,18 @@ extern "C" [[gnu::noinline]] void weft_gdb_stop_here() {
     WEFT_GDB_AFTER_CALL();
 }
 
+// epsilon's task is shrunk while it waits (docs/runtime.md, "Idle tasks
+// give their stack back"): its frames are in a heap block, and `weft bt`
+// writes them back to unwind them (live), or says why it cannot (a core).
+[[gnu::noinline]] void epsilon_inner(weft::event& ev) {
+    ev.wait();
+    WEFT_GDB_AFTER_CALL();
+}
+[[gnu::noinline]] void epsilon_outer(weft::event& ev) {
+    epsilon_inner(ev);
+    WEFT_GDB_AFTER_CALL();
+}
+
 [[gnu::noinline]] void painted_body() {
     volatile char deep[3000];
     for (auto& c : deep) c = 1;
@@ -90,12 +104,30 @@ int main() {
     while (rt.run_once() != 0) {
     }
 
+    weft::runtime shrinking({.workers = 0, .shrink_idle_after = std::chrono::milliseconds(1)});
+    weft::event ev2;
+    auto epsilon = shrinking.spawn([&] { epsilon_outer(ev2); }, {.name = "epsilon"});
+    while (shrinking.run_once() != 0) {
+    }
+    for (int i = 0; i < 1000 && shrinking.stats().total().shrinks == 0; ++i) {
+        shrinking.shrink_idle();
+        (void)shrinking.run_once();
+    }
+    if (shrinking.stats().total().shrinks == 0) {
+        std::puts("weft_gdb_target: epsilon was not shrunk");
+        return 1;
+    }
+
     weft_gdb_stop_here();
 
     ev.set();
     while (rt.run_once() != 0) {
     }
     gamma.join();
+    ev2.set();
+    while (shrinking.run_once() != 0) {
+    }
+    epsilon.join();
     alpha.resume();
     beta.resume();
     painted.resume();

@@ -89,6 +89,7 @@ _LAYOUT_NAMES = (
     "id", "next", "name_data", "name_size", "state", "flavour", "ctx",
     "stack_base", "stack_size", "painted", "copy", "owner", "arch",
     "frame_size", "switch_gap", "frame_fp", "frame_ret", "paint_byte", "requested_stack",
+    "arena", "arena_saved", "arena_saved_at", "arena_saved_size",
 )
 _TASK_NAMES = ("magic", "version", "count", "id", "state", "worker")
 
@@ -149,6 +150,14 @@ def fibers():
             f.stack_lo = _u64(rec + lay["stack_base"])
             f.stack_hi = f.stack_lo + _u64(rec + lay["stack_size"])
             f.copy = _u64(rec + lay["copy"]) != 0
+            # A shrunk task's frames are in a heap block (docs/runtime.md,
+            # "Idle tasks give their stack back"): (block, at, size) or None.
+            f.shrunk = None
+            arena = _u64(rec + lay["arena"])
+            if arena:
+                block = _u64(arena + lay["arena_saved"])
+                if block:
+                    f.shrunk = (block, _u64(arena + lay["arena_saved_at"]), _u64(arena + lay["arena_saved_size"]))
             f.painted = _u8(rec + lay["painted"]) != 0
             f.high_water = None
             if f.painted and not f.copy:
@@ -249,6 +258,33 @@ def _resume_registers(f, lay):
 _FRAME_LINE = re.compile(r"^#(\d+)(\s+)")
 
 
+def _unshrink(f):
+    """Put a shrunk task's frames back on its stack, so that gdb can unwind
+    them: the kept 64-byte chunks of its heap block (SHRINK-Z1: a bitmap of
+    the chunks, then those not all zeros) are written where they were; the
+    others read as zeros already (released pages). The task's own restore
+    later writes the same bytes again, so this changes nothing it sees; it
+    only makes the pages resident. Returns None, or why it could not (a core
+    file cannot be written)."""
+    block, at, size = f.shrunk
+    chunks = (size + 63) // 64
+    head = (chunks + 63) // 64 * 8
+    bits = _read(block, head)
+    src = block + head
+    inferior = gdb.selected_inferior()
+    try:
+        for c in range(chunks):
+            if not (bits[c // 8] >> (c % 8)) & 1:
+                continue
+            n = min(64, size - c * 64)
+            inferior.write_memory(at + c * 64, _read(src, n))
+            src += n
+    except gdb.error as e:
+        return ("shrunk task: its frames are in a heap block at 0x%x and could not be written back "
+                "to its stack for unwinding (%s); a core file cannot show them\n" % (block, e))
+    return None
+
+
 def _backtrace(f, lay, limit):
     if f.state != "suspended":
         why = {"created": "not started yet: no frames", "done": "finished: no frames",
@@ -257,6 +293,10 @@ def _backtrace(f, lay, limit):
     if f.copy:
         return ("copy-stack fiber: its frames may be saved off its shared stack; "
                 "backtraces of copy-stack fibers are not supported\n")
+    if f.shrunk:
+        note = _unshrink(f)
+        if note:
+            return note
     try:
         gdb.selected_thread()
         innermost = gdb.newest_frame()
