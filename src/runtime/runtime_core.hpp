@@ -203,8 +203,8 @@ public:
     // shrink_after_ns: runtime_options::shrink_idle_after (0: off).
     std::int64_t shrink_after_ns = 0;
     void ask_sweep() noexcept;
-    void maybe_sweep(worker* w) noexcept;
-    void sweep(worker* w, bool force) noexcept;
+    void maybe_sweep(worker* w, bool idle = false) noexcept;
+    void sweep(worker* w, bool force, std::size_t batch) noexcept;
     bool shrink_task(worker* w, task_record* t) noexcept;
     static void restore_task(worker* w, task_record* t) noexcept;
     std::int64_t shrink_wait_ns(worker* w) const noexcept;

@@ -19,6 +19,11 @@ namespace {
 // busy worker's sweep costs a bounded time (runtime::shrink_idle() asks for
 // a full one).
 constexpr std::size_t sweep_batch = 64;
+// An idle worker (about to sleep) sweeps up to this many per call: enough
+// that a million tasks parked at once are shrunk within seconds (at 64 per
+// wake-up, with a sleep of at least 1 ms between, it took minutes), few
+// enough that new work waits at most a few milliseconds behind a sweep.
+constexpr std::size_t idle_sweep_batch = 4096;
 
 // raw_copy() copies a suspended task's frames to or from its saved block
 // without ASan's checks: the frames' red zones are poisoned, and stay so
@@ -121,16 +126,29 @@ void runtime_core::ask_sweep() noexcept {
 }
 
 // maybe_sweep() sweeps w's candidates when asked to, or when the oldest
-// may be due. Owner only.
-void runtime_core::maybe_sweep(worker* w) noexcept {
+// may be due: a bounded batch, a larger one when w is idle. Owner only.
+void runtime_core::maybe_sweep(worker* w, bool idle) noexcept {
     if (shrink_after_ns <= 0) return;
     if (w->sweep_asked.load(std::memory_order_relaxed) && w->sweep_asked.exchange(false, std::memory_order_acquire)) {
-        sweep(w, true);
+        sweep(w, true, 0);
         return;
     }
-    if (w->idle_count == 0) return;
-    const std::int64_t since = w->idle_fifo.front()->state_since.load(std::memory_order_relaxed);
-    if (coarse_now_ns() - since >= shrink_after_ns) sweep(w, false);
+    // The FIFO is in the order tasks were listed, not the order they last
+    // parked: a front entry that ran since (not waiting, or waiting with a
+    // fresh stamp: it parked again, as a task sleeping in a loop does) says
+    // nothing about the entries behind it. Such an entry goes to the back
+    // (a few per call), so that it cannot hold up the sweep for ever.
+    const std::int64_t now = coarse_now_ns();
+    for (int k = 0; k < 4 && w->idle_count != 0; ++k) {
+        task_record* front = w->idle_fifo.front();
+        const bool waiting = front->state.load(std::memory_order_relaxed) == task_state::waiting;
+        if (!waiting || now - front->state_since.load(std::memory_order_relaxed) >= shrink_after_ns) {
+            sweep(w, false, idle ? idle_sweep_batch : sweep_batch);
+            return;
+        }
+        if (w->idle_count == 1) return;
+        w->idle_fifo.push_back(w->idle_fifo.pop_front());
+    }
 }
 
 // shrink_wait_ns() is how long w may sleep before its oldest candidate may
@@ -145,9 +163,14 @@ std::int64_t runtime_core::shrink_wait_ns(worker* w) const noexcept {
     return std::max<std::int64_t>(d, 1'000'000);
 }
 
-void runtime_core::sweep(worker* w, bool force) noexcept {
+// sweep() looks at up to `batch` candidates from the front (force: all of
+// them, whatever their age). One parked too recently goes to the back; the
+// eighth such ends a sweep that is not forced (the FIFO is in listing
+// order, so what lies behind them is mostly as recent).
+void runtime_core::sweep(worker* w, bool force, std::size_t batch) noexcept {
     const std::int64_t now = coarse_now_ns();
-    std::size_t n = force ? w->idle_count : std::min(w->idle_count, sweep_batch);
+    std::size_t n = force ? w->idle_count : std::min(w->idle_count, batch);
+    int recent = 0;
     while (n-- > 0) {
         task_record* t = w->idle_fifo.pop_front();
         --w->idle_count;
@@ -157,6 +180,7 @@ void runtime_core::sweep(worker* w, bool force) noexcept {
             // since it was listed): look again later.
             w->idle_fifo.push_back(t);
             ++w->idle_count;
+            if (++recent == 8) break;
             continue;
         }
         if (waiting) (void)shrink_task(w, t);

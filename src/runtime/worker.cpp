@@ -368,7 +368,7 @@ void runtime_core::loop(worker* w, task_record* until, bool until_empty) {
         }
         w->io_tick = 0;
         if (poll_now(w)) continue;
-        maybe_sweep(w);
+        maybe_sweep(w, true);
         sleep(w);
     }
 }
