@@ -592,6 +592,43 @@ TEST_P(shrink_test, zero_chunks_of_a_shrunk_stack_are_not_kept_and_come_back_as_
     EXPECT_EQ(result.load(), 1) << "the buffer did not come back byte for byte";
 }
 
+// The workers' own sweeps (no shrink_idle()) reach every idle task while
+// another task, listed first, keeps parking for less than the threshold
+// (a task sleeping in a loop). A liveness check of the sweeps: the
+// starvation this once caught (such a front entry held every sweep off)
+// was found with tools-level runs and does not reproduce reliably here.
+TEST_P(shrink_test, the_workers_own_sweeps_shrink_every_idle_task_while_another_keeps_parking) {
+    weft::runtime_options o = shrinking(workers());
+    o.shrink_idle_after = 20ms;
+    weft::runtime rt(o);
+    driver d(rt);
+    std::atomic<bool> stop{false};
+    std::atomic<int> naps{0};
+    auto sleeper = rt.spawn([&] {
+        for (int i = 0; i < 20'000 && !stop.load(); ++i) {
+            weft::this_task::sleep_for(2ms);
+            naps.fetch_add(1);
+        }
+    });
+    // The sleeper is listed first (at its first park), before the others.
+    for (int i = 0; i < 5'000 && naps.load() < 2; ++i) std::this_thread::sleep_for(1ms);
+    ASSERT_GE(naps.load(), 2);
+    weft::event ev;
+    constexpr int n = 1'000;
+    std::vector<weft::join_handle<void>> hs;
+    for (int i = 0; i < n; ++i) hs.push_back(rt.spawn([&] { ev.wait(); }));
+    bool all = false;
+    for (int i = 0; i < 10'000 && !all; ++i) {  // at most about 10 s
+        all = shrinks(rt) >= static_cast<std::uint64_t>(n);
+        if (!all) std::this_thread::sleep_for(1ms);
+    }
+    EXPECT_TRUE(all) << "only " << shrinks(rt) << " of " << n << " idle tasks were shrunk";
+    stop.store(true);
+    ev.set();
+    for (auto& h : hs) h.join();
+    sleeper.join();
+}
+
 INSTANTIATE_TEST_SUITE_P(workers, shrink_test, worker_counts(), worker_param_name);
 
 }  // namespace
