@@ -474,20 +474,23 @@ How to read this: every cell is **median [min, max]** over the repetitions, each
 process, the candidates of a table alternating within every repetition (their order rotated by
 one each repetition). W=1 children are pinned
 to one CPU. The idle scenarios idle 300 ms (3x weft's default `shrink_idle_after`) for every
-candidate before memory is read or a task is pinged. RSS per task is VmRSS growth / tasks; page
+candidate before memory is read or a task is pinged; in SC1 and SC3 weft's sample then waits
+until its RSS stops falling (less than 8 B per task freed in 200 ms, at most 30 s: shrinking a
+million tasks takes its workers seconds), Go's and Tokio's do not (their RSS does not move). RSS per task is VmRSS growth / tasks; page
 tables (VmPTE) are **not** part of VmRSS and are shown apart. SC5's CPU is the whole process's
 (getrusage user+sys) over spawn, 2 s of sleeping and join, divided by the wakes counted;
 "wakes per s" below the ideal (tasks x 100 per s) means the runtime fell behind. Ratios are
 weft's median over the peer's (below 1: weft is smaller or faster). SC8 runs one binary twice
-(`--shrink-idle-after-ms 0` for off): before shrinking is implemented both are the same code,
-and its ratio is an A/A measure of this machine's noise.
+(`--shrink-idle-after-ms 0` for off), interleaved: the ratio is what shrinking costs the hot
+paths (the wait arena, the pin checks, the idle list), within this machine's noise.
 
 What could favour a candidate here:
 
 - SC1/SC2 count RSS only: weft's stacks are mappings of their own, whose page tables (VmPTE,
   shown) and virtual address space are not in RSS; Go's and Tokio's tasks live in their heaps,
   whose free space (Go's GC keeps up to 2x live) counts in RSS. The idle wait (300 ms) is the
-  same for all and is chosen for weft's shrinking (3x its default delay).
+  same for all and is chosen for weft's shrinking (3x its default delay); weft alone may wait
+  longer for its RSS to settle (above), which favours it over a reading at a fixed time.
 - Boost.Fiber's fibers have malloc'd 12 KiB stacks (8 KiB crashed) in SC1 and 8 KiB in SC5,
   smaller than its default (128 KiB): its memory figures are smaller than a default user's.
 - SC5 at W=2: Boost.Fiber's work_stealing spins when idle (its default), which shows as CPU.
