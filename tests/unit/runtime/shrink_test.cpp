@@ -586,7 +586,11 @@ TEST_P(shrink_test, zero_chunks_of_a_shrunk_stack_are_not_kept_and_come_back_as_
     // buffer (a task's own frames here are well under 8 KiB).
     const std::uint64_t kept = r.rt.stats().total().shrunk_bytes;
     EXPECT_GT(kept, 0u);
-    EXPECT_LT(kept, size / 2) << "zero chunks of the buffer were kept";
+    // (A valgrind build keeps every chunk: memcheck would report the zero
+    // test of undefined frame bytes. The round trip below still holds.)
+    if (!WEFT_VALGRIND) {
+        EXPECT_LT(kept, size / 2) << "zero chunks of the buffer were kept";
+    }
     ev.set();
     h.join();
     EXPECT_EQ(result.load(), 1) << "the buffer did not come back byte for byte";
