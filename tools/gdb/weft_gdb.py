@@ -260,25 +260,24 @@ _FRAME_LINE = re.compile(r"^#(\d+)(\s+)")
 
 def _unshrink(f):
     """Put a shrunk task's frames back on its stack, so that gdb can unwind
-    them: the kept 64-byte chunks of its heap block (SHRINK-Z1: a bitmap of
-    the chunks, then those not all zeros) are written where they were; the
+    them: the kept 8-byte words of its heap block (SHRINK-Z1: a bitmap of
+    the words, then those not zero) are written where they were; the
     others read as zeros already (released pages). The task's own restore
     later writes the same bytes again, so this changes nothing it sees; it
     only makes the pages resident. Returns None, or why it could not (a core
     file cannot be written)."""
     block, at, size = f.shrunk
-    chunks = (size + 63) // 64
-    head = (chunks + 63) // 64 * 8
+    words = size // 8
+    head = (words + 63) // 64 * 8
     bits = _read(block, head)
     src = block + head
     inferior = gdb.selected_inferior()
     try:
-        for c in range(chunks):
-            if not (bits[c // 8] >> (c % 8)) & 1:
+        for i in range(words):
+            if not (bits[i // 8] >> (i % 8)) & 1:
                 continue
-            n = min(64, size - c * 64)
-            inferior.write_memory(at + c * 64, _read(src, n))
-            src += n
+            inferior.write_memory(at + i * 8, _read(src, 8))
+            src += 8
     except gdb.error as e:
         return ("shrunk task: its frames are in a heap block at 0x%x and could not be written back "
                 "to its stack for unwinding (%s); a core file cannot show them\n" % (block, e))

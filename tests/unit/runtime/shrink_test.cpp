@@ -558,14 +558,14 @@ TEST_P(shrink_test, shrinking_off_never_shrinks) {
 }
 
 // SHRINK-Z1: a buffer on the stack that holds mostly zeros costs the
-// shrunk task only its non-zero chunks, and comes back byte for byte: the
-// zeros where they were, the marks at odd offsets (inside chunks, at chunk
-// edges, in the last word) where they were.
-TEST_P(shrink_test, zero_chunks_of_a_shrunk_stack_are_not_kept_and_come_back_as_zeros) {
+// shrunk task only its non-zero words, and comes back byte for byte: the
+// zeros where they were, the marks at odd offsets (inside words, at word
+// edges, at page edges, in the last word) where they were.
+TEST_P(shrink_test, zero_words_of_a_shrunk_stack_are_not_kept_and_come_back_as_zeros) {
     rt_with_driver r(workers());
     weft::event ev;
     constexpr std::size_t size = 16384;
-    constexpr std::size_t marks[] = {0, 63, 64, 1000, 4095, 4096, 9999, size - 1};
+    constexpr std::size_t marks[] = {0, 7, 8, 63, 64, 1000, 4095, 4096, 9999, size - 1};
     std::atomic<int> result{0};
     auto h = r.rt.spawn([&] {
         std::array<unsigned char, size> buf{};
@@ -582,14 +582,14 @@ TEST_P(shrink_test, zero_chunks_of_a_shrunk_stack_are_not_kept_and_come_back_as_
         result.store(ok ? 1 : 2);
     });
     ASSERT_TRUE(shrunk_to(r.rt, 1)) << "the parked task was not shrunk";
-    // Its frames and at most one chunk per mark are kept, not the 16 KiB
-    // buffer (a task's own frames here are well under 8 KiB).
+    // Its frames and one word per mark are kept, not the 16 KiB buffer (a
+    // task's own frames here are well under 4 KiB).
     const std::uint64_t kept = r.rt.stats().total().shrunk_bytes;
     EXPECT_GT(kept, 0u);
-    // (A valgrind build keeps every chunk: memcheck would report the zero
+    // (A valgrind build keeps every word: memcheck would report the zero
     // test of undefined frame bytes. The round trip below still holds.)
     if (!WEFT_VALGRIND) {
-        EXPECT_LT(kept, size / 2) << "zero chunks of the buffer were kept";
+        EXPECT_LT(kept, size / 4) << "zero words of the buffer were kept";
     }
     ev.set();
     h.join();
