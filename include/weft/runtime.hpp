@@ -542,6 +542,11 @@ namespace detail {
 
 // check_spawn() throws task_error (runtime_stopping) if c refuses spawns.
 WEFT_API void check_spawn(runtime_core* c, std::string_view name);
+// task_fiber_room() is the room a stackful task's block reserves for its
+// fiber's record and wait arena (task_record::fiber_room): 0 when c does not
+// shrink idle tasks. Its alignment is fiber_room_align.
+[[nodiscard]] WEFT_API std::size_t task_fiber_room(runtime_core* c) noexcept;
+inline constexpr std::size_t fiber_room_align = 16;
 // submit() registers and queues a new task; false (nothing queued) if the
 // runtime began stopping meanwhile.
 [[nodiscard]] WEFT_API bool submit(runtime_core* c, task_record* t, const spawn_options& o);
@@ -613,7 +618,11 @@ join_handle<R> spawn_on(runtime_core* c, F&& f, const spawn_options& o) {
                   "unstarted coroutine; spawn the coroutine itself: spawn(f())");
     using block = task_closure<R, std::decay_t<F>>;
     check_spawn(c, o.name);
-    void* mem = block::allocate(sizeof(block) + o.name.size() + 1);
+    // The block: record and callable, the name, then (when c shrinks idle
+    // tasks) the room for the fiber's record and wait arena.
+    const std::size_t room = o.copy_stack ? 0 : task_fiber_room(c);
+    const std::size_t room_at = (sizeof(block) + o.name.size() + 1 + fiber_room_align - 1) & ~(fiber_room_align - 1);
+    void* mem = block::allocate(room ? room_at + room : sizeof(block) + o.name.size() + 1);
     block* t;
     try {
         t = ::new (mem) block(std::forward<F>(f));
@@ -630,6 +639,7 @@ join_handle<R> spawn_on(runtime_core* c, F&& f, const spawn_options& o) {
     t->discard = &block::drop_callable;
     t->stack_size = o.stack_size;
     t->copy_stack = o.copy_stack;
+    if (room) t->fiber_room = static_cast<char*>(mem) + room_at;
     if (!submit(c, t, o)) {
         block::free_block(t);
         spawn_refused(c, o.name);

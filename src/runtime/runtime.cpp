@@ -72,6 +72,13 @@ struct task_body {
     void operator()() const { t->run(t); }
 };
 
+// fiber_room_bytes is the room a task's block reserves for its fiber's
+// split_block (task_fiber_room()): the larger of the two stack kinds'.
+constexpr std::size_t fiber_room_bytes = std::max(sizeof(split_block<plain_fiber, task_body, guarded_stack>),
+                                                  sizeof(split_block<plain_fiber, task_body, slab_stack>));
+
+std::size_t task_fiber_room(runtime_core* c) noexcept { return c->shrink_after_ns > 0 ? fiber_room_bytes : 0; }
+
 runtime_core::runtime_core(const runtime_options& o)
     : opts(o), nthreads(o.workers), nworkers(o.workers ? o.workers : 1), guarded(pool_options(o)) {
     if (o.workers > 1024) bad_option("workers must be at most 1024");
@@ -157,7 +164,9 @@ fiber_record* runtime_core::make_fiber(task_record* t) {
     auto make = [&](auto alloc) -> fiber_record* {
         if (split) {
             using A = decltype(alloc);
-            fiber_record* f = create_split<split_block<plain_fiber, task_body, A>>(std::move(alloc), body, fo);
+            using B = split_block<plain_fiber, task_body, A>;
+            static_assert(sizeof(B) <= fiber_room_bytes && alignof(B) <= fiber_room_align);
+            fiber_record* f = create_split<B>(std::move(alloc), body, fo, t->fiber_room);
             t->shrinkable = true;
             return f;
         }
