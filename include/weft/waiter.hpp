@@ -84,7 +84,8 @@ WEFT_API void check_no_pointer_into_shared_stack(const void* obj, std::size_t n,
 // the owner runs on a shared stack (one allocation per wait there); in the
 // task fiber's wait arena when the owner is a runtime task whose stack may
 // be shrunk (a bump, no allocation: SHRINK-A1), or, when T does not fit
-// there, in the frame with the task pinned (SHRINK-A2) until it ends.
+// there, in a heap block of its own (as on a shared stack: the task may
+// still be shrunk).
 // Throws: std::bad_alloc, and what T's constructor throws.
 template <class T>
 class stable {
@@ -114,9 +115,7 @@ public:
                     return;
                 }
             }
-            p_ = ::new (static_cast<void*>(here_)) T(std::forward<A>(a)...);
-            ++w->pins;  // SHRINK-A2
-            arena_ = w;
+            p_ = new T(std::forward<A>(a)...);
         } else {
             p_ = ::new (static_cast<void*>(here_)) T(std::forward<A>(a)...);
         }
@@ -124,7 +123,6 @@ public:
     ~stable() {
         if (static_cast<void*>(p_) == static_cast<void*>(here_)) {
             p_->~T();
-            if (arena_) --arena_->pins;  // SHRINK-A2
         } else if (arena_) {
             p_->~T();
             arena_->used = mark_;  // SHRINK-A1
@@ -138,9 +136,9 @@ public:
     T& operator*() const noexcept { return *p_; }
     T* operator->() const noexcept { return p_; }
     T* get() const noexcept { return p_; }
-    // off_frame() says whether the T is off the owner's frame (a heap block
-    // on a shared stack, or a wait arena): what the owner hands over must
-    // then be copied in too.
+    // off_frame() says whether the T is off the owner's frame (a heap block,
+    // or a wait arena): what the owner hands over must then be copied in
+    // too.
     [[nodiscard]] bool off_frame() const noexcept {
         return static_cast<const void*>(p_) != static_cast<const void*>(here_);
     }

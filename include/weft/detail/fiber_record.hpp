@@ -136,12 +136,19 @@ struct no_tools {};
 //              matching stable<T> saved when that stable<T> ends: stables are
 //              scoped objects of one fiber, so they end in reverse order.
 //   SHRINK-A2  While `pins` is not 0 something another party may touch lies in the
-//              task's frames (a stable<T> that did not fit, a primitive's
-//              wait_queue, a joiner's locals, a blocking() job, an io_uring
-//              operation's buffer, a wait inside a nested fiber): the task is
-//              not shrunk.
+//              task's frames (a primitive's wait_queue, a joiner's locals, a
+//              blocking() job, an io_uring operation's buffer, a wait inside a
+//              nested fiber): the task is not shrunk. (A stable<T> that does
+//              not fit the arena goes to the heap and pins nothing.)
+//
+// The capacity holds the common waits: one_wait (72 bytes: event, latch,
+// join, a sleep's or an io wait's state), a mutex's locker (80), a channel
+// send or receive of a value up to about 48 bytes, a select of one case.
+// Larger ones (a select of two or more cases: 208 bytes for two) cost a
+// heap block for that wait. Every byte of it is paid by every task of a
+// runtime that shrinks, idle or not (docs/runtime.md, "Where the bytes go").
 struct wait_arena {
-    static constexpr std::size_t capacity = 256;
+    static constexpr std::size_t capacity = 128;
     std::uint32_t used = 0;
     std::uint32_t pins = 0;
     // A shrunk task's live bytes: [saved_at, saved_at + saved_size) of its

@@ -317,8 +317,8 @@ std::size_t select(C&&... cases) {
     }
     if (detail::in_arena_task()) {
         // A task whose stack may be shrunk: the cases and the entries' nodes
-        // go to its wait arena, as above (or stay in the frame and pin the
-        // task when they do not fit: SHRINK-A2).
+        // go to its wait arena, or to a heap block when they do not fit
+        // (detail::stable): off the frame either way, as above.
         detail::stable<detail::held_select<std::remove_cvref_t<C>...>> held(std::move(cases)...);
         [&]<std::size_t... I>(std::index_sequence<I...>) {
             (([&] {
