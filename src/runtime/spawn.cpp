@@ -44,8 +44,6 @@ bool runtime_core::submit(task_record* t, const spawn_options& o) {
     auto deadline = o.deadline;
     if (o.timeout.count() > 0) deadline = std::min(deadline, std::chrono::steady_clock::now() + o.timeout);
     if (deadline != std::chrono::steady_clock::time_point::max()) {
-        t->deadline_timer.task = t;
-        t->deadline_timer.what = timer_node::kind::task_deadline;
         t->has_deadline = true;
         add_timer(&t->deadline_timer, deadline, 0);
     }

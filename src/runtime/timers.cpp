@@ -114,10 +114,11 @@ std::size_t runtime_core::fire_shard(worker* w, timer_shard& s, std::int64_t now
             for (std::size_t i = 0; i < n; ++i) {
                 timer_node* t = nodes[i];
                 if (t->what == timer_node::kind::task_deadline) {
-                    t->task->refs.fetch_add(1, std::memory_order_relaxed);  // SCHED-T1
-                    deadlines[nd++] = t->task;
-                } else if (try_end(t->task, t->word, wait_status::timed_out)) {  // SCHED-T1
-                    woken[nw++] = t->task;
+                    task_record* owner = task_of(t);
+                    owner->refs.fetch_add(1, std::memory_order_relaxed);  // SCHED-T1
+                    deadlines[nd++] = owner;
+                } else if (try_end(task_of(t), t->word, wait_status::timed_out)) {  // SCHED-T1
+                    woken[nw++] = task_of(t);
                 }  // else a stale node (TIMER-L1) or a wait ended first: nothing to do
             }
             s.next.store(s.wheel.next_due(), std::memory_order_seq_cst);

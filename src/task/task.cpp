@@ -218,10 +218,6 @@ wait_status park(task_record* t) {
 wait_status park_until(task_record* t, std::uint64_t word, const std::chrono::steady_clock::time_point* deadline) {
     if (!deadline) return park(t);
     timer_node& n = t->wait_timer;
-    if (!n.task) {  // the first wait with a deadline: the node is in no wheel yet
-        n.task = t;
-        n.what = timer_node::kind::wait_timeout;
-    }
     t->sched->add_timer(&n, *deadline, word);
     const wait_status why = park(t);
     if (why == wait_status::canceled) t->sched->remove_timer(&n);  // TIMER-L1

@@ -168,9 +168,10 @@ inline constexpr int wait_sequence_shift = 4;
 // structure add_timer() put it in, written only by add_timer(), on the
 // task's own thread: the thread that removes it (perhaps another worker,
 // after the task migrated) finds the right wheel, and its lock, through it.
-// `task` and `what` are set before the node is first added and never
-// change; when, word, prev, next and slot are guarded by the lock of the
-// wheel that holds the node (add_timer() writes when and word there).
+// `what` is set with the record and never changes; it also says which of
+// the record's two nodes this is, so the node needs no pointer to its task
+// (task_of()). when, word, prev, next and slot are guarded by the lock of
+// the wheel that holds the node (add_timer() writes when and word there).
 struct timer_node {
     static constexpr std::uint16_t unlinked = 0xffff;
     enum class kind : std::uint8_t { task_deadline, wait_timeout };
@@ -178,7 +179,6 @@ struct timer_node {
     timer_node* prev = nullptr;
     timer_node* next = nullptr;
     void* owner = nullptr;   // the scheduler's: the structure it was last added to
-    task_record* task = nullptr;
     std::uint64_t word = 0;  // wait_timeout: the wait word it ends (TASK-W1)
     std::uint16_t slot = unlinked;  // the wheel's slot, or unlinked
     kind what = kind::wait_timeout;
@@ -319,8 +319,11 @@ struct task_record {
 
     // --- the state machine (docs/runtime.md) ---
     std::atomic<task_state> state;
+    bool has_deadline = false;  // deadline_timer is in a timer wheel (set at spawn)
     std::atomic<std::int64_t> state_since{0};  // coarse monotonic ns of the last change
     std::atomic<int> worker{-1};               // the worker that ran it last (-1: none yet)
+    // Listed in a worker's idle candidates (idle_next, below).
+    std::atomic<bool> idle_listed{false};
 
     // --- waiting (TASK-W1 - TASK-W3) and becoming runnable ---
     std::atomic<std::uint64_t> wait_word{0};
@@ -349,7 +352,6 @@ struct task_record {
     // --- timers, locals, queues, registry (owned by the scheduler) ---
     timer_node deadline_timer;    // in a timer wheel only if has_deadline
     timer_node wait_timer;
-    bool has_deadline = false;
     local_slot* locals = nullptr;
     task_record* next = nullptr;  // intrusive queue link
     task_record* reg_prev = nullptr;
@@ -363,10 +365,20 @@ struct task_record {
     // Idle candidates (docs/runtime.md, "Finding idle tasks"): listed in a
     // worker's candidate FIFO through idle_next, holding a reference.
     task_record* idle_next = nullptr;
-    std::atomic<bool> idle_listed{false};
 
-    task_record() noexcept : state(task_state{}), outcome(task_state{}) {}  // created
+    task_record() noexcept : state(task_state{}), outcome(task_state{}) {  // created
+        deadline_timer.what = timer_node::kind::task_deadline;
+    }
 };
+
+// task_of() is the task whose record holds timer node n (its deadline_timer
+// or its wait_timer, told apart by n->what).
+inline task_record* task_of(timer_node* n) noexcept {
+    static_assert(std::is_standard_layout_v<task_record>, "task_of() uses offsetof(task_record, ...)");
+    const std::size_t at = n->what == timer_node::kind::task_deadline ? offsetof(task_record, deadline_timer)
+                                                                        : offsetof(task_record, wait_timer);
+    return reinterpret_cast<task_record*>(reinterpret_cast<char*>(n) - at);
+}
 
 // task_block<T> is a task record with room for its result.
 template <class T>
