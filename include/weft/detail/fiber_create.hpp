@@ -58,6 +58,8 @@ inline std::byte* align_down(std::byte* p, std::size_t a) noexcept {
 inline void check_extension(const fiber_options& opts) {
     if (opts.extension_align == 0 || opts.extension_align > 64 || (opts.extension_align & (opts.extension_align - 1)))
         throw std::invalid_argument("weft: fiber_options::extension_align must be a power of two <= 64");
+    if (opts.extension_size > UINT32_MAX || opts.private_data_size > UINT32_MAX)
+        throw std::invalid_argument("weft: fiber_options::extension_size and private_data_size must be under 4 GiB");
 }
 
 // create() allocates a stack and places, from its top (less the colour)
@@ -113,9 +115,9 @@ Block* create(Alloc alloc, F&& fn, const fiber_options& opts) {
     if (opts.private_data_size) std::memset(pd, 0, opts.private_data_size);
     b->name = std::string_view(name, opts.name.size());
     b->private_data = pd;
-    b->private_size = opts.private_data_size;
+    b->private_size = static_cast<std::uint32_t>(opts.private_data_size);
     b->extension = opts.extension_size ? ext : nullptr;
-    b->extension_size = opts.extension_size;
+    b->extension_size = static_cast<std::uint32_t>(opts.extension_size);
     b->stack = view;
     b->requested_stack = wanted;
     fp_created(b, opts.fp_env);
@@ -239,9 +241,9 @@ Block* create_copy(shared_stack where, F&& fn, const fiber_options& opts) {
     name[opts.name.size()] = '\0';
     b->name = std::string_view(name, opts.name.size());
     b->extension = opts.extension_size ? mem + ext_offset : nullptr;
-    b->extension_size = opts.extension_size;
+    b->extension_size = static_cast<std::uint32_t>(opts.extension_size);
     b->private_data = mem + pd_offset;
-    b->private_size = opts.private_data_size;
+    b->private_size = static_cast<std::uint32_t>(opts.private_data_size);
     if (opts.private_data_size) std::memset(b->private_data, 0, opts.private_data_size);
     fp_created(b, opts.fp_env);
     copy_created(b, &b->cs, where.pool(), mem + buffer_offset, usable - buffer_offset);

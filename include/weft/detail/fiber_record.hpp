@@ -204,11 +204,12 @@ struct alignas(16) fiber_record {
     std::exception_ptr exception;  // what the body let escape
     std::string_view name;
     std::byte* private_data = nullptr;
-    std::size_t private_size = 0;
     std::byte* extension = nullptr;  // the upper layer's area (fiber_options::extension_size)
-    std::size_t extension_size = 0;
+    // Both at most 4 GiB (check_extension(), weft/detail/fiber_create.hpp):
+    // 32 bits each, so that a task's record is 16 bytes smaller.
+    std::uint32_t private_size = 0;
+    std::uint32_t extension_size = 0;
     std::uint64_t guard_value = 0;
-    bool painted = false;               // the free stack was painted at creation
     std::size_t requested_stack = 0;    // fiber_options::stack_size, for the overflow report
     // The registry of live fibers (register_fiber(), src/fiber/registry.cpp):
     // a process-unique id, the links of its shard's list and that shard, and
@@ -219,6 +220,7 @@ struct alignas(16) fiber_record {
     fiber_record* reg_prev = nullptr;
     fiber_record* reg_next = nullptr;
     std::uint32_t reg_shard = 0;
+    bool painted = false;               // the free stack was painted at creation
     void* owner = nullptr;
     // A runtime task's fiber made by create_split(): its wait arena (SHRINK-A1, SHRINK-A2); else null.
     wait_arena* arena = nullptr;

@@ -353,6 +353,10 @@ TEST_F(fiber_core, extension_and_private_data_are_where_asked) {
     f.resume();
     EXPECT_TRUE(f.done());
     EXPECT_THROW(make_fiber([] {}, {.extension_size = 8, .extension_align = 3}), std::invalid_argument);
+    // The record keeps both sizes in 32 bits: 4 GiB or more is refused, not
+    // truncated (before any stack or heap block is taken).
+    EXPECT_THROW(make_fiber([] {}, {.extension_size = std::size_t{1} << 32}), std::invalid_argument);
+    EXPECT_THROW(make_fiber([] {}, {.private_data_size = std::size_t{1} << 32}), std::invalid_argument);
 }
 
 // ------------------------------------------------------------ the after-switch hook
