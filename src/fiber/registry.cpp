@@ -126,8 +126,9 @@ constexpr std::uint64_t arch_code =
 //   25  fiber: arena (wait_arena*, null unless a runtime task's fiber that
 //       may be shrunk)      26  arena: saved (the heap block of a shrunk
 //       task, null when not shrunk)      27  arena: saved_at
-//   28  arena: saved_size (the block: a bitmap of the range's 8-byte
-//       words, then the words that are not zero: SHRINK-Z1, src/runtime/shrink.cpp)
+//   28  arena: saved_size (the block: the range's 8-byte words, zeros left
+//       out and most kept as a low half with one of two bases: SHRINK-Z1,
+//       src/runtime/shrink.cpp, which describes the format)
 extern "C" {
 [[gnu::used]] WEFT_API extern const std::uint64_t weft_debug_layout[] = {
     0x5745465444424731ull,

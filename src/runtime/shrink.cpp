@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 
 namespace weft::detail {
 
@@ -26,96 +27,151 @@ constexpr std::size_t sweep_batch = 64;
 // enough that new work waits at most a few milliseconds behind a sweep.
 constexpr std::size_t idle_sweep_batch = 4096;
 
-// raw_copy() copies a suspended task's frames to or from its saved block
-// without ASan's checks: the frames' red zones are poisoned, and stay so
-// (the shadow of the stack is not touched by the release or the restore,
-// so a restored task keeps its red zones). Word by word, with a compiler
-// barrier, so that it does not become a call to the (checked) memcpy. The
-// range is 8-byte aligned at both ends (a saved context and a page).
-#if defined(__clang__) || defined(__GNUC__)
-[[gnu::no_sanitize_address]]
-#endif
-void raw_copy(std::byte* to, const std::byte* from, std::size_t n) noexcept {
-    auto* d = reinterpret_cast<std::uint64_t*>(to);
-    const auto* s = reinterpret_cast<const std::uint64_t*>(from);
-    for (std::size_t i = 0; i < n / 8; ++i) {
-        d[i] = s[i];
-        asm volatile("" ::: "memory");
-    }
-}
-
 std::byte* page_floor(std::byte* p) noexcept {
     return reinterpret_cast<std::byte*>(reinterpret_cast<std::uintptr_t>(p) & ~(std::uintptr_t(page_size()) - 1));
 }
 
 // The saved block of a shrunk task (SHRINK-Z1): the live range [saved_at,
 // saved_at + saved_size) (a multiple of 8 bytes: it runs from a 16-byte
-// aligned stack pointer to a page boundary) cut into 8-byte words from
-// saved_at, a bitmap of the words that are not zero, then those words, in
-// order. Words rather than larger chunks: a parked task's frames are full of
-// zero words (padding, dead locals, a stable<T>'s unused room on the stack),
-// and at 8 bytes the kept part of weft's own wait path is 305 of its 624
-// live bytes, against 560 with 64-byte chunks (docs/runtime.md).
+// aligned stack pointer to a page boundary) as 8-byte words from saved_at,
+// each with a 2-bit tag:
+//
+//   0  zero: not kept
+//   1  its high 32 bits are base A: only the low 32 bits are kept
+//   2  its high 32 bits are base B: the same
+//   3  kept whole
+//
+// A and B are the two most common high halves among the range's non-zero
+// words (0 is a candidate too: small integers). A parked task's frames are
+// mostly zeros (padding, dead locals, a stable<T>'s unused room on the
+// stack), return addresses and pointers into a few regions (the program's
+// code, its heap, the stacks), so most words are kept in 4 bytes. The
+// block: a header (A, B, and how many whole and half words), the tags (32
+// words per uint64), the whole words, then the low halves. For weft's own
+// wait path (624 live bytes) that is about 200 bytes; with 64-byte chunks
+// it was 560, with whole non-zero words 305 plus a bitmap (docs/runtime.md).
 //
 //   SHRINK-Z1  A word of zeros is not kept: the restore writes only the kept
 //              words, into pages that MADV_DONTNEED released, which read as
 //              zeros until written (and nothing writes a parked task's stack,
-//              the rule of docs/runtime.md). So a restored stack equals the
-//              saved one byte for byte. This keeps an idle task's untouched
-//              buffers (a read buffer on the stack that no data reached yet)
-//              out of its heap block, and out of the restore's page faults.
-std::size_t bitmap_bytes(std::size_t words) noexcept { return (words + 63) / 64 * 8; }
+//              the rule of docs/runtime.md); a half word is written back with
+//              its base. So a restored stack equals the saved one byte for
+//              byte. This keeps an idle task's untouched buffers (a read
+//              buffer on the stack that no data reached yet) out of its heap
+//              block, and out of the restore's page faults.
+struct saved_header {
+    std::uint32_t base_a;
+    std::uint32_t base_b;
+    std::uint32_t whole;  // words kept whole (tag 3)
+    std::uint32_t half;   // words kept as their low half (tags 1, 2)
+};
+std::size_t tag_words(std::size_t words) noexcept { return (words + 31) / 32; }
 
-#if defined(__clang__) || defined(__GNUC__)
-[[gnu::no_sanitize_address]]
-#endif
-bool is_zero(const std::uint64_t* w) noexcept {
+// tag_of() is w's tag for bases a and b. Under memcheck a suspended
+// frame's padding and dead locals are undefined, and testing them would be
+// reported: a valgrind build keeps every word whole (copying is no use of
+// the bytes); only the saving is lost.
+unsigned tag_of(std::uint64_t w, std::uint32_t a, std::uint32_t b) noexcept {
 #if WEFT_VALGRIND
-    // Under memcheck a suspended frame's padding and dead locals are
-    // undefined, and testing them would be reported: keep every word (the
-    // copy itself is no use of the bytes). Only the saving is lost.
     (void)w;
-    return false;
+    (void)a;
+    (void)b;
+    return 3;
 #else
-    return *w == 0;
+    if (w == 0) return 0;
+    const auto high = static_cast<std::uint32_t>(w >> 32);
+    return high == a ? 1 : high == b ? 2 : 3;
 #endif
 }
 
 // save_chunks() returns a heap block with the kept words of [sp, sp + n)
-// (n a multiple of 8), or null when malloc fails; *kept is the bytes of
-// words it kept.
+// (n a multiple of 8), or null when malloc fails; *kept is the block's
+// size. Reads the frames without ASan's checks: their red zones are
+// poisoned, and stay so (the shadow of the stack is not touched by the
+// release or the restore, so a restored task keeps its red zones).
+#if defined(__clang__) || defined(__GNUC__)
+[[gnu::no_sanitize_address]]
+#endif
 std::byte* save_chunks(const std::byte* sp, std::size_t n, std::size_t* kept) noexcept {
     const std::size_t words = n / 8;
     const auto* src = reinterpret_cast<const std::uint64_t*>(sp);
-    std::size_t nonzero = 0;
-    for (std::size_t i = 0; i < words; ++i) nonzero += !is_zero(src + i);
-    const std::size_t head = bitmap_bytes(words);
-    auto* block = static_cast<std::byte*>(std::malloc(head + (nonzero ? nonzero * 8 : 1)));
-    if (!block) return nullptr;
-    auto* bits = reinterpret_cast<std::uint64_t*>(block);
-    std::fill(bits, bits + head / 8, std::uint64_t{0});
-    std::byte* out = block + head;
+    // The bases: the two most frequent high halves among (at most) the
+    // first eight distinct ones met; a rarer one is kept whole.
+    std::uint32_t cand[8];
+    std::size_t count[8] = {};
+    std::size_t ncand = 0;
+#if !WEFT_VALGRIND
     for (std::size_t i = 0; i < words; ++i) {
-        if (is_zero(src + i)) continue;
-        bits[i / 64] |= std::uint64_t{1} << (i % 64);
-        raw_copy(out, sp + i * 8, 8);
-        out += 8;
+        if (src[i] == 0) continue;
+        const auto high = static_cast<std::uint32_t>(src[i] >> 32);
+        std::size_t k = 0;
+        while (k < ncand && cand[k] != high) ++k;
+        if (k < ncand)
+            ++count[k];
+        else if (ncand < 8)
+            cand[ncand] = high, count[ncand++] = 1;
     }
-    *kept = nonzero * 8;
+#endif
+    saved_header h{0, 0, 0, 0};
+    std::size_t best = 0, second = 0;
+    for (std::size_t k = 0; k < ncand; ++k) {
+        if (count[k] > best) {
+            second = best, h.base_b = h.base_a;
+            best = count[k], h.base_a = cand[k];
+        } else if (count[k] > second) {
+            second = count[k], h.base_b = cand[k];
+        }
+    }
+    if (ncand < 2) h.base_b = h.base_a;  // (1 and 2 then mean the same)
+    for (std::size_t i = 0; i < words; ++i) {
+        const unsigned t = tag_of(src[i], h.base_a, h.base_b);
+        h.whole += t == 3;
+        h.half += t == 1 || t == 2;
+    }
+    const std::size_t tags = tag_words(words);
+    const std::size_t size = sizeof h + tags * 8 + std::size_t{h.whole} * 8 + std::size_t{h.half} * 4;
+    auto* block = static_cast<std::byte*>(std::malloc(size));
+    if (!block) return nullptr;
+    std::memcpy(block, &h, sizeof h);
+    auto* tag = reinterpret_cast<std::uint64_t*>(block + sizeof h);
+    auto* whole = tag + tags;
+    auto* half = reinterpret_cast<std::uint32_t*>(whole + h.whole);
+    std::fill(tag, tag + tags, std::uint64_t{0});
+    for (std::size_t i = 0; i < words; ++i) {
+        const std::uint64_t w = src[i];
+        const unsigned t = tag_of(w, h.base_a, h.base_b);
+        if (t == 0) continue;
+        tag[i / 32] |= std::uint64_t{t} << (i % 32 * 2);
+        if (t == 3)
+            *whole++ = w;
+        else
+            *half++ = static_cast<std::uint32_t>(w);
+    }
+    *kept = size;
     return block;
 }
 
 // restore_chunks() writes the kept words of a block from save_chunks()
-// back to [sp, sp + n) (SHRINK-Z1).
+// back to [sp, sp + n) (SHRINK-Z1), without ASan's checks (as the save).
+#if defined(__clang__) || defined(__GNUC__)
+[[gnu::no_sanitize_address]]
+#endif
 void restore_chunks(std::byte* sp, std::size_t n, const std::byte* block) noexcept {
     const std::size_t words = n / 8;
-    const auto* bits = reinterpret_cast<const std::uint64_t*>(block);
-    const std::byte* in = block + bitmap_bytes(words);
-    for (std::size_t b = 0; b < (words + 63) / 64; ++b) {
-        for (std::uint64_t m = bits[b]; m != 0; m &= m - 1) {
-            const std::size_t i = b * 64 + static_cast<std::size_t>(__builtin_ctzll(m));
-            raw_copy(sp + i * 8, in, 8);
-            in += 8;
+    saved_header h;
+    std::memcpy(&h, block, sizeof h);
+    const auto* tag = reinterpret_cast<const std::uint64_t*>(block + sizeof h);
+    const std::uint64_t* whole = tag + tag_words(words);
+    const auto* half = reinterpret_cast<const std::uint32_t*>(whole + h.whole);
+    const std::uint64_t a = std::uint64_t{h.base_a} << 32, b = std::uint64_t{h.base_b} << 32;
+    auto* dst = reinterpret_cast<std::uint64_t*>(sp);
+    for (std::size_t k = 0; k < tag_words(words); ++k) {
+        for (std::uint64_t m = tag[k]; m != 0;) {
+            const unsigned at = static_cast<unsigned>(__builtin_ctzll(m)) & ~1u;
+            const unsigned t = static_cast<unsigned>(m >> at) & 3;
+            m &= ~(std::uint64_t{3} << at);
+            const std::size_t i = k * 32 + at / 2;
+            dst[i] = t == 3 ? *whole++ : (t == 1 ? a : b) | *half++;
         }
     }
 }

@@ -260,24 +260,36 @@ _FRAME_LINE = re.compile(r"^#(\d+)(\s+)")
 
 def _unshrink(f):
     """Put a shrunk task's frames back on its stack, so that gdb can unwind
-    them: the kept 8-byte words of its heap block (SHRINK-Z1: a bitmap of
-    the words, then those not zero) are written where they were; the
-    others read as zeros already (released pages). The task's own restore
-    later writes the same bytes again, so this changes nothing it sees; it
-    only makes the pages resident. Returns None, or why it could not (a core
-    file cannot be written)."""
+    them: the kept words of its heap block (SHRINK-Z1, src/runtime/shrink.cpp:
+    a header of two base high halves and the counts of whole and half words,
+    a 2-bit tag per 8-byte word, the whole words, then the low halves) are
+    written where they were; zero words read as zeros already (released
+    pages). The task's own restore later writes the same bytes again, so
+    this changes nothing it sees; it only makes the pages resident. Returns
+    None, or why it could not (a core file cannot be written)."""
     block, at, size = f.shrunk
     words = size // 8
-    head = (words + 63) // 64 * 8
-    bits = _read(block, head)
-    src = block + head
+    base_a, base_b, n_whole, n_half = struct.unpack("<IIII", _read(block, 16))
+    n_tags = (words + 31) // 32
+    tags = struct.unpack("<%dQ" % n_tags, _read(block + 16, n_tags * 8)) if n_tags else ()
+    whole_at = block + 16 + n_tags * 8
+    half_at = whole_at + n_whole * 8
+    whole = struct.unpack("<%dQ" % n_whole, _read(whole_at, n_whole * 8)) if n_whole else ()
+    half = struct.unpack("<%dI" % n_half, _read(half_at, n_half * 4)) if n_half else ()
     inferior = gdb.selected_inferior()
+    iw = ih = 0
     try:
         for i in range(words):
-            if not (bits[i // 8] >> (i % 8)) & 1:
+            t = (tags[i // 32] >> (i % 32 * 2)) & 3
+            if t == 0:
                 continue
-            inferior.write_memory(at + i * 8, _read(src, 8))
-            src += 8
+            if t == 3:
+                v = whole[iw]
+                iw += 1
+            else:
+                v = ((base_a if t == 1 else base_b) << 32) | half[ih]
+                ih += 1
+            inferior.write_memory(at + i * 8, struct.pack("<Q", v))
     except gdb.error as e:
         return ("shrunk task: its frames are in a heap block at 0x%x and could not be written back "
                 "to its stack for unwinding (%s); a core file cannot show them\n" % (block, e))

@@ -153,7 +153,7 @@ struct wait_arena {
     std::uint32_t pins = 0;
     // A shrunk task's live bytes: [saved_at, saved_at + saved_size) of its
     // stack, kept in the heap block `saved` (null: not shrunk) as a bitmap
-    // of its 8-byte words and the words that are not zero
+    // of its non-zero 8-byte words, most as their low halves
     // (SHRINK-Z1, src/runtime/shrink.cpp).
     std::byte* saved = nullptr;
     std::byte* saved_at = nullptr;
