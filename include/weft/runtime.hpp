@@ -618,11 +618,13 @@ join_handle<R> spawn_on(runtime_core* c, F&& f, const spawn_options& o) {
                   "unstarted coroutine; spawn the coroutine itself: spawn(f())");
     using block = task_closure<R, std::decay_t<F>>;
     check_spawn(c, o.name);
-    // The block: record and callable, the name, then (when c shrinks idle
-    // tasks) the room for the fiber's record and wait arena.
+    // The block: record and callable, the name (with its NUL; nothing for
+    // an unnamed task), then (when c shrinks idle tasks) the room for the
+    // fiber's record and wait arena.
+    const std::size_t name_bytes = o.name.empty() ? 0 : o.name.size() + 1;
     const std::size_t room = o.copy_stack ? 0 : task_fiber_room(c);
-    const std::size_t room_at = (sizeof(block) + o.name.size() + 1 + fiber_room_align - 1) & ~(fiber_room_align - 1);
-    void* mem = block::allocate(room ? room_at + room : sizeof(block) + o.name.size() + 1);
+    const std::size_t room_at = (sizeof(block) + name_bytes + fiber_room_align - 1) & ~(fiber_room_align - 1);
+    void* mem = block::allocate(room ? room_at + room : sizeof(block) + name_bytes);
     block* t;
     try {
         t = ::new (mem) block(std::forward<F>(f));
@@ -630,10 +632,12 @@ join_handle<R> spawn_on(runtime_core* c, F&& f, const spawn_options& o) {
         block::deallocate(mem);
         throw;
     }
-    char* name = static_cast<char*>(mem) + sizeof(block);
-    if (!o.name.empty()) std::memcpy(name, o.name.data(), o.name.size());
-    name[o.name.size()] = '\0';
-    t->name = std::string_view(name, o.name.size());
+    if (name_bytes) {
+        char* name = static_cast<char*>(mem) + sizeof(block);
+        std::memcpy(name, o.name.data(), o.name.size());
+        name[o.name.size()] = '\0';
+        t->name = std::string_view(name, o.name.size());
+    }
     t->run = &block::body;
     t->destroy_block = &block::free_block;
     t->discard = &block::drop_callable;

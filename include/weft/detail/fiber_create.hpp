@@ -274,13 +274,12 @@ struct own_block final : Base {
 };
 
 // split_block is own_block for create_split(): the block, which also holds
-// the wait arena, is a heap block of its own or (in_room) lies in its task's
-// heap block, which frees it.
+// the wait arena, is a heap block of its own or (fiber_record::in_room) lies
+// in its task's heap block, which frees it.
 template <class Base, class F, class Alloc>
 struct split_block final : Base {
     F fn;
     Alloc alloc;
-    bool in_room = false;
     wait_arena room;
 
     template <class G>
