@@ -2,14 +2,31 @@
 // run: -m100000
 // bug: BUG_C1 TASK-C1's store/load pair in the wrong order: arm() loads cancel_reason before it stores the armed word
 // bug: BUG_W1 try_end() compares only the status, not the sequence: a stale timer can end a later wait
-// bug: BUG_R1 arrive() does not reset the arrival count: the next wait's wake-up is lost
+// bug: BUG_R1 arrive() does not reset the arrival word to 0 when it sets the second bit: the next wait starts with both bits set, and the scheduler's arrival queues the task before that wait has ended
+// bug: BUG_SWITCHED_AS_WOKEN arrive_switched() sets arrived_woken instead of arrived_switched: a waker that arrives after it never sees the switched bit, and the wake-up is lost
 /* task_wait.pml: the task wait word (TASK-W1 - TASK-W3), the two arrivals (TASK-R1) and
  * cancellation's store/load pair (TASK-C1).
  *
  * Code (weft): include/weft/detail/task_record.hpp (wait word layout,
- * TASK-W1 - TASK-W3, TASK-R1, timer_node), src/task/task.cpp (arm, try_end, arrive, park,
- * park_until, request_cancel), src/runtime/runtime_core.hpp (hooks::after_park),
- * src/runtime/timers.cpp (fire_shard, remove_timer).
+ * TASK-W1 - TASK-W3, TASK-R1, the arrival bits arrived_switched and
+ * arrived_woken of SHRINK-S1, timer_node), src/task/task.cpp (arm, try_end,
+ * arrive, arrive_switched, park, park_until, request_cancel),
+ * src/runtime/runtime_core.hpp (hooks::after_park), src/runtime/timers.cpp
+ * (fire_shard, remove_timer).
+ *
+ * The two arrivals (TASK-R1, SHRINK-S1) are bits of task_record::arrivals.
+ * The scheduler's arrival, arrive_switched() from hooks::after_park once the
+ * task's context is saved, is fetch_or(arrived_switched); it queues the task
+ * if the old word had arrived_woken. The waker's arrival, arrive() after a
+ * successful try_end(), is fetch_or(arrived_woken); it queues the task if the
+ * old word was exactly arrived_switched. Whoever sets the second bit stores
+ * 0 (a separate relaxed store, a step of its own here) and calls ready().
+ * Each fetch_or is one atomic instruction, one d_step here.
+ * Left out: the third bit, arrived_held, a shrinker's hold (try_hold(),
+ * drop_hold(); SHRINK-S2 - SHRINK-S4). No shrinker runs in this model, so
+ * the hold is never set and arrive()'s test "old word == arrived_switched"
+ * is "the switched bit is set". models/shrink.pml checks the three bits
+ * with a shrinker (and with the wait's end as one step).
  *
  * One task makes NWAITS waits in a row. Each wait is armed (fresh sequence,
  * cancellable or not), its word is handed to a notifier (the node a
@@ -34,7 +51,9 @@
  *   - TASK-W2: exactly one party ends each wait (ended_n[k] == 1 when the task
  *     resumes from wait k, never 2);
  *   - TASK-W3: the wait has ended when the task resumes (status != armed);
- *   - TASK-R1: the task is queued exactly once per wait (queued_n[k] == 1);
+ *   - TASK-R1: the task is queued exactly once per wait (queued_n[k] == 1),
+ *     and only after both arrivals: when it is switched out (parked) and
+ *     its current wait has ended;
  *   - TASK-W1: a stale waker never ends a later wait: every successful try_end
  *     names the current wait, and the task never sees timed_out from a wait
  *     without a deadline or canceled from a wait that was not cancellable;
@@ -58,8 +77,12 @@
 #define CBIT      8
 #define SEQ(w)    ((w) >> 4)
 
+/* the arrival bits (task_record.hpp); arrived_held = 4 is never set here */
+#define SWITCHED  1     /* arrived_switched */
+#define WOKEN     2     /* arrived_woken */
+
 byte ww = 0;            /* task_record::wait_word */
-byte arrivals = 0;      /* task_record::arrivals (TASK-R1) */
+byte arrivals = 0;      /* task_record::arrivals (TASK-R1, SHRINK-S1): bits */
 byte reason = 0;        /* task_record::cancel_reason */
 bool finished = false;  /* task_record::finished */
 
@@ -119,22 +142,42 @@ inline try_end(word, why, ok)
 inline ready()
 {
     d_step {
+        /* TASK-R1: only after both arrivals, the switch-out and the end of
+         * the current wait */
+        assert(parked && STATUS(ww) != ARMED && SEQ(ww) == cur);
         queued++;
         queued_n[cur]++;
         assert(queued_n[cur] == 1)   /* TASK-R1: queued once per wait */
     }
 }
 
-/* arrive(t): fetch_add(1) == 1 -> store 0, ready(t). */
+/* arrive(t), the waker's arrival: fetch_or(arrived_woken, acq_rel) ==
+ * arrived_switched -> store(0, relaxed), ready(t). */
 inline arrive(a)
 {
-    d_step { a = arrivals; arrivals++ };
+    d_step { a = arrivals; arrivals = arrivals | WOKEN };
     if
-    :: a == 1 ->
+    :: a == SWITCHED ->
 #ifndef BUG_R1
         arrivals = 0;
 #endif
         ready()
+    :: else
+    fi
+}
+
+/* arrive_switched(t), the scheduler's arrival: fetch_or(arrived_switched,
+ * acq_rel) & arrived_woken -> store(0, relaxed), ready(t). */
+inline arrive_switched(a)
+{
+#ifdef BUG_SWITCHED_AS_WOKEN
+    /* the seeded bug: the wrong bit */
+    d_step { a = arrivals; arrivals = arrivals | WOKEN };
+#else
+    d_step { a = arrivals; arrivals = arrivals | SWITCHED };
+#endif
+    if
+    :: (a & WOKEN) -> arrivals = 0; ready()
     :: else
     fi
 }
@@ -184,10 +227,10 @@ active proctype task()
         had_deadline[cur] = dl;
 
         /* park(): set_state(waiting); switch_out(); the after-switch hook
-         * hooks::after_park makes the scheduler's arrival once the task is
-         * switched out. */
+         * hooks::after_park makes the scheduler's arrival, arrive_switched(),
+         * once the task's context is saved. */
         parked = true;
-        arrive(a);
+        arrive_switched(a);
 end_parked:
         /* suspended until a worker takes it from the run queue */
         d_step { queued > 0 -> queued--; parked = false };
