@@ -113,6 +113,11 @@ struct watchdog_options {
     std::chrono::milliseconds refill_every{1000};
 };
 
+// shrink_guard_budget is how many shrunk tasks runtime_options::shrink_guard
+// guards at once, process-wide: each guarded range splits a mapping, and
+// vm.max_map_count bounds the mappings (65,530 by default).
+inline constexpr std::size_t shrink_guard_budget = 4096;
+
 // runtime_options configure a runtime.
 struct runtime_options {
     // workers is the number of worker threads. 0: tasks run on the thread
@@ -136,6 +141,19 @@ struct runtime_options {
     // pages back; it gets them back, at the same addresses, when it next runs
     // (docs/runtime.md, "Idle tasks give their stack back"). 0: never.
     std::chrono::milliseconds shrink_idle_after{100};
+    // shrink_guard: a shrunk task's released stack pages are also made
+    // inaccessible (PROT_NONE) until its restore, so that another task or
+    // thread that reads or writes the parked task's locals (which the rule
+    // of docs/runtime.md forbids) dies with a report naming the task,
+    // instead of reading zeros or writing to a page the restore overwrites.
+    // Costs two mprotect calls per shrink and restore and a mapping split;
+    // at most shrink_guard_budget tasks are guarded at once (more are shrunk
+    // unguarded). On by default in builds without NDEBUG.
+#ifdef NDEBUG
+    bool shrink_guard = false;  // (at most shrink_guard_budget guarded at once, below)
+#else
+    bool shrink_guard = true;
+#endif
     // blocking_threads bounds the thread pool of blocking().
     unsigned blocking_threads = 16;
     // unhandled receives the exceptions of detached tasks; null: print the

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -209,6 +210,8 @@ void chain(int sig, siginfo_t* info, void* uctx, bool fault) noexcept {
         prev.sa_handler(sig);
 }
 
+std::atomic<fault_hook_fn> g_fault_hook{nullptr};
+
 void on_fault(int sig, siginfo_t* info, void* uctx) {
     const int saved_errno = errno;
     // si_code > 0: raised by the kernel for a faulting access (SEGV_MAPERR,
@@ -229,6 +232,12 @@ void on_fault(int sig, siginfo_t* info, void* uctx) {
             // with a core dump of the real faulting state (raise() would
             // record this handler's frame on the alternate stack instead, as
             // a signal sent by the process to itself).
+            reset_default(sig);
+            errno = saved_errno;
+            return;
+        }
+        // Not an overflow: a hook may know the address (the shrink guard).
+        if (fault_hook_fn hook = g_fault_hook.load(std::memory_order_acquire); hook && hook(info->si_addr)) {
             reset_default(sig);
             errno = saved_errno;
             return;
@@ -286,5 +295,7 @@ void prepare_thread() noexcept {
     }();
     (void)installed;
 }
+
+void set_fault_hook(fault_hook_fn hook) noexcept { g_fault_hook.store(hook, std::memory_order_release); }
 
 }  // namespace weft::detail

@@ -202,6 +202,8 @@ public:
     // Idle tasks giving their stack back (shrink.cpp; docs/runtime.md).
     // shrink_after_ns: runtime_options::shrink_idle_after (0: off).
     std::int64_t shrink_after_ns = 0;
+    // shrink_guard: runtime_options::shrink_guard (SHRINK-G1, src/runtime/shrink.cpp).
+    bool shrink_guard = false;
     void ask_sweep() noexcept;
     void maybe_sweep(worker* w, bool idle = false) noexcept;
     void sweep(worker* w, bool force, std::size_t batch) noexcept;

@@ -258,6 +258,110 @@ void runtime_core::sweep(worker* w, bool force, std::size_t batch) noexcept {
 // stack's top is on a page boundary (guarded and slab stacks alike: a slab
 // stack's guard words are in its own slot, src/stack/task_stacks.cpp), so
 // all of its pages go. True if it shrank.
+// ---- the shrink guard (runtime_options::shrink_guard) -----------------------
+//
+//   SHRINK-G1  While a guarded task is shrunk, its released range [page_floor(sp),
+//              page_floor(top)) is PROT_NONE and listed in `guards`; its restore
+//              makes it readable and writable again, and unlists it, before it
+//              writes the saved words back. So any other access to that range
+//              while the task is parked faults, and the fault handler
+//              (src/fiber/safety.cpp) finds the range here and names the task.
+//              A task that finds no free slot (shrink_guard_budget) or whose
+//              mprotect fails is shrunk unguarded.
+//
+// The slots are process-wide (several runtimes share them). A slot's lo is
+// claimed by compare-and-swap from 0, then hi and task are stored; it is
+// freed in the opposite order. The handler reads them without locks: on
+// its dying path a slot being claimed or freed meanwhile only means a
+// missed match, and the fault is then reported as a plain one.
+namespace {
+struct guard_slot {
+    std::atomic<std::uintptr_t> lo{0};
+    std::atomic<std::uintptr_t> hi{0};
+    std::atomic<task_record*> task{nullptr};
+};
+guard_slot guards[shrink_guard_budget];
+std::atomic<std::size_t> guards_used{0};
+
+std::size_t guard_home(std::uintptr_t lo) noexcept {
+    return static_cast<std::size_t>((lo >> 12) * 0x9e3779b97f4a7c15ull >> 40) % shrink_guard_budget;
+}
+
+// guard_range() makes [lo, hi) inaccessible and lists it for t; false if
+// there is no slot or mprotect failed (nothing changed then).
+bool guard_range(std::byte* lo, std::byte* hi, task_record* t) noexcept {
+    if (guards_used.load(std::memory_order_relaxed) >= shrink_guard_budget) return false;
+    const auto l = reinterpret_cast<std::uintptr_t>(lo);
+    const std::size_t home = guard_home(l);
+    for (std::size_t k = 0; k < shrink_guard_budget; ++k) {
+        guard_slot& g = guards[(home + k) % shrink_guard_budget];
+        std::uintptr_t expected = 0;
+        if (!g.lo.compare_exchange_strong(expected, l, std::memory_order_acq_rel)) continue;
+        if (::mprotect(lo, static_cast<std::size_t>(hi - lo), PROT_NONE) != 0) {
+            g.lo.store(0, std::memory_order_release);
+            return false;
+        }
+        g.task.store(t, std::memory_order_relaxed);
+        g.hi.store(reinterpret_cast<std::uintptr_t>(hi), std::memory_order_release);
+        guards_used.fetch_add(1, std::memory_order_relaxed);
+        return true;
+    }
+    return false;
+}
+
+// unguard_range() undoes guard_range() for the range that starts at lo, if
+// it is listed (SHRINK-G1).
+void unguard_range(std::byte* lo) noexcept {
+    if (guards_used.load(std::memory_order_relaxed) == 0) return;
+    const auto l = reinterpret_cast<std::uintptr_t>(lo);
+    const std::size_t home = guard_home(l);
+    for (std::size_t k = 0; k < shrink_guard_budget; ++k) {
+        guard_slot& g = guards[(home + k) % shrink_guard_budget];
+        if (g.lo.load(std::memory_order_acquire) != l) continue;
+        const std::uintptr_t h = g.hi.load(std::memory_order_acquire);
+        if (::mprotect(lo, h - l, PROT_READ | PROT_WRITE) != 0) fatal_message("weft: the shrink guard could not unprotect a task's stack");
+        g.hi.store(0, std::memory_order_relaxed);
+        g.task.store(nullptr, std::memory_order_relaxed);
+        g.lo.store(0, std::memory_order_release);
+        guards_used.fetch_sub(1, std::memory_order_relaxed);
+        return;
+    }
+}
+
+// guard_fault() is the fault hook: a fault in a guarded range is reported,
+// naming the task (async-signal-safe: loads and write(2)).
+bool guard_fault(const void* addr) noexcept {
+    const auto a = reinterpret_cast<std::uintptr_t>(addr);
+    for (guard_slot& g : guards) {
+        const std::uintptr_t l = g.lo.load(std::memory_order_acquire);
+        const std::uintptr_t h = g.hi.load(std::memory_order_acquire);
+        if (l == 0 || a < l || a >= h) continue;
+        const task_record* t = g.task.load(std::memory_order_relaxed);
+        char buf[512];
+        text_writer m(buf, sizeof buf);
+        m.text("weft: access to the released stack of shrunk task ");
+        if (t && !t->name.empty()) {
+            m.text("'");
+            m.text(t->name.substr(0, 200));
+            m.text("'");
+        } else {
+            m.text("<anonymous>");
+        }
+        m.text(" (id ");
+        m.dec(t ? t->id : 0);
+        m.text(") at ");
+        m.hex(a);
+        m.text(": a pointer into a parked task's stack was used while the task was parked (docs/runtime.md, "
+               "\"What a task's neighbours may not do while it is parked\")\n");
+        write_stderr(m.c_str(), m.size());
+        return true;
+    }
+    return false;
+}
+}  // namespace
+
+void install_shrink_guard() noexcept { set_fault_hook(&guard_fault); }
+
 bool runtime_core::shrink_task(worker* w, task_record* t) noexcept {
     if (!try_hold(t)) return false;  // SHRINK-S2
     bool shrank = false;
@@ -277,6 +381,7 @@ bool runtime_core::shrink_task(worker* w, task_record* t) noexcept {
                     a->saved = block;
                     a->saved_at = sp;
                     a->saved_size = n;
+                    if (shrink_guard) (void)guard_range(lo, hi, t);  // SHRINK-G1
                     t->shrunk = true;  // SHRINK-S3: under the hold
                     shrank = true;
                     w->view.shrinks.bump();
@@ -295,6 +400,7 @@ bool runtime_core::shrink_task(worker* w, task_record* t) noexcept {
 // is about to resume it (SHRINK-S4), and frees the block. The pages fault in.
 void runtime_core::restore_task(worker* w, task_record* t) noexcept {
     wait_arena* a = t->fiber->arena;
+    unguard_range(page_floor(a->saved_at));  // SHRINK-G1 (nothing when no task is guarded)
     restore_chunks(a->saved_at, a->saved_size, a->saved);  // SHRINK-Z1
     std::free(a->saved);
     a->saved = nullptr;

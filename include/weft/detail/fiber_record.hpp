@@ -295,6 +295,13 @@ WEFT_API extern thread_counter live_coroutines;
 [[noreturn]] WEFT_API void suspend_misuse(const fiber_record* f);
 // switch_misuse() throws the error that fits switch_to(next) from `self`.
 [[noreturn]] WEFT_API void switch_misuse(const fiber_record* self, const fiber_record* next, fiber_state seen);
+// set_fault_hook() installs a function that weft's SIGSEGV/SIGBUS handler
+// (src/fiber/safety.cpp) asks about a fault that is not a fiber's stack
+// overflow: it returns true when it recognised the address and wrote its
+// report (the process then dies by the signal). Async-signal-safe code only.
+// The runtime's is the shrink guard (runtime_options::shrink_guard).
+using fault_hook_fn = bool (*)(const void* addr) noexcept;
+WEFT_API void set_fault_hook(fault_hook_fn hook) noexcept;
 // guard_broken() aborts, naming f, when its malloc_stack guard word changed.
 [[noreturn]] WEFT_API void guard_broken(const fiber_record* f) noexcept;
 // entry_caught() keeps what the body let escape (called in a catch (...)).

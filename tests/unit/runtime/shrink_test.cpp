@@ -17,6 +17,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -104,8 +106,17 @@ protected:
         weft::runtime rt;
         driver d;
         explicit rt_with_driver(unsigned w) : rt(shrinking(w)), d(rt) {}
+        explicit rt_with_driver(const weft::runtime_options& o) : rt(o), d(rt) {}
     };
+    // guarded(): shrinking with the shrink guard on, in every build type
+    // (its default is on only without NDEBUG).
+    weft::runtime_options guarded() const {
+        weft::runtime_options o = shrinking(workers());
+        o.shrink_guard = true;
+        return o;
+    }
 };
+class shrink_DeathTest : public shrink_test {};
 
 TEST_P(shrink_test, a_task_waiting_on_an_event_is_shrunk_and_comes_back_whole) {
     rt_with_driver r(workers());
@@ -684,7 +695,86 @@ TEST_P(shrink_test, the_workers_own_sweeps_shrink_every_idle_task_while_another_
     sleeper.join();
 }
 
+// ---- the shrink guard (SHRINK-G1) --------------------------------------------
+
+// A guarded task shrunk and woken again and again keeps its frames: the
+// guard's protect and unprotect around each shrink change nothing it sees.
+TEST_P(shrink_test, a_guarded_task_is_shrunk_and_restored_again_and_again_whole) {
+    rt_with_driver r(guarded());
+    constexpr int rounds = 4;
+    weft::event ev[rounds];
+    std::atomic<int> result{0};
+    auto h = r.rt.spawn([&] {
+        canary c;
+        int ok = 1;
+        for (int k = 0; k < rounds; ++k) {
+            ev[k].wait();
+            if (!c.intact()) ok = 2;
+        }
+        result.store(ok);
+    });
+    for (int k = 0; k < rounds; ++k) {
+        ASSERT_TRUE(shrunk_to(r.rt, static_cast<std::uint64_t>(k + 1))) << "round " << k;
+        ev[k].set();
+    }
+    h.join();
+    EXPECT_EQ(result.load(), 1) << "a guarded task's frames did not come back whole";
+}
+
+// More shrunk tasks than the guard's budget: the ones past it are shrunk
+// unguarded, and every one comes back whole.
+TEST_P(shrink_test, more_tasks_than_the_guard_budget_are_all_shrunk_and_restored) {
+    rt_with_driver r(guarded());
+    const long n = static_cast<long>(weft::shrink_guard_budget) + 500;
+    weft::event ev;
+    std::atomic<long> intact{0};
+    std::vector<weft::join_handle<void>> hs;
+    hs.reserve(static_cast<std::size_t>(n));
+    for (long i = 0; i < n; ++i)
+        hs.push_back(r.rt.spawn([&] {
+            canary c;
+            ev.wait();
+            if (c.intact()) intact.fetch_add(1);
+        }));
+    ASSERT_TRUE(shrunk_to(r.rt, static_cast<std::uint64_t>(n)));
+    ev.set();
+    for (auto& h : hs) h.join();
+    EXPECT_EQ(intact.load(), n);
+}
+
+// The rule of docs/runtime.md broken on purpose: a thread writes through a
+// pointer to a guarded, shrunk task's local. The process dies, and the
+// report names the task.
+TEST_P(shrink_DeathTest, a_write_into_a_shrunk_tasks_stack_dies_naming_the_task) {
+    if (weft::test::under_user_mode_emulator())
+        GTEST_SKIP() << "qemu-user: a forked child of a process that had threads cannot start threads";
+    const weft::runtime_options o = guarded();
+    EXPECT_DEATH(
+        {
+            rt_with_driver r(o);
+            auto ev = std::make_unique<weft::event>();
+            std::atomic<int*> local{nullptr};
+            weft::spawn_options so;
+            so.name = "guarded-victim";
+            auto h = r.rt.spawn(
+                [&] {
+                    int x = 0;
+                    local.store(&x);
+                    ev->wait();
+                    asm volatile("" : : "r"(&x) : "memory");
+                },
+                so);
+            for (int i = 0; i < 10'000 && !local.load(); ++i) std::this_thread::sleep_for(1ms);
+            if (!shrunk_to(r.rt, 1)) std::abort();
+            *local.load() = 42;  // the broken rule
+            std::fprintf(stderr, "the write went through\n");
+            std::_Exit(0);
+        },
+        "access to the released stack of shrunk task 'guarded-victim' \\(id [0-9]+\\)");
+}
+
 INSTANTIATE_TEST_SUITE_P(workers, shrink_test, worker_counts(), worker_param_name);
+INSTANTIATE_TEST_SUITE_P(workers, shrink_DeathTest, worker_counts(), worker_param_name);
 
 }  // namespace
 }  // namespace weft::test
