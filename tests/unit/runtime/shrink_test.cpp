@@ -116,7 +116,12 @@ protected:
         return o;
     }
 };
-class shrink_DeathTest : public shrink_test {};
+// Not a runtime_fixture: its watchdog thread would make the death test's
+// fork a multi-threaded one, which TSan refuses.
+class shrink_DeathTest : public weft::test::leak_checked, public ::testing::WithParamInterface<unsigned> {
+protected:
+    [[nodiscard]] unsigned workers() const { return GetParam(); }
+};
 
 TEST_P(shrink_test, a_task_waiting_on_an_event_is_shrunk_and_comes_back_whole) {
     rt_with_driver r(workers());
@@ -748,15 +753,17 @@ TEST_P(shrink_test, more_tasks_than_the_guard_budget_are_all_shrunk_and_restored
 TEST_P(shrink_DeathTest, a_write_into_a_shrunk_tasks_stack_dies_naming_the_task) {
     if (weft::test::under_user_mode_emulator())
         GTEST_SKIP() << "qemu-user: a forked child of a process that had threads cannot start threads";
-    const weft::runtime_options o = guarded();
+    weft::runtime_options o = shrinking(workers());
+    o.shrink_guard = true;
     EXPECT_DEATH(
         {
-            rt_with_driver r(o);
+            weft::runtime rt(o);
+            driver d(rt);
             auto ev = std::make_unique<weft::event>();
             std::atomic<int*> local{nullptr};
             weft::spawn_options so;
             so.name = "guarded-victim";
-            auto h = r.rt.spawn(
+            auto h = rt.spawn(
                 [&] {
                     int x = 0;
                     local.store(&x);
@@ -765,7 +772,7 @@ TEST_P(shrink_DeathTest, a_write_into_a_shrunk_tasks_stack_dies_naming_the_task)
                 },
                 so);
             for (int i = 0; i < 10'000 && !local.load(); ++i) std::this_thread::sleep_for(1ms);
-            if (!shrunk_to(r.rt, 1)) std::abort();
+            if (!shrunk_to(rt, 1)) std::abort();
             *local.load() = 42;  // the broken rule
             std::fprintf(stderr, "the write went through\n");
             std::_Exit(0);
