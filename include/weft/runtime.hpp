@@ -150,7 +150,7 @@ struct runtime_options {
     // at most shrink_guard_budget tasks are guarded at once (more are shrunk
     // unguarded). On by default in builds without NDEBUG.
 #ifdef NDEBUG
-    bool shrink_guard = false;  // (at most shrink_guard_budget guarded at once, below)
+    bool shrink_guard = false;
 #else
     bool shrink_guard = true;
 #endif
