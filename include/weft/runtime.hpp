@@ -655,6 +655,8 @@ join_handle<R> spawn_on(runtime_core* c, F&& f, const spawn_options& o) {
         std::memcpy(name, o.name.data(), o.name.size());
         name[o.name.size()] = '\0';
         t->name = std::string_view(name, o.name.size());
+    } else {
+        t->name = std::string_view("", 0);  // never a null data(): it reaches memcpy (the watchdog's sample)
     }
     t->run = &block::body;
     t->destroy_block = &block::free_block;
