@@ -625,6 +625,7 @@ struct task_closure final : task_block<R> {
         else
             ::operator delete(p);
     }
+    static constexpr task_ops table{&body, &free_block, &drop_callable};
 };
 
 // spawn_on() makes a task's block and queues it. No stack is taken here:
@@ -658,9 +659,7 @@ join_handle<R> spawn_on(runtime_core* c, F&& f, const spawn_options& o) {
     } else {
         t->name = std::string_view("", 0);  // never a null data(): it reaches memcpy (the watchdog's sample)
     }
-    t->run = &block::body;
-    t->destroy_block = &block::free_block;
-    t->discard = &block::drop_callable;
+    t->ops = &block::table;
     t->stack_size = o.stack_size;
     t->copy_stack = o.copy_stack;
     if (room) t->fiber_room = static_cast<char*>(mem) + room_at;

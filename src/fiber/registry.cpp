@@ -105,7 +105,7 @@ constexpr std::uint64_t arch_code =
 
 // weft_debug_layout[i], every entry 8 bytes (the index is the interface):
 //    0  magic 0x5745465444424731 ("WEFTDBG1" read as a big-endian number)
-//    1  version of this table (1)
+//    1  version of this table (2)
 //    2  number of entries in this table
 //    3  shard count           4  shard stride (bytes)   5  shard: head offset
 //    6  fiber: id             7  fiber: reg_next        8  fiber: name data pointer
@@ -125,15 +125,16 @@ constexpr std::uint64_t arch_code =
 //   24  fiber: requested stack size
 //   25  fiber: arena (wait_arena*, null unless a runtime task's fiber that
 //       may be shrunk)      26  arena: saved (the heap block of a shrunk
-//       task, null when not shrunk)      27  arena: saved_at
-//   28  arena: saved_size (the block: the range's 8-byte words, zeros left
-//       out and most kept as a low half with one of two bases: SHRINK-Z1,
-//       src/runtime/shrink.cpp, which describes the format)
+//       task, null when not shrunk; it holds the range [ctx, stack top)
+//       as tagged 8-byte words, zeros left out and most kept as a low half
+//       with one of two bases: SHRINK-Z1, src/runtime/shrink.cpp, which
+//       describes the format)
+// Version 2: entries 27 and 28 (the saved range) are gone; it is derived.
 extern "C" {
 [[gnu::used]] WEFT_API extern const std::uint64_t weft_debug_layout[] = {
     0x5745465444424731ull,
-    1,
-    29,
+    2,
+    27,
     weft::detail::shard_count,
     sizeof(weft::detail::shard),
     offsetof(weft::detail::shard, fibers),
@@ -158,15 +159,13 @@ extern "C" {
     offsetof(weft::detail::fiber_record, requested_stack),
     offsetof(weft::detail::fiber_record, arena),
     offsetof(weft::detail::wait_arena, saved),
-    offsetof(weft::detail::wait_arena, saved_at),
-    offsetof(weft::detail::wait_arena, saved_size),
 };
 }
 
 namespace weft::detail {
 
 static_assert(sizeof(std::string_view) == 16 && sizeof(std::atomic<fiber_state>) == 1 && sizeof(fiber_flavour) == 1);
-static_assert(sizeof(weft_debug_layout) / sizeof(weft_debug_layout[0]) == 29);
+static_assert(sizeof(weft_debug_layout) / sizeof(weft_debug_layout[0]) == 27);
 
 void register_fiber(fiber_record* f) noexcept {
     std::uint32_t sh = my_shard;

@@ -71,7 +71,7 @@ void install_shrink_guard() noexcept;  // src/runtime/shrink.cpp
 // task_body is every task's fiber body: the typed part is behind t->run.
 struct task_body {
     task_record* t;
-    void operator()() const { t->run(t); }
+    void operator()() const { t->ops->run(t); }
 };
 
 // fiber_room_bytes is the room a task's block reserves for its fiber's

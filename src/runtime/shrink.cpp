@@ -31,10 +31,9 @@ std::byte* page_floor(std::byte* p) noexcept {
     return reinterpret_cast<std::byte*>(reinterpret_cast<std::uintptr_t>(p) & ~(std::uintptr_t(page_size()) - 1));
 }
 
-// The saved block of a shrunk task (SHRINK-Z1): the live range [saved_at,
-// saved_at + saved_size) (a multiple of 8 bytes: it runs from a 16-byte
-// aligned stack pointer to a page boundary) as 8-byte words from saved_at,
-// each with a 2-bit tag:
+// The saved block of a shrunk task (SHRINK-Z1): the live range [sp, top)
+// of its stack (sp: its fiber's saved context, 16-byte aligned; top: a page
+// boundary), as 8-byte words from sp, each with a 2-bit tag:
 //
 //   0  zero: not kept
 //   1  its high 32 bits are base A: only the low 32 bits are kept
@@ -46,10 +45,12 @@ std::byte* page_floor(std::byte* p) noexcept {
 // mostly zeros (padding, dead locals, a stable<T>'s unused room on the
 // stack), return addresses and pointers into a few regions (the program's
 // code, its heap, the stacks), so most words are kept in 4 bytes. The
-// block: a header (A, B, and how many whole and half words), the tags (32
-// words per uint64), the whole words, then the low halves. For weft's own
-// wait path (624 live bytes) that is about 200 bytes; with 64-byte chunks
-// it was 560, with whole non-zero words 305 plus a bitmap (docs/runtime.md).
+// block: A and B (4 bytes each), the tags (4 words per byte, word i in
+// bits 2(i%4) of byte i/4), then the kept words in stack order, each in 8
+// bytes (tag 3) or 4 (tags 1, 2), unaligned: the tags say where each one
+// starts, so no count is stored. For weft's own wait path (624 live bytes)
+// that is about 210 bytes; with 64-byte chunks it was 560, with whole
+// non-zero words 305 plus a bitmap (docs/runtime.md).
 //
 //   SHRINK-Z1  A word of zeros is not kept: the restore writes only the kept
 //              words, into pages that MADV_DONTNEED released, which read as
@@ -62,10 +63,8 @@ std::byte* page_floor(std::byte* p) noexcept {
 struct saved_header {
     std::uint32_t base_a;
     std::uint32_t base_b;
-    std::uint32_t whole;  // words kept whole (tag 3)
-    std::uint32_t half;   // words kept as their low half (tags 1, 2)
 };
-std::size_t tag_words(std::size_t words) noexcept { return (words + 31) / 32; }
+std::size_t tag_bytes(std::size_t words) noexcept { return (words + 3) / 4; }
 
 // tag_of() is w's tag for bases a and b. Under memcheck a suspended
 // frame's padding and dead locals are undefined, and testing them would be
@@ -112,7 +111,7 @@ std::byte* save_chunks(const std::byte* sp, std::size_t n, std::size_t* kept) no
             cand[ncand] = high, count[ncand++] = 1;
     }
 #endif
-    saved_header h{0, 0, 0, 0};
+    saved_header h{0, 0};
     std::size_t best = 0, second = 0;
     for (std::size_t k = 0; k < ncand; ++k) {
         if (count[k] > best) {
@@ -123,29 +122,32 @@ std::byte* save_chunks(const std::byte* sp, std::size_t n, std::size_t* kept) no
         }
     }
     if (ncand < 2) h.base_b = h.base_a;  // (1 and 2 then mean the same)
+    std::size_t data = 0;
     for (std::size_t i = 0; i < words; ++i) {
         const unsigned t = tag_of(src[i], h.base_a, h.base_b);
-        h.whole += t == 3;
-        h.half += t == 1 || t == 2;
+        data += t == 3 ? 8 : t != 0 ? 4 : 0;
     }
-    const std::size_t tags = tag_words(words);
-    const std::size_t size = sizeof h + tags * 8 + std::size_t{h.whole} * 8 + std::size_t{h.half} * 4;
+    const std::size_t tags = tag_bytes(words);
+    const std::size_t size = sizeof h + tags + data;
     auto* block = static_cast<std::byte*>(std::malloc(size));
     if (!block) return nullptr;
     std::memcpy(block, &h, sizeof h);
-    auto* tag = reinterpret_cast<std::uint64_t*>(block + sizeof h);
-    auto* whole = tag + tags;
-    auto* half = reinterpret_cast<std::uint32_t*>(whole + h.whole);
-    std::fill(tag, tag + tags, std::uint64_t{0});
+    auto* tag = reinterpret_cast<unsigned char*>(block + sizeof h);
+    std::byte* out = block + sizeof h + tags;
+    std::fill(tag, tag + tags, static_cast<unsigned char>(0));
     for (std::size_t i = 0; i < words; ++i) {
         const std::uint64_t w = src[i];
         const unsigned t = tag_of(w, h.base_a, h.base_b);
         if (t == 0) continue;
-        tag[i / 32] |= std::uint64_t{t} << (i % 32 * 2);
-        if (t == 3)
-            *whole++ = w;
-        else
-            *half++ = static_cast<std::uint32_t>(w);
+        tag[i / 4] = static_cast<unsigned char>(tag[i / 4] | t << (i % 4 * 2));
+        if (t == 3) {
+            std::memcpy(out, &w, 8);
+            out += 8;
+        } else {
+            const auto low = static_cast<std::uint32_t>(w);
+            std::memcpy(out, &low, 4);
+            out += 4;
+        }
     }
     *kept = size;
     return block;
@@ -153,6 +155,8 @@ std::byte* save_chunks(const std::byte* sp, std::size_t n, std::size_t* kept) no
 
 // restore_chunks() writes the kept words of a block from save_chunks()
 // back to [sp, sp + n) (SHRINK-Z1), without ASan's checks (as the save).
+// The tags are read 32 words (8 bytes) at a time and only the set ones
+// visited.
 #if defined(__clang__) || defined(__GNUC__)
 [[gnu::no_sanitize_address]]
 #endif
@@ -160,18 +164,28 @@ void restore_chunks(std::byte* sp, std::size_t n, const std::byte* block) noexce
     const std::size_t words = n / 8;
     saved_header h;
     std::memcpy(&h, block, sizeof h);
-    const auto* tag = reinterpret_cast<const std::uint64_t*>(block + sizeof h);
-    const std::uint64_t* whole = tag + tag_words(words);
-    const auto* half = reinterpret_cast<const std::uint32_t*>(whole + h.whole);
+    const auto* tag = reinterpret_cast<const unsigned char*>(block + sizeof h);
+    const std::size_t tags = tag_bytes(words);
+    const std::byte* in = block + sizeof h + tags;
     const std::uint64_t a = std::uint64_t{h.base_a} << 32, b = std::uint64_t{h.base_b} << 32;
     auto* dst = reinterpret_cast<std::uint64_t*>(sp);
-    for (std::size_t k = 0; k < tag_words(words); ++k) {
-        for (std::uint64_t m = tag[k]; m != 0;) {
+    for (std::size_t k = 0; k < tags; k += 8) {
+        std::uint64_t m = 0;
+        for (std::size_t j = 0; j < 8 && k + j < tags; ++j) m |= std::uint64_t{tag[k + j]} << (8 * j);
+        while (m != 0) {
             const unsigned at = static_cast<unsigned>(__builtin_ctzll(m)) & ~1u;
             const unsigned t = static_cast<unsigned>(m >> at) & 3;
             m &= ~(std::uint64_t{3} << at);
-            const std::size_t i = k * 32 + at / 2;
-            dst[i] = t == 3 ? *whole++ : (t == 1 ? a : b) | *half++;
+            const std::size_t i = k * 4 + at / 2;
+            if (t == 3) {
+                std::memcpy(&dst[i], in, 8);
+                in += 8;
+            } else {
+                std::uint32_t low;
+                std::memcpy(&low, in, 4);
+                in += 4;
+                dst[i] = (t == 1 ? a : b) | low;
+            }
         }
     }
 }
@@ -378,9 +392,7 @@ bool runtime_core::shrink_task(worker* w, task_record* t) noexcept {
             std::size_t kept = 0;
             if (std::byte* block = save_chunks(sp, n, &kept)) {  // SHRINK-Z1
                 if (::madvise(lo, static_cast<std::size_t>(hi - lo), MADV_DONTNEED) == 0) {
-                    a->saved = block;
-                    a->saved_at = sp;
-                    a->saved_size = n;
+                    a->saved = block;  // the range is [f->ctx, hi): derived again by the restore
                     if (shrink_guard) (void)guard_range(lo, hi, t);  // SHRINK-G1
                     t->shrunk = true;  // SHRINK-S3: under the hold
                     shrank = true;
@@ -399,13 +411,14 @@ bool runtime_core::shrink_task(worker* w, task_record* t) noexcept {
 // restore_task() puts a shrunk task's live bytes back, on the worker that
 // is about to resume it (SHRINK-S4), and frees the block. The pages fault in.
 void runtime_core::restore_task(worker* w, task_record* t) noexcept {
-    wait_arena* a = t->fiber->arena;
-    unguard_range(page_floor(a->saved_at));  // SHRINK-G1 (nothing when no task is guarded)
-    restore_chunks(a->saved_at, a->saved_size, a->saved);  // SHRINK-Z1
+    fiber_record* f = t->fiber;
+    wait_arena* a = f->arena;
+    auto* sp = static_cast<std::byte*>(f->ctx);  // as shrink_task() found it: the task has not run since
+    std::byte* hi = page_floor(static_cast<std::byte*>(f->stack.top()));
+    unguard_range(page_floor(sp));  // SHRINK-G1 (nothing when no task is guarded)
+    restore_chunks(sp, static_cast<std::size_t>(hi - sp), a->saved);  // SHRINK-Z1
     std::free(a->saved);
     a->saved = nullptr;
-    a->saved_at = nullptr;
-    a->saved_size = 0;
     t->shrunk = false;
     w->view.restores.bump();
 }

@@ -245,7 +245,7 @@ void runtime_core::run_task(worker* w, task_record* t) {
         // does when the body runs: join() returns after its captures are
         // destroyed.
         if (t->cancel_reason.load(std::memory_order_acquire) != 0) {
-            t->discard(t);
+            t->ops->discard(t);
             t->outcome = canceled_outcome(t);
             finish_task(w, t);
             return;
@@ -262,7 +262,7 @@ void runtime_core::run_task(worker* w, task_record* t) {
         // libsupc++'s reference count, and flagged the joiner's what()
         // against this thread's end of the handler).
         if (failure) {
-            t->discard(t);
+            t->ops->discard(t);
             t->exception = std::move(failure);
             t->outcome = task_state::failed;
             finish_task(w, t);

@@ -327,7 +327,7 @@ void complete(task_record* t) noexcept {
 void release(task_record* t) noexcept {
     if (t->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
     scheduler_base* s = t->sched;
-    t->destroy_block(t);
+    t->ops->destroy_block(t);
     s->released();
 }
 

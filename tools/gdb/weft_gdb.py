@@ -89,7 +89,7 @@ _LAYOUT_NAMES = (
     "id", "next", "name_data", "name_size", "state", "flavour", "ctx",
     "stack_base", "stack_size", "painted", "copy", "owner", "arch",
     "frame_size", "switch_gap", "frame_fp", "frame_ret", "paint_byte", "requested_stack",
-    "arena", "arena_saved", "arena_saved_at", "arena_saved_size",
+    "arena", "arena_saved",
 )
 _TASK_NAMES = ("magic", "version", "count", "id", "state", "worker")
 
@@ -157,7 +157,10 @@ def fibers():
             if arena:
                 block = _u64(arena + lay["arena_saved"])
                 if block:
-                    f.shrunk = (block, _u64(arena + lay["arena_saved_at"]), _u64(arena + lay["arena_saved_size"]))
+                    # The range is [ctx, top of the stack): the stack's top
+                    # is a page boundary (docs/runtime.md), so no page size
+                    # is needed.
+                    f.shrunk = (block, f.ctx, f.stack_hi - f.ctx)
             f.painted = _u8(rec + lay["painted"]) != 0
             f.high_water = None
             if f.painted and not f.copy:
@@ -261,34 +264,30 @@ _FRAME_LINE = re.compile(r"^#(\d+)(\s+)")
 def _unshrink(f):
     """Put a shrunk task's frames back on its stack, so that gdb can unwind
     them: the kept words of its heap block (SHRINK-Z1, src/runtime/shrink.cpp:
-    a header of two base high halves and the counts of whole and half words,
-    a 2-bit tag per 8-byte word, the whole words, then the low halves) are
+    two base high halves, a 2-bit tag per 8-byte word, four to a byte, then
+    the kept words in stack order, 8 bytes whole or 4 as a low half) are
     written where they were; zero words read as zeros already (released
     pages). The task's own restore later writes the same bytes again, so
     this changes nothing it sees; it only makes the pages resident. Returns
     None, or why it could not (a core file cannot be written)."""
     block, at, size = f.shrunk
     words = size // 8
-    base_a, base_b, n_whole, n_half = struct.unpack("<IIII", _read(block, 16))
-    n_tags = (words + 31) // 32
-    tags = struct.unpack("<%dQ" % n_tags, _read(block + 16, n_tags * 8)) if n_tags else ()
-    whole_at = block + 16 + n_tags * 8
-    half_at = whole_at + n_whole * 8
-    whole = struct.unpack("<%dQ" % n_whole, _read(whole_at, n_whole * 8)) if n_whole else ()
-    half = struct.unpack("<%dI" % n_half, _read(half_at, n_half * 4)) if n_half else ()
+    base_a, base_b = struct.unpack("<II", _read(block, 8))
+    n_tags = (words + 3) // 4
+    tags = _read(block + 8, n_tags) if n_tags else b""
+    pos = block + 8 + n_tags
     inferior = gdb.selected_inferior()
-    iw = ih = 0
     try:
         for i in range(words):
-            t = (tags[i // 32] >> (i % 32 * 2)) & 3
+            t = (tags[i // 4] >> (i % 4 * 2)) & 3
             if t == 0:
                 continue
             if t == 3:
-                v = whole[iw]
-                iw += 1
+                v = _u64(pos)
+                pos += 8
             else:
-                v = ((base_a if t == 1 else base_b) << 32) | half[ih]
-                ih += 1
+                v = ((base_a if t == 1 else base_b) << 32) | struct.unpack("<I", _read(pos, 4))[0]
+                pos += 4
             inferior.write_memory(at + i * 8, struct.pack("<Q", v))
     except gdb.error as e:
         return ("shrunk task: its frames are in a heap block at 0x%x and could not be written back "

@@ -365,6 +365,7 @@ struct co_task_block final : task_block<T>, co_body {
         self->~co_task_block();
         ::operator delete(self);
     }
+    static constexpr task_ops table{&run_co_pending, &free_block, &drop_root};
 };
 
 // co_storage<R> holds a blocking call's result (std::monostate for void).
@@ -493,9 +494,7 @@ join_handle<T> spawn_co(runtime_core* c, async<T>&& a, const spawn_options& o) {
     name[o.name.size()] = '\0';
     t->name = std::string_view(name, o.name.size());
     t->stackless = t;
-    t->run = &run_co_pending;
-    t->destroy_block = &block::free_block;
-    t->discard = &block::drop_root;
+    t->ops = &block::table;
     t->stack_size = o.stack_size;
     t->copy_stack = o.copy_stack;
     auto& h = async_access::handle(a);

@@ -151,13 +151,13 @@ struct wait_arena {
     static constexpr std::size_t capacity = 128;
     std::uint32_t used = 0;
     std::uint32_t pins = 0;
-    // A shrunk task's live bytes: [saved_at, saved_at + saved_size) of its
-    // stack, kept in the heap block `saved` (null: not shrunk) as a bitmap
-    // of its non-zero 8-byte words, most as their low halves
-    // (SHRINK-Z1, src/runtime/shrink.cpp).
+    // A shrunk task's live bytes: [ctx, top) of its fiber's stack (its
+    // saved stack pointer up to its stack's top, a page boundary), kept in
+    // the heap block `saved` (null: not shrunk) as tagged non-zero 8-byte
+    // words, most as their low halves (SHRINK-Z1, src/runtime/shrink.cpp).
+    // The range is not stored: the fiber's ctx does not change while it is
+    // switched out, and the shrinker and the restorer both derive it.
     std::byte* saved = nullptr;
-    std::byte* saved_at = nullptr;
-    std::size_t saved_size = 0;
     alignas(16) std::byte bytes[capacity];
 };
 

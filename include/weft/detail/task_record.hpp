@@ -296,6 +296,17 @@ protected:
 // a task that waits in a queue, or has finished and waits to be joined,
 // holds no stack (docs/runtime.md, "Stacks").
 //
+// task_ops is what a kind of task block does, one static table per block
+// type (a task keeps a pointer to it, not the three pointers):
+//   run            the body, on the task's stack
+//   destroy_block  destroys and frees the block
+//   discard        destroys the callable of a task that never ran
+struct task_ops {
+    void (*run)(task_record*);
+    void (*destroy_block)(task_record*) noexcept;
+    void (*discard)(task_record*) noexcept;
+};
+
 // Ownership: `refs` counts the join handle (until joined or detached), the
 // scheduler (until the task has finished) and short-lived holders (a firing
 // timer). The last release destroys the block.
@@ -305,9 +316,7 @@ struct task_record {
     scheduler_base* sched = nullptr;
     std::uint64_t id = 0;
     std::string_view name;
-    void (*run)(task_record*) = nullptr;                // the body, on the task's stack
-    void (*destroy_block)(task_record*) noexcept = nullptr;
-    void (*discard)(task_record*) noexcept = nullptr;  // destroys the callable of a task that never ran
+    const task_ops* ops = nullptr;   // what its kind of block does (one table per type: 16 bytes less per task)
     stackless_body* stackless = nullptr;  // non-null: no fiber of its own, only borrowed ones (TASK-SB1 - TASK-SB4)
     std::size_t stack_size = 0;      // 0: the runtime's
     bool copy_stack = false;
