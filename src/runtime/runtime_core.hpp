@@ -209,6 +209,9 @@ public:
     void sweep(worker* w, bool force, std::size_t batch) noexcept;
     bool shrink_task(worker* w, task_record* t) noexcept;
     static void restore_task(worker* w, task_record* t) noexcept;
+    // release_stack_pages() gives back the pages of finished task f's stack
+    // (SHRINK-R1, src/runtime/shrink.cpp).
+    static void release_stack_pages(fiber_record* f) noexcept;
     std::int64_t shrink_wait_ns(worker* w) const noexcept;
     void drain_idle() noexcept;
     bool run_stackless(worker* w, task_record* t);

@@ -419,8 +419,29 @@ void runtime_core::restore_task(worker* w, task_record* t) noexcept {
     restore_chunks(sp, static_cast<std::size_t>(hi - sp), a->saved);  // SHRINK-Z1
     std::free(a->saved);
     a->saved = nullptr;
+    t->was_shrunk = true;  // SHRINK-R1
     t->shrunk = false;
     w->view.restores.bump();
+}
+
+// release_stack_pages() gives back the pages of a finished task's stack, one
+// that was shrunk and restored, before the stack goes back to its pool.
+//
+//   SHRINK-R1  A task that was restored gives its stack's pages back when it
+//              ends. Such a task had been idle, and tasks idle together tend
+//              to wake together (a broadcast, a shutdown): each restore
+//              faults its stack's top page back in, and without this every
+//              page would stay resident in the pool's free stacks after its
+//              task ended, so that a million tasks woken at once would hold
+//              a page each at the peak (4 GiB for 10^6: the SC3 peak of
+//              docs/runtime.md) although none of them is alive. The cost is
+//              one madvise per restored task; tasks never shrunk (all of a
+//              short-lived workload's) pay nothing, and their stacks stay
+//              warm in the pool.
+void runtime_core::release_stack_pages(fiber_record* f) noexcept {
+    auto* lo = page_floor(static_cast<std::byte*>(f->stack.base));
+    std::byte* hi = page_floor(static_cast<std::byte*>(f->stack.top()));
+    if (hi > lo) (void)::madvise(lo, static_cast<std::size_t>(hi - lo), MADV_DONTNEED);
 }
 
 // drain_idle() empties the candidate FIFOs after the workers are gone

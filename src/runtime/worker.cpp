@@ -329,7 +329,10 @@ void runtime_core::finish_task(worker* w, task_record* t) noexcept {
     remove_timer(&t->wait_timer);  // SCHED-T1: a wait may have left it (TIMER-L1)
     // The stack goes back at once (warm, to this thread's cache), before
     // the joiners run: a finished task holds no stack.
-    if (fiber_record* f = std::exchange(t->fiber, nullptr)) destroy(f);
+    if (fiber_record* f = std::exchange(t->fiber, nullptr)) {
+        if (t->was_shrunk) release_stack_pages(f);  // SHRINK-R1
+        destroy(f);
+    }
     // Out of the registry and the count before the joiners are woken: a
     // join() that has returned never sees its task listed or counted.
     {

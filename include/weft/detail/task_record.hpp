@@ -329,6 +329,7 @@ struct task_record {
     // --- the state machine (docs/runtime.md) ---
     std::atomic<task_state> state;
     bool has_deadline = false;  // deadline_timer is in a timer wheel (set at spawn)
+    bool was_shrunk = false;    // restored at least once: its stack's pages go back at its end (SHRINK-R1)
     std::atomic<std::int64_t> state_since{0};  // coarse monotonic ns of the last change
     std::atomic<int> worker{-1};               // the worker that ran it last (-1: none yet)
     // Listed in a worker's idle candidates (idle_next, below).

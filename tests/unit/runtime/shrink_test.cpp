@@ -11,6 +11,7 @@
 // number of rounds, and the fixture's watchdog ends a hang.
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <array>
@@ -133,6 +134,36 @@ TEST_P(shrink_test, a_task_waiting_on_an_event_is_shrunk_and_comes_back_whole) {
             return true;
         },
         [&] { ev.set(); });
+}
+
+// SHRINK-R1: a task that was shrunk and restored gives its stack's pages
+// back when it ends, so that tasks woken together do not each leave a
+// resident page in the pool of free stacks. The page that held the task's
+// frame (restored, so written again) must not be resident once it is
+// joined (nothing else runs in this runtime to take the stack meanwhile).
+TEST_P(shrink_test, a_restored_task_gives_its_stack_pages_back_when_it_ends) {
+    rt_with_driver r(workers());
+    weft::event ev;
+    std::atomic<std::uintptr_t> frame{0};
+    std::atomic<int> result{0};
+    const std::uint64_t before = shrinks(r.rt);
+    auto h = r.rt.spawn([&] {
+        canary c;
+        ev.wait();
+        // The frame address, not &c: under ASan's use-after-return
+        // checking a local may live on its fake stack.
+        frame.store(reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0)));
+        result.store(c.intact() ? 1 : 2);
+    });
+    ASSERT_TRUE(shrunk_to(r.rt, before + 1)) << "the parked task was not shrunk";
+    ev.set();
+    h.join();
+    ASSERT_EQ(result.load(), 1);
+    const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+    void* at = reinterpret_cast<void*>(frame.load() & ~(page - 1));
+    unsigned char resident = 0xff;
+    ASSERT_EQ(::mincore(at, page, &resident), 0) << "the stack is no longer mapped";
+    EXPECT_EQ(resident & 1, 0) << "the ended task's restored stack page is still resident";
 }
 
 TEST_P(shrink_test, a_task_waiting_with_a_deadline_is_shrunk_and_woken_before_it) {
