@@ -171,7 +171,7 @@ private:
     // state_: bit 0 closing (an empty handle is closed), bit 1 released (do
     // not close the fd), the rest the number of operations in flight (IO-H1).
     std::atomic<std::uint32_t> state_{closing};
-    // kind_: 0 not yet known, 1 a socket (send() with MSG_NOSIGNAL), 2 not.
+    // kind_: 0 not yet known, 1 a socket (recv(), send() with MSG_NOSIGNAL), 2 not (read(), write()).
     std::atomic<unsigned char> kind_{0};
     weft::spin_lock reg_mu_;                           // the first registration
     std::atomic<detail::registration*> reg_{nullptr};  // made by the first wait inside a task
