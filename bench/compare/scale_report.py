@@ -67,7 +67,8 @@ Scenarios (full size; --quick in parentheses). Every "idle" wait is 300 ms:
   sc8  runtime_report.py's r3 (yield ring) and r4 (channel ping-pong), weft
        with shrink_idle_after at its default against 0 (off), interleaved,
        W=1 and W=2 (and r2, spawn + join, shown without a target: shrinking
-       moves a task's fiber record into a heap block of its own); twice the repetitions of the others in full runs (10), as
+       reserves room for the fiber's record and wait arena, about 480 B, in
+       every task's block at spawn); twice the repetitions of the others in full runs (10), as
        a 5% limit needs tighter medians than the rest.
 
 Targets (weft median / peer median): SC1 RSS per idle task <= 0.4x Go;
@@ -291,8 +292,8 @@ TABLES = [
     ("sc8-r3", "SC8: R3 yield ring, weft with shrink_idle_after at its default and at 0 (off): ns per yield",
      [1, 2], ["ns"]),
     ("sc8-r4", "SC8: R4 channel ping-pong, the same: ns per message", [1, 2], ["ns"]),
-    ("sc8-r2", "SC8, no target: R2 spawn + join, the same: ns per task (a task of a runtime that shrinks gets its "
-     "fiber record in a heap block of its own)", [1, 2], ["ns"]),
+    ("sc8-r2", "SC8, no target: R2 spawn + join, the same: ns per task (a task of a runtime that shrinks has "
+     "room for its fiber's record and wait arena, about 480 B, in its block from spawn on)", [1, 2], ["ns"]),
 ]
 
 

@@ -177,9 +177,14 @@ void restore_chunks(std::byte* sp, std::size_t n, const std::byte* block) noexce
             const unsigned t = static_cast<unsigned>(m >> at) & 3;
             m &= ~(std::uint64_t{3} << at);
             const std::size_t i = k * 4 + at / 2;
+            // memcpy reads the block only: a stack word is written by a
+            // plain store, which ASan does not check here (a call to an
+            // intercepted memcpy would check the frames' red zones).
             if (t == 3) {
-                std::memcpy(&dst[i], in, 8);
+                std::uint64_t whole;
+                std::memcpy(&whole, in, 8);
                 in += 8;
+                dst[i] = whole;
             } else {
                 std::uint32_t low;
                 std::memcpy(&low, in, 4);
