@@ -31,6 +31,11 @@ std::byte* page_floor(std::byte* p) noexcept {
     return reinterpret_cast<std::byte*>(reinterpret_cast<std::uintptr_t>(p) & ~(std::uintptr_t(page_size()) - 1));
 }
 
+// stack_end() is where the range a shrink saves and releases ends: the top
+// of f's stack, a page boundary for every task stack (page_floor() only
+// guards that). The shrink, the restore and SHRINK-R1 all derive it here.
+std::byte* stack_end(const fiber_record* f) noexcept { return page_floor(static_cast<std::byte*>(f->stack.top())); }
+
 // The saved block of a shrunk task (SHRINK-Z1): the live range [sp, top)
 // of its stack (sp: its fiber's saved context, 16-byte aligned; top: a page
 // boundary), as 8-byte words from sp, each with a 2-bit tag:
@@ -389,9 +394,8 @@ bool runtime_core::shrink_task(worker* w, task_record* t) noexcept {
     if (a && a->pins == 0 && !t->shrunk) {  // SHRINK-A2, SHRINK-S3
         auto* sp = static_cast<std::byte*>(f->ctx);
         auto* base = static_cast<std::byte*>(f->stack.base);
-        auto* top = static_cast<std::byte*>(f->stack.top());
         std::byte* lo = page_floor(sp);
-        std::byte* hi = page_floor(top);
+        std::byte* hi = stack_end(f);
         if (sp > base && lo >= base && hi > sp) {
             const std::size_t n = static_cast<std::size_t>(hi - sp);
             std::size_t kept = 0;
@@ -419,7 +423,7 @@ void runtime_core::restore_task(worker* w, task_record* t) noexcept {
     fiber_record* f = t->fiber;
     wait_arena* a = f->arena;
     auto* sp = static_cast<std::byte*>(f->ctx);  // as shrink_task() found it: the task has not run since
-    std::byte* hi = page_floor(static_cast<std::byte*>(f->stack.top()));
+    std::byte* hi = stack_end(f);
     unguard_range(page_floor(sp));  // SHRINK-G1 (nothing when no task is guarded)
     restore_chunks(sp, static_cast<std::size_t>(hi - sp), a->saved);  // SHRINK-Z1
     std::free(a->saved);
@@ -445,7 +449,7 @@ void runtime_core::restore_task(worker* w, task_record* t) noexcept {
 //              warm in the pool.
 void runtime_core::release_stack_pages(fiber_record* f) noexcept {
     auto* lo = page_floor(static_cast<std::byte*>(f->stack.base));
-    std::byte* hi = page_floor(static_cast<std::byte*>(f->stack.top()));
+    std::byte* hi = stack_end(f);
     if (hi > lo) (void)::madvise(lo, static_cast<std::size_t>(hi - lo), MADV_DONTNEED);
 }
 
