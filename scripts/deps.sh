@@ -95,3 +95,21 @@ weft_need_packages() {
         exit 1
     fi
 }
+
+# weft_prune_build DIR deletes the bulky products of a finished build under
+# DIR (objects, precompiled headers, libraries, executables) and keeps the
+# text it left (CTest logs, valgrind logs, the configure files). It does this
+# only when WEFT_PRUNE_BUILDS is 1, which is the default under CI=true: a
+# full CI run builds nine trees of about 2 GB each, and CI shares this
+# machine's disk (one landing failed with "No space left on device" in the
+# fifth tree). Locally nothing is deleted unless asked for.
+weft_prune_build() {
+    local dir=$1 before after
+    [[ ${WEFT_PRUNE_BUILDS:-$([[ ${CI:-} == true ]] && echo 1 || echo 0)} == 1 ]] || return 0
+    [[ -d $dir ]] || return 0
+    before=$(du -sm "$dir" | cut -f1)
+    find "$dir" -type f \( -name '*.o' -o -name '*.gch' -o -name '*.a' -o -name '*.so' \
+        -o -name '*.so.*' -o -perm -u+x \) -delete
+    after=$(du -sm "$dir" | cut -f1)
+    echo "-- pruned $dir: ${before} MB -> ${after} MB (WEFT_PRUNE_BUILDS=1)"
+}
