@@ -28,9 +28,15 @@
 // Each fiber keeps its own C++ exception state (what std::current_exception(),
 // `throw;` and std::uncaught_exceptions() see), across switches and threads.
 //
-// Threads. A suspended fiber may be resumed on any thread; of two threads
-// resuming it at once exactly one wins and the other gets coroutine_error
-// (resume_running). A copy-stack fiber whose shared stack is in use (by any
+// Threads. A suspended fiber may be resumed on any thread, one resume at a
+// time: like any object, a fiber used from two threads needs the caller's
+// synchronisation (a queue, a lock, a channel) between one thread's resume
+// and another's. A resume detects misuse on one thread (resume_running,
+// resume_self, resume_done) with a plain load and store; two threads
+// racing to resume one fiber are a data race, which builds of the calling
+// code without NDEBUG report as resume_running for the loser (the claim is
+// then a compare-and-swap) and TSan builds report as a race (FIBER-I2,
+// docs/architecture.md "The claim"). A copy-stack fiber whose shared stack is in use (by any
 // thread) is not resumed: resume() throws shared_stack_busy and try_resume()
 // returns an empty fiber_ref, so a scheduler can try again later; no thread
 // ever waits for a stack. Code inside a fiber that may migrate must not keep

@@ -56,6 +56,19 @@ void task_guard_broken(task_record* t) noexcept {
     fatal_message(w.c_str());
 }
 
+// task_owner_broken() reports a resume that SCHED-O1 rules out: the task's
+// fiber was running, done or claimed by another thread. It is never seen
+// unless the scheduler has a bug (only builds without NDEBUG can see a race).
+[[noreturn]] static void task_owner_broken(task_record* t, const coroutine_error& e) noexcept {
+    char buf[512];
+    text_writer w(buf, sizeof buf);
+    char name[160];
+    format_named(name, sizeof name, "task", t->name, t);
+    w.text("weft: scheduler bug (SCHED-O1): ").text(name).text(" (id ").dec(t->id).text(
+        ") was resumed by a worker that did not own it: ").text(e.what());
+    fatal_message(w.c_str());
+}
+
 // ---- queues ----------------------------------------------------------------
 
 void runtime_core::push_inbox(worker* home, task_record* t) noexcept {
@@ -273,9 +286,22 @@ void runtime_core::run_task(worker* w, task_record* t) {
     begin_run(w, t);
     w->switched = false;
     fiber_ref back;
+    // SCHED-O1  A task's fiber is resumed only by the worker that took the
+    //           task off a queue or slot, and a runnable task is in exactly one
+    //           queue or slot: it is queued once per park, by whoever arrives
+    //           second of its switch-out and its wake (TASK-R1, SHRINK-S1), and
+    //           the wait word lets exactly one of wake, timeout and cancel end
+    //           the wait (TASK-W2). So this resume needs no claim of its own:
+    //           the fiber's claim is a load and a store (FIBER-I2), and the
+    //           queue hand-off (release push, acquire pop) orders the last
+    //           switch-out before it. Builds without NDEBUG still claim by
+    //           compare-and-swap; a failure there is a scheduler bug, reported
+    //           below with the task's name.
     try {
         back = fiber_ref(t->fiber).try_resume();
         if (w->view.trace) [[unlikely]] w->view.trace->end_run();
+    } catch (const coroutine_error& e) {
+        task_owner_broken(t, e);
     } catch (const std::exception& e) {
         if (w->view.trace) [[unlikely]] w->view.trace->end_run();
         // Only std::bad_alloc (a copy-stack save) can come here; the task

@@ -20,8 +20,15 @@
 //             "suspended" and "done" are published by the arriving side after the
 //             departing context is saved, so whoever acquires "suspended" may jump
 //             to ctx, and whoever acquires "done" may free the stack.
-//   FIBER-I2  created/suspended -> running only by compare-and-swap (acquire):
-//             of two threads resuming one fiber exactly one wins.
+//   FIBER-I2  created/suspended -> running only by the fiber's one resumer: a
+//             fiber is an object like any other, so resuming it from two
+//             threads at once without synchronising is the caller's data race,
+//             and the runtime never does it (SCHED-O1, src/runtime/worker.cpp).
+//             The claim (claim()) is an acquire load and a plain store; builds of
+//             the including code without NDEBUG (and without TSan) claim by
+//             compare-and-swap instead, so that of two racing threads exactly one
+//             wins and the other gets resume_running; TSan builds keep the plain
+//             store, where TSan reports the race on the record itself.
 //   FIBER-I3  The arriving side reads what the departing fiber left in its record
 //             (hook, handoff) before it publishes anything: once published, the
 //             departing fiber may run again (on another thread) and change them.
@@ -51,8 +58,8 @@
 //             (first thing after the jump, or in first_arrival()), so the jump is
 //             FP-neutral as FIBER-F2 assumes.
 // The fast paths:
-//   FIBER-F4  a resume claims with one compare-and-swap (from the suspended or
-//             created state it loaded just before), then tests the four
+//   FIBER-F4  a resume claims with one load and one store (FIBER-I2; no locked
+//             instruction in release builds), then tests the four
 //             rare flags (copy_mode, own_fp, unwinding, keep_stack) with one load
 //             (slow_flags()); the resumer settles a plain suspend (no hook, not
 //             copy-stack) inline, and only that tells the typed layer there is no
@@ -583,15 +590,31 @@ template <bool Keep = true, bool Fp = true>
     return f;
 }
 
-// claim() moves f from created or suspended to running (FIBER-I2): a relaxed
-// load, then one compare-and-swap from what it saw (FIBER-F4). Returns whether it
-// did; `seen` is the state it left or, when it failed, the state it saw.
+// claim() moves f from created or suspended to running (FIBER-I2, FIBER-F4):
+// an acquire load (it pairs with the release that published "suspended",
+// FIBER-I1), a test, and a plain store. It detects every misuse on one
+// thread (a resume of a running, a done or the calling fiber). Two threads
+// racing to resume one fiber are a data race of the caller's; builds without
+// NDEBUG catch it by claiming with a compare-and-swap from what the load saw
+// (WEFT_DETAIL_CHECKED_CLAIM), TSan builds by seeing two threads write the
+// record. Returns whether it claimed; `seen` is the state it left or, when it
+// failed, the state it saw.
+#if !defined(NDEBUG) && !WEFT_TSAN
+#define WEFT_DETAIL_CHECKED_CLAIM 1
+#else
+#define WEFT_DETAIL_CHECKED_CLAIM 0
+#endif
 [[gnu::always_inline]] inline bool claim(fiber_record* f, fiber_state& seen) noexcept {
-    seen = f->state.load(std::memory_order_relaxed);
+    seen = f->state.load(std::memory_order_acquire);
     if (seen != fiber_state::suspended && seen != fiber_state::created) [[unlikely]]
         return false;
+#if WEFT_DETAIL_CHECKED_CLAIM
     return f->state.compare_exchange_strong(seen, fiber_state::running, std::memory_order_acquire,
                                             std::memory_order_relaxed);
+#else
+    f->state.store(fiber_state::running, std::memory_order_relaxed);
+    return true;
+#endif
 }
 
 // enter_set() switches from the caller into f, which it has claimed (and
