@@ -8,7 +8,7 @@ repetition 2: A B C ..., ...), pinned to one CPU, and writes:
   OUT/latest.md     the markdown report (also printed on stdout), ending with
                     the targets of issue 10 (and of earlier issues), each
                     a ratio of this run's medians (or a callgrind count or
-                    M1 figure) marked met / not met
+                    M1 figure) marked met / not met, and issue 27's HP7 / HP8
   OUT/latest.json   every sample, the medians, and the run's metadata
   OUT/latest.csv    every sample, one a line
   OUT/*.svg         one chart per scenario (matplotlib)
@@ -16,7 +16,8 @@ repetition 2: A B C ..., ...), pinned to one CPU, and writes:
 
 The binaries: weft_bench_report (C++: weft and the C++ peers; a second build
 with WEFT_SHARE_FP_ENV=ON gives the L0 "FP env shared" rows; coroutines choose
-their FP mode at run time, the -ownfp candidates) and weft_bench_go.
+their FP mode at run time, the -ownfp candidates) and weft_bench_go; for HP8,
+weft_bench_hp_callgrind (bench/hp_callgrind.cpp) from --bin's directory.
 Progress goes to stderr. Exits 1 if any child failed (crashed, non-zero exit,
 timed out, printed no sample); the report is still written.
 """
@@ -57,6 +58,16 @@ LIVE_STACK = 64 * KiB
 M1_STACK = 16 * KiB
 M1_COUNTS = ([1_000_000, 10_000_000], [100_000])
 CALLGRIND_ITERS = 10000
+# Issue 27's HP8 scheduler counts: weft_bench_hp_callgrind (bench/hp_callgrind.cpp,
+# next to weft_bench_report) under callgrind at two operation counts; the
+# difference of the totals over the difference of the counts is one
+# operation (start-up and shutdown cancel). Mode, label, limit.
+HP_COUNTS = (20_000, 220_000)
+HP_MODES = [
+    ("rendezvous", "instructions per rendezvous message (send + recv, unbuffered weft::channel, "
+                   "two tasks, 1-worker runtime)", 250),
+    ("yield", "instructions per yield through the scheduler (two tasks yielding in turn, 1-worker runtime)", 150),
+]
 # Instructions per round trip of weft's coroutine before the fiber funnel
 # (the full run of 2026-11-22, measured at ff2ea53): the funnel's budget.
 FUNNEL_BUDGET = 121
@@ -459,6 +470,46 @@ class Runner:
                                          unit="instructions"))
                 log(f"[callgrind] {label}: {per_rt:.1f} instructions per round trip")
 
+    # -- HP8: the scheduler under callgrind --
+    def run_hp_callgrind(self):
+        """Instructions per yield and per rendezvous message (weft_bench_hp_callgrind)."""
+        self.hp = {}  # mode -> dict(per_op=..., ir={count: total}) or dict(missing=reason)
+        path = self.args.hp_bin or os.path.join(os.path.dirname(os.path.abspath(self.args.bin)),
+                                                "weft_bench_hp_callgrind")
+        self.hp_bin = path
+        if not shutil.which("valgrind"):
+            why = "valgrind missing"
+        elif not os.access(path, os.X_OK):
+            why = f"{os.path.basename(path)} not built"
+        else:
+            why = None
+        for mode, label, _ in HP_MODES:
+            if why:
+                self.hp[mode] = dict(missing=why)
+                continue
+            ir = {}
+            for n in HP_COUNTS:
+                cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", path, mode, str(n)]
+                p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+                if self.logf:
+                    self.logf.write(f"$ {' '.join(cmd)}\n{p.stdout}{p.stderr}")
+                m = re.search(r"Collected : (\d+)", p.stderr)
+                if p.returncode != 0 or not m:
+                    self.fail(f"callgrind HP8 {mode} {n:,}", f"exit {p.returncode}", p.stderr)
+                    break
+                ir[n] = int(m.group(1))
+            if len(ir) != len(HP_COUNTS):
+                self.hp[mode] = dict(missing="failed (see the failures below)")
+                continue
+            n1, n2 = HP_COUNTS
+            per_op = (ir[n2] - ir[n1]) / (n2 - n1)
+            self.hp[mode] = dict(per_op=per_op, ir=ir)
+            self.samples.append(dict(section="callgrind-hp", row=f"weft-{mode}", label=label, world="hp",
+                                     candidate=mode, live=0, metric="instructions_per_op", rep=0, value=per_op,
+                                     unit="instructions"))
+            log(f"[callgrind HP8] {mode}: {per_op:.1f} instructions per operation "
+                f"({ir[n2]:,} at {n2:,} - {ir[n1]:,} at {n1:,})")
+
     # -- aggregation --
     def stats(self, section, row, metric):
         v = [s["value"] for s in self.samples
@@ -836,6 +887,116 @@ def targets_table(r):
     return out
 
 
+def hp_targets(r):
+    """Issue 27's HP7 / HP8 rows: (markdown lines, the rows for latest.json)."""
+    out = ["## Targets of issue 27 (HP7, HP8)", ""]
+    if r.quick:
+        out += ["**Quick run: only a full run decides a target.** The HP7 ratios come from short passes; the "
+                "HP8 callgrind counts do not depend on the mode.", ""]
+    n1, n2 = HP_COUNTS
+    out += ["HP7: each figure is a ratio of medians from this run (the medians follow in parentheses, ns per "
+            "switch). weft coroutine = `weft::coroutine` on `pooled_stack` (the weft-pooled rows of the S1 / S2 "
+            "tables); default FP mode = the coroutine's default, `fp_env_mode::shared` (no FP control state "
+            "saved at a switch; the default build's WEFT_SHARE_FP_ENV=OFF applies to L0's jump only); own FP "
+            "mode = `fp_env_mode::own` (the weft-pooled-own rows: the FP control state saved and restored at "
+            "each switch, as jump_fcontext does).",
+            "",
+            "HP8: callgrind instruction counts. The coroutine round trip is the callgrind table's \"weft "
+            "coroutine resume+yield\" row against its \"weft context::fast_jump x2\" row, both from "
+            "weft_bench_report of the default build (the same harness and loop); that fast_jump saves and "
+            "restores the FP control state (the default build), the coroutine does not (`fp_env_mode::shared`): "
+            "the information row below sets like against like. The yield and rendezvous figures come from "
+            "bench/hp_callgrind.cpp (`weft_bench_hp_callgrind MODE N`: a runtime with one worker thread, "
+            "two tasks, default runtime_options): total instructions of the whole process "
+            f"(`valgrind --tool=callgrind`, all threads) at N = {n2:,} minus at N = {n1:,}, divided by "
+            f"{n2 - n1:,}; start-up and shutdown cancel. The program checks what it ran (the two tasks "
+            "alternated at every yield; every message arrived, in order). A system call counts as one "
+            "instruction, and under valgrind clock_gettime() is a system call rather than the vDSO's code.",
+            "",
+            "| target | limit | measured | met |", "|---|---|---|---|"]
+    rows = []
+
+    def emit(tid, figure, limit_text, value, limit, detail, fmt="{:.2f}", why=None, extra=None):
+        text = f"{tid} {figure}"
+        if value is None:
+            measured = why or "not evaluated"
+            out.append(f"| {text} | {limit_text} | {measured} | |")
+            met = None
+        else:
+            met = value <= limit
+            measured = fmt.format(value) + detail
+            out.append(f"| {text} | {limit_text} | {measured} | {'met' if met else '**not met**'} |")
+        row = dict(id=tid, target=text, limit=limit_text, measured=measured, value=value, limit_value=limit,
+                   met=met)
+        if extra:
+            row.update(extra)
+        rows.append(row)
+
+    def med(section, row):
+        st = r.stats(section, row, "switch")
+        return st["median"] if st else None
+
+    for key, mode, limit in (("weft-pooled", "default FP mode", 0.6), ("weft-pooled-own", "own FP mode", 1.0)):
+        for name in ("S1", "S2"):
+            figure = f"L2 {name} switch, weft coroutine, {mode}"
+            limit_text = f"<= {limit}x jump_fcontext"
+            if name not in r.scen_rows:
+                emit("HP7", figure, limit_text, None, limit, "", why=f"not evaluated ({name} not run)")
+                continue
+            a, b = med(name, key), med(name, "fcontext")
+            if a is None or b is None or not b:
+                emit("HP7", figure, limit_text, None, limit, "",
+                     why=f"not evaluated ({key if a is None else 'fcontext'} has no figure)")
+                continue
+            emit("HP7", figure, limit_text, a / b, limit, f" ({fmt(a)} / {fmt(b)} ns)",
+                 extra=dict(row=key, peer="fcontext", scenario=name, medians_ns=[a, b]))
+
+    # HP8: the coroutine round trip against the raw fast_jump round trip.
+    figure = "instructions per round trip, weft coroutine resume + yield (callgrind)"
+    if not shutil.which("valgrind"):
+        emit("HP8", figure, "<= fast_jump x2 + 20", None, None, "", why="not evaluated (valgrind missing)")
+    elif not r.cg:
+        emit("HP8", figure, "<= fast_jump x2 + 20", None, None, "", why="not evaluated (callgrind not run)")
+    else:
+        co, fast = r.cg.get("weft-mmap"), r.cg.get("weft-fast")
+        if co is None or fast is None:
+            emit("HP8", figure, "<= fast_jump x2 + 20", None, None, "",
+                 why=f"not evaluated ({'weft-mmap' if co is None else 'weft-fast'} has no count)")
+        else:
+            emit("HP8", figure, f"<= fast_jump x2 + 20 = {fast + 20:.0f}", co, fast + 20,
+                 f" (fast_jump x2: {fast:.0f}; difference {co - fast:+.0f})", fmt="{:.0f}",
+                 extra=dict(fast_jump=fast, coroutine=co))
+            # Information: the same difference with the FP control state
+            # handled alike on both sides.
+            own, fast_fp = r.cg.get("weft-mmap-own"), r.cg.get("weft-fast-fp")
+            parts = []
+            if own is not None:
+                parts.append(f"own FP state coroutine {own:.0f} - fast_jump x2 {fast:.0f} = {own - fast:+.0f}")
+            if fast_fp is not None:
+                parts.append(f"coroutine {co:.0f} - fast_jump x2 (FP env shared build) {fast_fp:.0f} = "
+                             f"{co - fast_fp:+.0f}")
+            if parts:
+                out.append(f"| HP8 (information) the same difference with the FP control state handled alike "
+                           f"on both sides | +20 | {'; '.join(parts)} | |")
+
+    for mode, label, limit in HP_MODES:
+        res = getattr(r, "hp", {}).get(mode)
+        if res is None:
+            emit("HP8", label, f"<= {limit}", None, limit, "", why="not evaluated (callgrind not run)")
+        elif "missing" in res:
+            emit("HP8", label, f"<= {limit}", None, limit, "", why=f"not evaluated ({res['missing']})")
+        else:
+            ir = res["ir"]
+            emit("HP8", label, f"<= {limit}", res["per_op"], limit,
+                 f" (({ir[n2]:,} - {ir[n1]:,}) / {n2 - n1:,})", fmt="{:.0f}",
+                 extra=dict(mode=mode, ir={str(k): v for k, v in ir.items()}))
+    met = sum(1 for x in rows if x["met"])
+    decided = sum(1 for x in rows if x["met"] is not None)
+    out += ["", f"{met} of {decided} evaluated HP targets met" + (" (quick run: not decided)." if r.quick else "."),
+            ""]
+    return out, rows
+
+
 # --- charts ------------------------------------------------------------------------------
 
 
@@ -957,6 +1118,7 @@ def main():
     ap.add_argument("--bin", required=True, help="weft_bench_report (default build)")
     ap.add_argument("--bin-sharefp", help="weft_bench_report built with WEFT_SHARE_FP_ENV=ON")
     ap.add_argument("--go-bin", help="weft_bench_go")
+    ap.add_argument("--hp-bin", help="weft_bench_hp_callgrind (default: next to --bin)")
     ap.add_argument("--go-missing", help="why there is no Go binary")
     ap.add_argument("--out", required=True, help="directory for latest.md/json/csv and the charts")
     ap.add_argument("--reps", type=int, help="repetitions (default 7, quick 5; at least 5 by the rules)")
@@ -980,7 +1142,7 @@ def main():
     for w, info in r.worlds.items():
         if "missing" in info:
             log(f"report: {w}: {info['missing']}")
-    r.scen_rows, r.scen_params, r.live_rows, r.m1_results, r.cg = {}, {}, [], {}, {}
+    r.scen_rows, r.scen_params, r.live_rows, r.m1_results, r.cg, r.hp = {}, {}, [], {}, {}, {}
     r.run_scenarios()
     if "L" in parts:
         r.run_live_series()
@@ -988,6 +1150,7 @@ def main():
         r.run_m1()
     if "callgrind" in parts:
         r.run_callgrind()
+        r.run_hp_callgrind()
     elapsed = time.monotonic() - t_start
 
     written = charts(r, a.out)
@@ -1004,6 +1167,8 @@ def main():
         md += callgrind_table(r)
     md += issue10_targets(r)
     md += targets_table(r)
+    hp_md, hp_rows = hp_targets(r)
+    md += hp_md
     if written:
         md += ["## Charts", ""] + [f"![{os.path.basename(p)}]({os.path.basename(p)})" for p in written] + [""]
     notes = list(r.notes)
@@ -1033,7 +1198,7 @@ def main():
                 worlds={w: {k: v for k, v in i.items() if k != "cands"} for w, i in r.worlds.items()},
                 scenarios=r.scen_params, notes=notes, failures=r.failures, pin=r.pin, cxx_flags=a.cxx_flags)
     with open(os.path.join(a.out, "latest.json"), "w") as f:
-        json.dump(dict(meta=meta, summary=summary, samples=r.samples), f, separators=(",", ":"))
+        json.dump(dict(meta=meta, summary=summary, targets=hp_rows, samples=r.samples), f, separators=(",", ":"))
     r.logf.close()
     print(text)
     log(f"report: wrote {a.out}/latest.md, latest.json, latest.csv" + (f" and {len(written)} charts" if written else "")

@@ -1,7 +1,7 @@
 // weft_runtime_boost_fiber: the Boost.Fiber peer of the runtime section of
 // the peer report (bench/compare/runtime_report.py documents the protocol).
 //
-//   weft_runtime_boost_fiber r1|r2|r3|r3b|r4|r5|r5b|r6|r7|idle|sc1|sc5 --workers 1|2 [--quick]
+//   weft_runtime_boost_fiber r1|r2|r2s|r3|r3b|r4|r5|r5b|r6|r6s|r7|idle|sc1|sc5 --workers 1|2 [--quick]
 //                            [--stack BYTES] [--suspend] [--count N]
 //
 // sc1 and sc5 are the scale section's (bench/compare/scale_report.py): sc1
@@ -43,8 +43,8 @@
 // stacks, every scenario, both worker counts), so 8 KiB is the smallest that
 // works, with ~1.5 KB to spare; with it R1 at W=1 peaks at ~8.0 GiB.
 // Not for the channels and the mutex, though: at one worker r4, r5 and r5b
-// crash on 8 KiB stacks (fine on 16 KiB), so r4-r6, which start at most
-// 1,000 fibers, run on at least 64 KiB stacks whatever --stack says.
+// crash on 8 KiB stacks (fine on 16 KiB), so r4-r6 and r6s, which start at
+// most 1,000 fibers, run on at least 64 KiB stacks whatever --stack says.
 //
 // Tasks and results: every task is a boost::fibers::fiber, launched with the
 // default policy (launch::post: queued, the spawner runs on), and joined with
@@ -55,9 +55,14 @@
 //        an inner fiber starts 10 children, joins them and sums their results;
 //        leaf i returns i; the root is a fiber too. ops = all fibers
 //        (1,111,111); extra.sum is checked.
-//   r2   spawn+join: the main fiber starts 1,000,000 fibers (quick: 10,000),
+//   r2   spawn+join: the main fiber starts 100,000 fibers (quick: 10,000),
 //        each storing its index in its result slot, then joins them in order
 //        and sums the slots. ops = fibers.
+//   r2s  spawn+join, sequential: the main fiber, 1,000,000 times (quick:
+//        10,000), starts a fiber that stores i in the main fiber's result
+//        variable, joins it at once and adds the variable. ops = fibers.
+//        Only one such fiber lives at a time, so its stack (a
+//        fixedsize_stack: a malloc and a free per fiber) is --stack's size.
 //   r3   yield ring: 1,000 fibers (quick: 100) each calling
 //        boost::this_fiber::yield() 1,000 times (quick: 100); the main fiber
 //        joins them. ops = total yields; the time includes starting and
@@ -79,6 +84,7 @@
 //   r6   mutex contention: 1,000 fibers (quick: 100) each lock a
 //        boost::fibers::mutex, increment a counter, unlock, 1,000 times
 //        (quick: 100). ops = lock/unlock pairs.
+//   r6s  the same with 4 fibers x 250,000 (quick: 2,500).
 //   r7   timers: 1,000,000 fibers (quick: 10,000) each
 //        boost::this_fiber::sleep_for a fixed-seed random 10-100 ms and
 //        compare steady_clock::now() on waking with its deadline; extra
@@ -266,7 +272,7 @@ void r1(int workers, bool quick) {
 // ---- r2: spawn + join ---------------------------------------------------------------
 
 void r2(int workers, bool quick) {
-    const std::size_t n = quick ? 10'000 : 1'000'000;
+    const std::size_t n = quick ? 10'000 : 100'000;
     std::vector<std::uint64_t> slot(n, ~std::uint64_t{0});
     std::vector<bf::fiber> fibers(n);
     auto t0 = clk::now();
@@ -285,6 +291,25 @@ void r2(int workers, bool quick) {
         die(1, "r2: sum is wrong");
     }
     emit("r2", workers, s, n, "\"sum\":" + std::to_string(sum));
+}
+
+// ---- r2s: spawn + join, sequential --------------------------------------------------
+
+void r2s(int workers, bool quick) {
+    const std::uint64_t n = quick ? 10'000 : 1'000'000;
+    std::uint64_t sum = 0;
+    std::uint64_t result = 0;
+    auto t0 = clk::now();
+    for (std::uint64_t i = 0; i < n; ++i) {
+        bf::fiber f = spawn([i, &result] { result = i; });
+        f.join();
+        sum += result;
+    }
+    double s = since(t0);
+    if (sum != n * (n - 1) / 2) {
+        die(1, "r2s: sum is wrong");
+    }
+    emit("r2s", workers, s, n, "\"sum\":" + std::to_string(sum));
 }
 
 // ---- r3: yield ring ------------------------------------------------------------------
@@ -459,11 +484,9 @@ void throughput(const char* scenario, int workers, int p, int c, bool quick) {
              std::to_string(c) + ",\"capacity\":1024");
 }
 
-// ---- r6: mutex contention -----------------------------------------------------------------
+// ---- r6, r6s: mutex contention ---------------------------------------------------------
 
-void r6(int workers, bool quick) {
-    const int tasks = quick ? 100 : 1000;
-    const int each = quick ? 100 : 1000;
+void mutex_bench(const char* scenario, int workers, int tasks, int each) {
     bf::mutex mtx;
     std::uint64_t counter = 0;
     std::vector<bf::fiber> fibers(static_cast<std::size_t>(tasks));
@@ -482,9 +505,9 @@ void r6(int workers, bool quick) {
     double s = since(t0);
     const std::uint64_t want = static_cast<std::uint64_t>(tasks) * static_cast<std::uint64_t>(each);
     if (counter != want) {
-        die(1, "r6: counter is wrong");
+        die(1, std::string(scenario) + ": counter is wrong");
     }
-    emit("r6", workers, s, want,
+    emit(scenario, workers, s, want,
          "\"counter\":" + std::to_string(counter) + ",\"tasks\":" + std::to_string(tasks) + ",\"locks_each\":" +
              std::to_string(each));
 }
@@ -697,7 +720,7 @@ void sc5(int workers, bool quick) {
 
 [[noreturn]] void usage(const char* why) {
     std::fprintf(stderr,
-                 "weft_runtime_boost_fiber: %s\nusage: weft_runtime_boost_fiber r1|r2|r3|r3b|r4|r5|r5b|r6|r7|idle|sc1|sc5 --workers 1|2 "
+                 "weft_runtime_boost_fiber: %s\nusage: weft_runtime_boost_fiber r1|r2|r2s|r3|r3b|r4|r5|r5b|r6|r6s|r7|idle|sc1|sc5 --workers 1|2 "
                  "[--quick] [--stack BYTES] [--suspend] [--count N (sc1, sc5)]\n",
                  why);
     std::exit(2);
@@ -721,8 +744,8 @@ int main(int argc, char** argv) {
             g_stack = std::strtoull(argv[++i], nullptr, 0);
         } else if (a == "--count" && i + 1 < argc) {
             g_count = std::atol(argv[++i]);
-        } else if (a == "r1" || a == "r2" || a == "r3" || a == "r3b" || a == "r4" || a == "r5" || a == "r5b" ||
-                   a == "r6" || a == "r7" || a == "idle" || a == "sc1" || a == "sc5") {
+        } else if (a == "r1" || a == "r2" || a == "r2s" || a == "r3" || a == "r3b" || a == "r4" || a == "r5" ||
+                   a == "r5b" || a == "r6" || a == "r6s" || a == "r7" || a == "idle" || a == "sc1" || a == "sc5") {
             scenario = a;
         } else {
             usage(("unknown argument '" + a + "'").c_str());
@@ -738,7 +761,8 @@ int main(int argc, char** argv) {
     // (r4, r5 and r5b crashed with it: SIGSEGV / "free(): invalid pointer",
     // fine at 16 KiB); they start at most 1,000 fibers, so they get at least
     // 64 KiB whatever --stack says (extra.runtime shows the size used).
-    if ((scenario == "r4" || scenario == "r5" || scenario == "r5b" || scenario == "r6") && g_stack != 0 &&
+    if ((scenario == "r4" || scenario == "r5" || scenario == "r5b" || scenario == "r6" || scenario == "r6s") &&
+        g_stack != 0 &&
         g_stack < kFewFibersStack) {
         g_stack = kFewFibersStack;
     }
@@ -768,8 +792,12 @@ int main(int argc, char** argv) {
             throughput("r5", workers, 1, 1, quick);
         } else if (scenario == "r5b") {
             throughput("r5b", workers, 4, 4, quick);
+        } else if (scenario == "r2s") {
+            r2s(workers, quick);
         } else if (scenario == "r6") {
-            r6(workers, quick);
+            mutex_bench("r6", workers, quick ? 100 : 1000, quick ? 100 : 1000);
+        } else if (scenario == "r6s") {
+            mutex_bench("r6s", workers, 4, quick ? 2'500 : 250'000);
         } else if (scenario == "r7") {
             r7(workers, quick);
         } else if (scenario == "sc1") {

@@ -7,22 +7,30 @@ interleaved per repetition (rep 1: A B C, rep 2: A B C, ...), and writes
 
   OUT/runtime.md        the markdown tables (also printed on stdout)
   OUT/runtime.json      every sample, the medians [min, max], the targets
+                        ("targets": the older R1-R7 ones; "hp_targets": issue
+                        27's hot paths, HP1-HP6)
   OUT/runtime.svg/.png  grouped bars per scenario (only if matplotlib imports)
   OUT/runtime-log.txt   each child's command line and stderr (or --log FILE)
 
 Usage:
   runtime_report.py --candidate NAME=COMMAND-PREFIX [--candidate ...]
+                    [--missing NAME=REASON ...]
                     [--reps N] [--quick] [--out DIR] [--scenarios r1,r2,...]
                     [--workers 1,2] [--timeout S] [--mem-limit-gib G] [--cpu C]
 
   e.g. --candidate go=build/bench/weft_runtime_go
+       --candidate tokio=build/bench/cargo-target/release/weft_runtime_tokio
        --candidate "boost.fiber=build/bench/weft_runtime_boost_fiber --stack 8192"
        --candidate weft=build/bench/bench/weft_runtime_weft
 
 COMMAND-PREFIX is split like a shell would (shlex, no expansion); "{W}" in it
-is replaced by the worker count. Names "weft", "go" and "boost.fiber" are
-special only in that the ratio columns are weft/<every other candidate> and
-the targets compare weft with "go" and "boost.fiber".
+is replaced by the worker count. Names "weft", "go", "tokio" and
+"boost.fiber" are special only in that the ratio columns are
+weft/<every other candidate>, the older targets compare weft with "go" and
+"boost.fiber", and the hot-path targets (HP1-HP6) compare weft with the best
+of "go", "tokio" and "boost.fiber". A peer named in --missing (e.g.
+"tokio=cargo is not installed"; repeatable) is listed in the report's header
+as "NAME: not available (REASON)", and the hot-path table says so.
 
 Progress goes to stderr. Exits 1 if a child of weft failed (crashed, non-zero
 exit, timed out, went over the memory limit, or printed bad output) or a
@@ -37,8 +45,8 @@ change the exit status; weft's does.
 == The candidate protocol ====================================================
 
 A candidate is one program. The driver runs, for every scenario S in
-r1 r2 r3 r3b r4 r5 r5b r6 r7 idle (and, for the candidate named "weft" only, a1 a2 a3
-a4f a4c a4p: the interop rows, below) and every worker count W in 1 2:
+r1 r2 r2s r3 r3b r4 r5 r5b r6 r6s r7 idle (and, for the candidate named "weft"
+only, a1 a2 a3 a4f a4c a4p: the interop rows, below) and every worker count W in 1 2:
 
     COMMAND-PREFIX... S --workers W [--quick]
 
@@ -91,10 +99,14 @@ Scenarios (full size; --quick size in parentheses), ops and required extra:
        to having its sum. ops = every task, 1,111,111 (11,111);
        extra.sum = 499,999,500,000 (49,995,000). Table: wall time and
        peak_rss_kib.
-  r2   spawn+join. One task spawns 1,000,000 (10,000) trivial tasks (task i
+  r2   spawn+join. One task spawns 100,000 (10,000) trivial tasks (task i
        stores i in its own result slot), then joins them all and sums the
        slots. Timed: first spawn to last join. ops = tasks;
        extra.sum = n(n-1)/2. Table: ns per task.
+  r2s  spawn+join, sequential. One task, n = 1,000,000 (10,000) times:
+       spawns a trivial task that returns i, joins it at once and adds the
+       result. Timed: the whole loop. ops = n; extra.sum = n(n-1)/2.
+       Table: ns per task.
   r3   yield ring. 1,000 (100) tasks each yield 1,000 (100) times; the
        spawner joins them all. Timed: first spawn to last join (spawning and
        joining 1,000 tasks is about 0.1% of it). ops = total yields,
@@ -125,6 +137,10 @@ Scenarios (full size; --quick size in parentheses), ops and required extra:
        four consumers on one channel.
   r6   mutex contention. 1,000 (100) tasks each lock one mutex, increment a
        shared counter and unlock, 1,000 (100) times; the spawner joins them.
+       Timed: first spawn to last join. ops = lock/unlock pairs, 1,000,000
+       (10,000); extra.counter = ops. Table: ns per lock/unlock.
+  r6s  mutex, few tasks. 4 tasks each lock one mutex, increment a shared
+       counter and unlock, 250,000 (2,500) times; the spawner joins them.
        Timed: first spawn to last join. ops = lock/unlock pairs, 1,000,000
        (10,000); extra.counter = ops. Table: ns per lock/unlock.
   r7   timers. 1,000,000 (10,000) tasks; task i sleeps sleep_us(i)
@@ -183,7 +199,24 @@ Targets (weft median / peer median of the table's main figure, at 1 and 2
 workers; TARGETS below): R1, R2, R3, R4, R5 and R5b each at most 0.5x Go and
 at most 0.5x Boost.Fiber; R6 at most 1.0x Go and at most 0.5x Boost.Fiber;
 R7's CPU per task at most 0.5x Go's. And no R7 timer early, for every
-candidate (met when its runs finished with early = 0).
+candidate (met when its runs finished with early = 0). This older table is
+kept as it was (R2 is now 100,000 tasks, not 1,000,000).
+
+Hot-path targets (issue 27; HP_TARGETS below; section "Targets (issue 27,
+hot paths)", runtime.json "hp_targets"): weft median / the best peer's
+median of the scenario's main metric (ns per op), at W=1 and at W=2, where
+the best peer is the one of go, tokio and boost.fiber with the lowest median
+in this same run at the same W, among the peers whose every sample in that
+cell ran without failure or hang:
+  HP1 R2s spawn + join, sequential            <= 0.7x best peer
+  HP2 R2 100,000 spawned at once, then joined  <= 0.7x best peer
+  HP3 R3 yield                                  <= 0.6x best peer
+  HP4 R4 unbuffered ping-pong                   <= 0.5x best peer
+  HP5 R5 buffered channel                       <= 0.7x best peer
+  HP6 R6s mutex, 4 tasks; R6 mutex, 1,000 tasks <= 0.8x best peer (both)
+A row is "not evaluated (reason)" when weft has no clean figure there (a
+sample failed or none ran) or no peer has one. A quick run prints the table
+too, with a line saying that only a full run decides a target.
 """
 
 import argparse
@@ -202,7 +235,7 @@ import sys
 import tempfile
 import time
 
-PEER_SCENARIOS = ["r1", "r2", "r3", "r3b", "r4", "r5", "r5b", "r6", "r7", "idle"]
+PEER_SCENARIOS = ["r1", "r2", "r2s", "r3", "r3b", "r4", "r5", "r5b", "r6", "r6s", "r7", "idle"]
 # weft-only scenarios (the interop rows): run for the candidate "weft" only.
 WEFT_ONLY = ["a1", "a2", "a3", "a4f", "a4c", "a4p"]
 SCENARIOS = PEER_SCENARIOS + WEFT_ONLY
@@ -247,6 +280,19 @@ TARGETS = {
     "r6": {"go": 1.0, "boost.fiber": 0.5},
     "r7": {"go": 0.5},  # CPU time per sleeping task
 }
+# Issue 27's hot-path targets: (id, scenario, what, the most weft median /
+# best peer median may be) on the scenario's main metric (TABLES), at every
+# worker count; the best peer is the lowest median among HP_PEERS.
+HP_PEERS = ["go", "tokio", "boost.fiber"]
+HP_TARGETS = [
+    ("HP1", "r2s", "R2s spawn + join, sequential", 0.7),
+    ("HP2", "r2", "R2 100,000 spawned at once, then joined", 0.7),
+    ("HP3", "r3", "R3 yield", 0.6),
+    ("HP4", "r4", "R4 unbuffered ping-pong", 0.5),
+    ("HP5", "r5", "R5 buffered channel", 0.7),
+    ("HP6", "r6s", "R6s mutex, 4 tasks", 0.8),
+    ("HP6", "r6", "R6 mutex, 1,000 tasks", 0.8),
+]
 STARVED = 0.01  # hog iterations per exchange below this: "starved"
 
 
@@ -255,7 +301,8 @@ def sizes(quick):
     q = 1 if quick else 0
     leaves = (1_000_000, 10_000)[q]
     tasks = sum(leaves // 10 ** k for k in range(7) if leaves // 10 ** k >= 1)
-    n2 = (1_000_000, 10_000)[q]
+    n2 = (100_000, 10_000)[q]
+    n2s = (1_000_000, 10_000)[q]
     ring = ((1000, 1000), (100, 100))[q]
     n3b = (1_000_000, 10_000)[q]
     sleep = (2.0, 0.2)[q]
@@ -263,6 +310,7 @@ def sizes(quick):
     trips4 = msgs4 // 2
     n5 = (4_000_000, 40_000)[q]
     mtx = ((1000, 1000), (100, 100))[q]
+    mtxs = ((4, 250_000), (4, 2_500))[q]
     n7 = (1_000_000, 10_000)[q]
     na1 = (200_000, 10_000)[q]
     na2 = (1_000_000, 40_000)[q]
@@ -271,12 +319,14 @@ def sizes(quick):
     return {
         "r1": dict(ops=tasks, sum=leaves * (leaves - 1) // 2, leaves=leaves),
         "r2": dict(ops=n2, sum=n2 * (n2 - 1) // 2),
+        "r2s": dict(ops=n2s, sum=n2s * (n2s - 1) // 2),
         "r3": dict(ops=ring[0] * ring[1], tasks=ring[0], yields=ring[1]),
         "r3b": dict(ops=n3b),
         "r4": dict(ops=msgs4, sum=trips4 * (trips4 + 1) // 2, trips=trips4),
         "r5": dict(ops=n5, sum=n5 * (n5 - 1) // 2, producers=1, consumers=1),
         "r5b": dict(ops=n5, sum=n5 * (n5 - 1) // 2, producers=4, consumers=4),
         "r6": dict(ops=mtx[0] * mtx[1], counter=mtx[0] * mtx[1], tasks=mtx[0], locks=mtx[1]),
+        "r6s": dict(ops=mtxs[0] * mtxs[1], counter=mtxs[0] * mtxs[1], tasks=mtxs[0], locks=mtxs[1]),
         "r7": dict(ops=n7, tasks=n7),
         "idle": dict(ops=0, sleep=sleep),
         "a1": dict(ops=na1, sum=na1 * (na1 - 1) // 2),
@@ -304,6 +354,8 @@ TABLES = {
            {"ms": "wall time (ms)", "rss": "peak RSS (MiB)"}),
     "r2": ("R2 spawn+join: {ops:,} trivial tasks spawned by one task, then joined", ["ns"], "ns",
            {"ns": "ns per task"}),
+    "r2s": ("R2s spawn+join, sequential: {ops:,} times one task spawns a trivial task and joins it at once",
+            ["ns"], "ns", {"ns": "ns per task"}),
     "r3": ("R3 yield ring: {tasks:,} tasks x {yields:,} yields", ["ns"], "ns", {"ns": "ns per yield"}),
     "r3b": ("R3b ping-pong hog: {ops:,} exchanges while a hog task yields in a loop", ["ns", "hog"], "ns",
             {"ns": "ns per exchange", "hog": "hog iterations per exchange"}),
@@ -315,6 +367,8 @@ TABLES = {
             ["ns"], "ns", {"ns": "ns per item"}),
     "r6": ("R6 mutex contention: {tasks:,} tasks x {locks:,} lock/increment/unlock", ["ns"], "ns",
            {"ns": "ns per lock/unlock"}),
+    "r6s": ("R6s mutex, few tasks: {tasks:,} tasks x {locks:,} lock/increment/unlock", ["ns"], "ns",
+            {"ns": "ns per lock/unlock"}),
     "r7": ("R7 timers: {tasks:,} tasks each sleep a random 10-100 ms", ["over", "cpu_us"], "cpu_us",
            {"over": "ms beyond the longest sleep", "cpu_us": "CPU us per task"}),
     "idle": ("IDLE: a runtime with nothing to do for {sleep:g} s", ["cpu"], None,
@@ -880,15 +934,104 @@ def targets_md(r, tg):
     return md
 
 
+def hp_targets(r):
+    """Issue 27's hot-path targets: one dict per (HP_TARGETS row, worker
+    count) with id, scenario, what, workers, limit, weft (median or None),
+    peers ({peer: median or None}), best_peer, ratio, met (True, False or
+    None: not evaluated), reason (why not evaluated), measured (the cell's
+    text) and decisive (False in a quick run)."""
+    a = r.a
+    names = [n for n, _ in a.candidates]
+    missing = dict(getattr(a, "missing", []) or [])
+    out = []
+    for hp, scenario, what, limit in HP_TARGETS:
+        if scenario not in a.scenarios:
+            continue
+        m = TABLES[scenario][2]
+        for w in a.workers:
+            t = dict(id=hp, scenario=scenario, what=what, workers=w, limit=limit, weft=None, peers={},
+                     best_peer=None, ratio=None, met=None, reason=None, measured="", decisive=not a.quick)
+            notes = []  # the peers without a figure here, and why
+            clean = {}
+            for p in HP_PEERS:
+                if p not in names:
+                    notes.append(f"{p} not available ({missing[p]})" if p in missing else f"{p} not run")
+                    continue
+                runs, ok, hung, skipped, other, _ = r.outcome(scenario, p, w)
+                st = r.stats(scenario, p, w, m)
+                t["peers"][p] = st["median"] if st else None
+                if not runs:
+                    notes.append(f"{p} not run")
+                elif hung or skipped or other or not st:
+                    bad = hung + skipped + other
+                    notes.append(f"{p} left out: {bad} of {runs} run(s) "
+                                 + ("hung" if (hung or skipped) and not other else "failed"))
+                else:
+                    clean[p] = st["median"]
+            wst = r.stats(scenario, "weft", w, m) if "weft" in names else None
+            wruns, wok, whung, wskipped, wother, _ = r.outcome(scenario, "weft", w)
+            if "weft" not in names:
+                t["reason"] = "no candidate named weft"
+            elif not wruns:
+                t["reason"] = "weft not run"
+            elif whung or wskipped or wother or not wst:
+                t["reason"] = f"weft: {whung + wskipped + wother} of {wruns} run(s) failed or hung"
+            elif not clean:
+                t["reason"] = "no peer figure: " + "; ".join(notes)
+            if wst:
+                t["weft"] = wst["median"]
+            if t["reason"] is None:
+                best = min(clean, key=lambda p: clean[p])
+                q = t["weft"] / clean[best]
+                t.update(best_peer=best, ratio=q, met=q <= limit)
+                others = [f"{p} {fmt(clean[p])}" for p in HP_PEERS if p in clean and p != best]
+                text = (f"{q:.2f}x {best} (weft {fmt(t['weft'])} ns, {best} {fmt(clean[best])} ns"
+                        + ("; " + ", ".join(others) if others else "") + ")")
+                if notes:
+                    text += "; " + "; ".join(notes)
+                t["measured"] = text
+            else:
+                t["measured"] = (f"weft {fmt(t['weft'])} ns" if t["weft"] is not None else "n/a")
+            out.append(t)
+    return out
+
+
+def hp_targets_md(r, hp):
+    if not hp:
+        return []
+    md = ["## Targets (issue 27, hot paths)", ""]
+    md.append("weft median / the best peer's median (the lowest of go, tokio and boost.fiber in this run at the "
+              "same W, among the peers whose every sample there ran without failure or hang), ns per op.")
+    missing = [(n, why) for n, why in (getattr(r.a, "missing", []) or []) if n in HP_PEERS]
+    if missing:
+        md.append("Not available: " + "; ".join(f"{n} ({why})" for n, why in missing) + ".")
+    met = sum(1 for t in hp if t["met"] is True)
+    unmet = sum(1 for t in hp if t["met"] is False)
+    md.append(f"{met} of {len(hp)} met, {unmet} not met" + (f", {len(hp) - met - unmet} not evaluated"
+                                                          if len(hp) - met - unmet else "") + ".")
+    md.append("")
+    if r.a.quick:
+        md += ["**Quick run (--quick): small sizes, few repetitions. This table only shows that the rows "
+               "can be computed; only a full run decides a target.**", ""]
+    md += ["| target | limit | measured | met |", "|---|---|---|---|"]
+    for t in hp:
+        status = ("met" if t["met"] else "not met") if t["met"] is not None else f"not evaluated ({t['reason']})"
+        md.append(f"| {t['id']} {t['what']}, W={t['workers']} | <= {t['limit']}x best peer | {t['measured']} "
+                  f"| {status} |")
+    md.append("")
+    return md
+
+
 READ = """\
 How to read this: every cell is **median [min, max]** over the repetitions, each a fresh
 process, candidates interleaved (A B C, A B C, ...); W = worker threads. R1 shows the wall
 time of the whole tree and the program's peak RSS (VmHWM, its whole image: runtime, binary
-and libraries included); R2 ns per task spawned and joined; R3 ns per yield; R3b ns per ping-pong
+and libraries included); R2 ns per task spawned and joined (all spawned, then all joined;
+R2s: each joined before the next is spawned); R3 ns per yield; R3b ns per ping-pong
 exchange (a round trip) and how many loop iterations the yielding hog task got per exchange
 (about 1 or more is fair; "starved" below {starved}); R4 ns per message over an unbuffered
-channel (a round trip is two); R5 / R5b ns per item through a buffered channel; R6 ns per
-contended lock/unlock; R7 the wall time past the longest sleep (spawning included) and the
+channel (a round trip is two); R5 / R5b ns per item through a buffered channel; R6 / R6s ns
+per contended lock/unlock (1,000 tasks / 4 tasks); R7 the wall time past the longest sleep (spawning included) and the
 process's user+sys CPU time per sleeping task, and timers that woke before their deadline
 (must be 0); IDLE the process's CPU time over the sleep as % of one core (a spinning idle
 worker costs ~100%). Ratio columns: weft median / peer median of the time figure (R7: of the
@@ -1022,6 +1165,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--candidate", action="append", type=parse_candidate, default=[],
                     help="NAME=COMMAND-PREFIX (repeatable); the driver appends: SCENARIO --workers W [--quick]")
+    ap.add_argument("--missing", action="append", default=[],
+                    help="NAME=REASON (repeatable): a peer that could not be built; listed in the header")
     ap.add_argument("--reps", type=int, help="repetitions (default 5; --quick: 1)")
     ap.add_argument("--quick", action="store_true", help="small sizes, for CI: checks that everything runs")
     ap.add_argument("--out", default=".", help="directory for runtime.md/json/svg/png (default: .)")
@@ -1042,6 +1187,10 @@ def main():
     if len(set(names)) != len(names):
         ap.error("candidate names must differ")
     a.candidates = a.candidate
+    a.missing = [tuple(m.split("=", 1)) if "=" in m else (m, "no reason given") for m in a.missing]
+    both = [n for n, _ in a.missing if n in names]
+    if both:
+        ap.error(f"both a --candidate and --missing: {' '.join(both)}")
     a.scenarios = [s for s in a.scenarios.split(",") if s]
     bad = [s for s in a.scenarios if s not in SCENARIOS]
     if bad:
@@ -1073,15 +1222,22 @@ def main():
 
     written = charts(r, a.out)
     tg = targets(r)
+    hp = hp_targets(r)
     peer_run = any(sc not in WEFT_ONLY for sc in a.scenarios)
-    md = ["# weft runtime report: scheduler scenarios against Go and Boost.Fiber" if peer_run else
-          "# weft runtime report: the interop rows (L7, weft only)", ""]
+    pretty = {"go": "Go", "tokio": "Tokio", "boost.fiber": "Boost.Fiber"}
+    peers = [pretty.get(n, n) for n, _ in a.candidates if n != "weft"]
+    against = (", ".join(peers[:-1]) + " and " + peers[-1]) if len(peers) > 1 else (peers[0] if peers else "")
+    md = [("# weft runtime report: scheduler scenarios" + (f" against {against}" if against else "")) if peer_run
+          else "# weft runtime report: the interop rows (L7, weft only)", ""]
     md += machine_lines(r, started, elapsed)
+    for n, why in a.missing:
+        md.append(f"- **{n}: not available** ({why})")
     md += ["", READ.format(starved=STARVED), ""] if peer_run else [""]
     for scenario in a.scenarios:
         if scenario not in WEFT_ONLY:
             md += scenario_table(r, scenario)
     md += async_md(r)
+    md += hp_targets_md(r, hp)
     md += targets_md(r, tg)
     if written:
         md += ["## Chart", "", f"![runtime](runtime.svg)", ""]
@@ -1099,14 +1255,14 @@ def main():
     with open(os.path.join(a.out, "runtime.md"), "w") as f:
         f.write(text)
     meta = dict(date=started.isoformat(), quick=a.quick, reps=a.reps, elapsed_s=elapsed,
-                candidates={n: p for n, p in a.candidates}, scenarios=a.scenarios, workers=a.workers,
+                candidates={n: p for n, p in a.candidates}, missing=dict(a.missing), scenarios=a.scenarios, workers=a.workers,
                 sizes=r.sz, pin_cpu=r.pin_cpu, timeout_s=a.timeout, mem_limit_gib=a.mem_limit_gib,
                 machine=dict(cpus=os.cpu_count(), kernel=platform.release(),
                              mem_total_kib=meminfo_kib("MemTotal")),
                 notes=r.notes)
     with open(os.path.join(a.out, "runtime.json"), "w") as f:
-        json.dump(dict(meta=meta, summary=r.summary(), targets=tg, failures=r.failures, samples=r.samples),
-                  f, indent=1)
+        json.dump(dict(meta=meta, summary=r.summary(), targets=tg, hp_targets=hp, failures=r.failures,
+                       samples=r.samples), f, indent=1)
     r.logf.close()
     print(text)
     log(f"runtime report: wrote {a.out}/runtime.md, runtime.json" + (", runtime.svg, runtime.png" if written else "")

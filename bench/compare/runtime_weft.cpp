@@ -3,15 +3,17 @@
 // scenarios; the Go and Boost.Fiber peers are go-runtime/main.go and
 // runtime_boost_fiber.cpp).
 //
-//   weft_runtime_weft r1|r2|r3|r3b|r4|r5|r5b|r6|r7|idle --workers W [--quick]
+//   weft_runtime_weft r1|r2|r2s|r3|r3b|r4|r5|r5b|r6|r6s|r7|idle --workers W [--quick]
 //
 // Every scenario runs in a weft::runtime with W worker threads (the main
 // thread only waits in block_on), with default options: pooled guarded
 // 64 KiB stacks, slab stacks past the guarded budget.
 //   r1   skynet: every inner task spawns 10 children with weft::spawn and
 //        sums their join()s.
-//   r2   one task spawns n trivial tasks (task i returns i), then joins
-//        them all in order.
+//   r2   one task spawns n = 100,000 trivial tasks (task i returns i), then
+//        joins them all in order.
+//   r2s  one task, n = 1,000,000 times: spawn a trivial task returning i,
+//        join() it at once, add the result (spawn + join, sequential).
 //   r3   1,000 tasks x 1,000 this_task::yield().
 //   r3b  ping-pong with a hog: weft has no channels yet (they come with the
 //        sync layer), so the two tasks hand a value over with two binary
@@ -24,6 +26,7 @@
 //   r5b  four producers, four consumers on one such channel; the root task
 //        closes it after joining the producers.
 //   r6   1,000 tasks x 1,000 std::lock_guard<weft::mutex> + increment.
+//   r6s  the same with 4 tasks x 250,000 (few tasks, one mutex).
 //   r7   1,000,000 tasks each this_task::sleep_for a fixed-seed random
 //        10-100 ms and compare steady_clock::now() with its deadline on
 //        waking; an early wake exits 1 after the line is printed.
@@ -155,7 +158,7 @@ void r1(weft::runtime& rt, int workers, bool quick) {
 // ---- r2 ----
 
 void r2(weft::runtime& rt, int workers, bool quick) {
-    const long n = quick ? 10'000 : 1'000'000;
+    const long n = quick ? 10'000 : 100'000;
     const auto t0 = clk::now();
     const long sum = rt.block_on([=] {
         std::vector<weft::join_handle<long>> hs;
@@ -168,6 +171,21 @@ void r2(weft::runtime& rt, int workers, bool quick) {
     const double s = since(t0);
     if (sum != n * (n - 1) / 2) die("r2: wrong sum");
     emit("r2", workers, s, static_cast<std::uint64_t>(n), "\"sum\":" + std::to_string(sum));
+}
+
+// ---- r2s: spawn + join, sequential ----
+
+void r2s(weft::runtime& rt, int workers, bool quick) {
+    const long n = quick ? 10'000 : 1'000'000;
+    const auto t0 = clk::now();
+    const long sum = rt.block_on([=] {
+        long s = 0;
+        for (long i = 0; i < n; ++i) s += weft::spawn([i] { return i; }).join();
+        return s;
+    });
+    const double s = since(t0);
+    if (sum != n * (n - 1) / 2) die("r2s: wrong sum " + std::to_string(sum));
+    emit("r2s", workers, s, static_cast<std::uint64_t>(n), "\"sum\":" + std::to_string(sum));
 }
 
 // ---- r3 ----
@@ -355,10 +373,9 @@ void throughput(weft::runtime& rt, const char* scenario, int workers, int p, int
              ",\"consumers\":" + std::to_string(c) + ",\"capacity\":1024");
 }
 
-// ---- r6: mutex contention ----
+// ---- r6, r6s: mutex contention ----
 
-void r6(weft::runtime& rt, int workers, bool quick) {
-    const int tasks = quick ? 100 : 1000, each = quick ? 100 : 1000;
+void mutex_bench(weft::runtime& rt, const char* scenario, int tasks, int each, int workers) {
     weft::mutex m;
     long counter = 0;
     const auto t0 = clk::now();
@@ -375,8 +392,8 @@ void r6(weft::runtime& rt, int workers, bool quick) {
         for (auto& h : hs) h.join();
     });
     const double s = since(t0);
-    if (counter != long{tasks} * each) die("r6: wrong counter " + std::to_string(counter));
-    emit("r6", workers, s, static_cast<std::uint64_t>(tasks) * static_cast<std::uint64_t>(each),
+    if (counter != long{tasks} * each) die(std::string(scenario) + ": wrong counter " + std::to_string(counter));
+    emit(scenario, workers, s, static_cast<std::uint64_t>(tasks) * static_cast<std::uint64_t>(each),
          "\"counter\":" + std::to_string(counter) + ",\"tasks\":" + std::to_string(tasks) +
              ",\"locks_each\":" + std::to_string(each));
 }
@@ -940,7 +957,7 @@ int main(int argc, char** argv) {
     long count = 1'000'000;
     bool copy = false;
     long shrink_ms = -1;  // -1: the default (runtime_options{}.shrink_idle_after)
-    const char* usage = "usage: weft_runtime_weft r1|r2|r3|r3b|r4|r5|r5b|r6|r7|idle|a1|a2|a3|a4f|a4c|a4p|sc1|sc3|sc4|sc5|sc6 --workers W [--quick]\n"
+    const char* usage = "usage: weft_runtime_weft r1|r2|r2s|r3|r3b|r4|r5|r5b|r6|r6s|r7|idle|a1|a2|a3|a4f|a4c|a4p|sc1|sc3|sc4|sc5|sc6 --workers W [--quick]\n"
                         "           [--shrink-idle-after-ms MS] [--count N (sc*)] [--rss-guard-gib G (sc1, sc3)]\n"
                         "       weft_runtime_weft live --workers W [--count N] [--copy]\n"
                         "       weft_runtime_weft a1|a2|a3 --workers W [--quick] --variant V (one variant only)";
@@ -960,10 +977,10 @@ int main(int argc, char** argv) {
             shrink_ms = std::atol(argv[++i]);
         else if (a == "--rss-guard-gib" && i + 1 < argc)
             rss_guard_kib = static_cast<long long>(std::atof(argv[++i]) * 1024 * 1024);
-        else if (a == "r1" || a == "r2" || a == "r3" || a == "r3b" || a == "r4" || a == "r5" || a == "r5b" ||
-                 a == "r6" || a == "r7" || a == "idle" || a == "live" || a == "a1" || a == "a2" || a == "a3" ||
-                 a == "a4f" || a == "a4c" || a == "a4p" || a == "sc1" || a == "sc3" || a == "sc4" || a == "sc5" ||
-                 a == "sc6")
+        else if (a == "r1" || a == "r2" || a == "r2s" || a == "r3" || a == "r3b" || a == "r4" || a == "r5" ||
+                 a == "r5b" || a == "r6" || a == "r6s" || a == "r7" || a == "idle" || a == "live" || a == "a1" ||
+                 a == "a2" || a == "a3" || a == "a4f" || a == "a4c" || a == "a4p" || a == "sc1" || a == "sc3" ||
+                 a == "sc4" || a == "sc5" || a == "sc6")
             scenario = a;
         else
             die(usage);
@@ -979,7 +996,9 @@ int main(int argc, char** argv) {
     if (scenario == "r4") r4(rt, workers, quick);
     if (scenario == "r5") throughput(rt, "r5", workers, 1, 1, quick);
     if (scenario == "r5b") throughput(rt, "r5b", workers, 4, 4, quick);
-    if (scenario == "r6") r6(rt, workers, quick);
+    if (scenario == "r2s") r2s(rt, workers, quick);
+    if (scenario == "r6") mutex_bench(rt, "r6", quick ? 100 : 1000, quick ? 100 : 1000, workers);
+    if (scenario == "r6s") mutex_bench(rt, "r6s", 4, quick ? 2'500 : 250'000, workers);
     if (scenario == "r7") r7(rt, workers, quick);
     if (scenario == "idle") idle(rt, workers, quick);
     if (scenario == "live") live(rt, workers, count, copy);

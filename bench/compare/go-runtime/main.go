@@ -1,7 +1,7 @@
 // weft_runtime_go: the Go peer of the runtime section of the peer report
 // (bench/compare/runtime_report.py, which documents the protocol).
 //
-//	weft_runtime_go r1|r2|r3|r3b|r4|r5|r5b|r6|r7|idle|sc1|sc3|sc4|sc5|sc6 --workers W [--quick] [--count N]
+//	weft_runtime_go r1|r2|r2s|r3|r3b|r4|r5|r5b|r6|r6s|r7|idle|sc1|sc3|sc4|sc5|sc6 --workers W [--quick] [--count N]
 //
 // (sc1-sc6, the scale scenarios: scale.go)
 //
@@ -18,9 +18,13 @@
 //	     10,000); each inner goroutine starts 10 children and sums what they
 //	     send back on its unbuffered channel (the classic skynet benchmark);
 //	     leaf i sends i. ops = all goroutines (1,111,111), extra.sum checked.
-//	r2   spawn+join: main starts 1,000,000 goroutines (quick: 10,000), each
+//	r2   spawn+join: main starts 100,000 goroutines (quick: 10,000), each
 //	     stores its index in its own slot and calls wg.Done(); main waits on
 //	     the sync.WaitGroup and sums the slots. ops = goroutines.
+//	r2s  spawn+join, sequential: main, 1,000,000 times (quick: 10,000),
+//	     starts a goroutine that sends i on an unbuffered channel (one
+//	     channel, reused: only one child lives at a time) and receives it
+//	     at once, adding it to the sum. ops = goroutines.
 //	r3   yield ring: 1,000 goroutines (quick: 100) each calling
 //	     runtime.Gosched() 1,000 times (quick: 100); main waits on a
 //	     WaitGroup. ops = total yields; the time includes starting and
@@ -40,6 +44,7 @@
 //	r6   mutex contention: 1,000 goroutines (quick: 100) each lock a
 //	     sync.Mutex, increment a shared counter and unlock, 1,000 times
 //	     (quick: 100). ops = lock/unlock pairs.
+//	r6s  the same with 4 goroutines x 250,000 (quick: 2,500).
 //	r7   timers: 1,000,000 goroutines (quick: 10,000) each time.Sleep a
 //	     fixed-seed random 10-100 ms and check that the monotonic clock has
 //	     passed its deadline on waking. extra: early (count; non-zero exits
@@ -147,7 +152,7 @@ func r1(workers int, quick bool) {
 // ---- r2: spawn + join ----------------------------------------------------------
 
 func r2(workers int, quick bool) {
-	n := 1_000_000
+	n := 100_000
 	if quick {
 		n = 10_000
 	}
@@ -174,6 +179,29 @@ func r2(workers int, quick bool) {
 		die("r2: sum %d, want %d", sum, want)
 	}
 	emit("r2", workers, d, int64(n), fmt.Sprintf("\"sum\":%d", sum))
+}
+
+// ---- r2s: spawn + join, sequential ---------------------------------------------
+
+func r2s(workers int, quick bool) {
+	n := 1_000_000
+	if quick {
+		n = 10_000
+	}
+	ch := make(chan int64)
+	var sum int64
+	t0 := time.Now()
+	for i := 0; i < n; i++ {
+		go func(i int64) {
+			ch <- i
+		}(int64(i))
+		sum += <-ch
+	}
+	d := time.Since(t0)
+	if want := int64(n) * int64(n-1) / 2; sum != want {
+		die("r2s: sum %d, want %d", sum, want)
+	}
+	emit("r2s", workers, d, int64(n), fmt.Sprintf("\"sum\":%d", sum))
 }
 
 // ---- r3: yield ring -------------------------------------------------------------
@@ -346,11 +374,7 @@ func throughput(scenario string, workers, p, c int, quick bool) {
 
 // ---- r6: mutex contention ---------------------------------------------------------
 
-func r6(workers int, quick bool) {
-	tasks, each := 1000, 1000
-	if quick {
-		tasks, each = 100, 100
-	}
+func mutexBench(scenario string, workers, tasks, each int) {
 	var mu sync.Mutex
 	var counter int64
 	var wg sync.WaitGroup
@@ -369,9 +393,9 @@ func r6(workers int, quick bool) {
 	wg.Wait()
 	d := time.Since(t0)
 	if want := int64(tasks * each); counter != want {
-		die("r6: counter %d, want %d", counter, want)
+		die("%s: counter %d, want %d", scenario, counter, want)
 	}
-	emit("r6", workers, d, int64(tasks*each), fmt.Sprintf("\"counter\":%d,\"tasks\":%d,\"locks_each\":%d", counter, tasks, each))
+	emit(scenario, workers, d, int64(tasks*each), fmt.Sprintf("\"counter\":%d,\"tasks\":%d,\"locks_each\":%d", counter, tasks, each))
 }
 
 // ---- r7: timers ---------------------------------------------------------------------
@@ -468,7 +492,7 @@ func idle(workers int, quick bool) {
 }
 
 func main() {
-	usage := "usage: weft_runtime_go r1|r2|r3|r3b|r4|r5|r5b|r6|r7|idle|sc1|sc3|sc4|sc5|sc6 --workers W [--quick] [--count N (sc*)] (set GOMAXPROCS=W)"
+	usage := "usage: weft_runtime_go r1|r2|r2s|r3|r3b|r4|r5|r5b|r6|r6s|r7|idle|sc1|sc3|sc4|sc5|sc6 --workers W [--quick] [--count N (sc*)] (set GOMAXPROCS=W)"
 	scenario, workers, quick := "", 0, false
 	args := os.Args[1:]
 	for i := 0; i < len(args); i++ {
@@ -487,7 +511,7 @@ func main() {
 				os.Exit(2)
 			}
 			workers = w
-		case "r1", "r2", "r3", "r3b", "r4", "r5", "r5b", "r6", "r7", "idle", "sc1", "sc3", "sc4", "sc5", "sc6":
+		case "r1", "r2", "r2s", "r3", "r3b", "r4", "r5", "r5b", "r6", "r6s", "r7", "idle", "sc1", "sc3", "sc4", "sc5", "sc6":
 			scenario = a
 		case "--count":
 			if i+1 >= len(args) {
@@ -535,8 +559,20 @@ func main() {
 		throughput("r5", workers, 1, 1, quick)
 	case "r5b":
 		throughput("r5b", workers, 4, 4, quick)
+	case "r2s":
+		r2s(workers, quick)
 	case "r6":
-		r6(workers, quick)
+		if quick {
+			mutexBench("r6", workers, 100, 100)
+		} else {
+			mutexBench("r6", workers, 1000, 1000)
+		}
+	case "r6s":
+		if quick {
+			mutexBench("r6s", workers, 4, 2_500)
+		} else {
+			mutexBench("r6s", workers, 4, 250_000)
+		}
 	case "r7":
 		r7(workers, quick)
 	case "idle":
