@@ -560,10 +560,7 @@ namespace detail {
 
 // check_spawn() throws task_error (runtime_stopping) if c refuses spawns.
 WEFT_API void check_spawn(runtime_core* c, std::string_view name);
-// task_fiber_room() is the room a stackful task's block reserves for its
-// fiber's record and wait arena (task_record::fiber_room): 0 when c does not
-// shrink idle tasks. Its alignment is fiber_room_align.
-[[nodiscard]] WEFT_API std::size_t task_fiber_room(runtime_core* c) noexcept;
+// fiber_room_align is the alignment of a fiber room (task_record::fiber_room).
 inline constexpr std::size_t fiber_room_align = 16;
 // submit() registers and queues a new task; false (nothing queued) if the
 // runtime began stopping meanwhile.
@@ -637,13 +634,11 @@ join_handle<R> spawn_on(runtime_core* c, F&& f, const spawn_options& o) {
                   "unstarted coroutine; spawn the coroutine itself: spawn(f())");
     using block = task_closure<R, std::decay_t<F>>;
     check_spawn(c, o.name);
-    // The block: record and callable, the name (with its NUL; nothing for
-    // an unnamed task), then (when c shrinks idle tasks) the room for the
-    // fiber's record and wait arena.
+    // The block: record and callable, then the name (with its NUL; nothing
+    // for an unnamed task). The fiber's room is taken at its first run
+    // (SCHED-R1).
     const std::size_t name_bytes = o.name.empty() ? 0 : o.name.size() + 1;
-    const std::size_t room = o.copy_stack ? 0 : task_fiber_room(c);
-    const std::size_t room_at = (sizeof(block) + name_bytes + fiber_room_align - 1) & ~(fiber_room_align - 1);
-    void* mem = block::allocate(room ? room_at + room : sizeof(block) + name_bytes);
+    void* mem = block::allocate(sizeof(block) + name_bytes);
     block* t;
     try {
         t = ::new (mem) block(std::forward<F>(f));
@@ -662,7 +657,6 @@ join_handle<R> spawn_on(runtime_core* c, F&& f, const spawn_options& o) {
     t->ops = &block::table;
     t->stack_size = o.stack_size;
     t->copy_stack = o.copy_stack;
-    if (room) t->fiber_room = static_cast<char*>(mem) + room_at;
     if (!submit(c, t, o)) {
         block::free_block(t);
         spawn_refused(c, o.name);

@@ -168,6 +168,10 @@ struct alignas(64) worker {
     // Copy-stack tasks pinned here run on these stacks.
     std::once_flag shared_once;
     std::unique_ptr<shared_stack_pool> shared;
+    // Fiber rooms given back here (SCHED-R1, runtime.cpp): a singly linked
+    // list through each room's first word; owner-only.
+    void* free_rooms = nullptr;
+    std::size_t free_room_count = 0;
     // Counters, the running task, the trace (observe.hpp, OBSERVE-O1 - OBSERVE-O3).
     worker_view view;
 
@@ -198,7 +202,11 @@ public:
     }
 
     bool submit(task_record* t, const spawn_options& o);
-    fiber_record* make_fiber(task_record* t);
+    fiber_record* make_fiber(worker* w, task_record* t);
+    // take_room() / give_room(): a fiber room from / back to w's free list
+    // (SCHED-R1). take_room() throws std::bad_alloc.
+    static void* take_room(worker* w);
+    static void give_room(worker* w, void* room) noexcept;
     // Idle tasks giving their stack back (shrink.cpp; docs/runtime.md).
     // shrink_after_ns: runtime_options::shrink_idle_after (0: off).
     std::int64_t shrink_after_ns = 0;

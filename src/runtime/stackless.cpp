@@ -22,7 +22,7 @@ bool runtime_core::run_stackless(worker* w, task_record* t) {
         switch (why) {
         case stackless_body::stop::borrow:  // TASK-SB3
             try {
-                t->fiber = make_fiber(t);
+                t->fiber = make_fiber(w, t);
                 note_task_fiber(t);  // weft list shows the borrowed fiber as the task's
             } catch (...) {
                 t->stackless->no_fiber(t, std::current_exception());

@@ -265,7 +265,7 @@ void runtime_core::run_task(worker* w, task_record* t) {
         }
         std::exception_ptr failure;
         try {
-            t->fiber = make_fiber(t);
+            t->fiber = make_fiber(w, t);
             note_task_fiber(t);
         } catch (...) {
             failure = std::current_exception();
@@ -358,6 +358,7 @@ void runtime_core::finish_task(worker* w, task_record* t) noexcept {
     if (fiber_record* f = std::exchange(t->fiber, nullptr)) {
         if (t->was_shrunk) release_stack_pages(f);  // SHRINK-R1
         destroy(f);
+        if (void* room = std::exchange(t->fiber_room, nullptr)) give_room(w, room);  // SCHED-R1
     }
     // Out of the registry and the count before the joiners are woken: a
     // join() that has returned never sees its task listed or counted.

@@ -150,12 +150,13 @@ struct no_tools {};
 //
 // The capacity holds the common waits: one_wait (72 bytes: event, latch,
 // join, a sleep's or an io wait's state), a mutex's locker (80), a channel
-// send or receive of a value up to about 48 bytes, a select of one case.
-// Larger ones (a select of two or more cases: 208 bytes for two) cost a
-// heap block for that wait. Every byte of it is paid by every task of a
-// runtime that shrinks, idle or not (docs/runtime.md, "Where the bytes go").
+// send or receive of a value up to 32 bytes (a std::string). Larger ones (a
+// select of two or more cases: 208 bytes for two) cost a heap block for that
+// wait. Every byte of it is paid by every task of a runtime that shrinks,
+// idle or not (docs/runtime.md, "Where the bytes go"): 112 keeps a fiber
+// room (SCHED-R1) at 464 bytes, in glibc's 480-byte chunk.
 struct wait_arena {
-    static constexpr std::size_t capacity = 128;
+    static constexpr std::size_t capacity = 112;
     std::uint32_t used = 0;
     std::uint32_t pins = 0;
     // A shrunk task's live bytes: [ctx, top) of its fiber's stack (its

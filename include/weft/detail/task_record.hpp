@@ -367,10 +367,10 @@ struct task_record {
     task_record* reg_prev = nullptr;
     task_record* reg_next = nullptr;
     void* sched_data = nullptr;   // the scheduler's own use
-    // Room in the task's own heap block for its fiber's record and wait
-    // arena (create_split(): docs/runtime.md, "Where an idle task's bytes
-    // go"), reserved at spawn when the runtime shrinks idle tasks; else null
-    // (the fiber then gets a heap block of its own).
+    // The fiber room that holds its fiber's record and wait arena
+    // (create_split(): docs/runtime.md, "What must not point into a released
+    // stack"): taken from its worker's free list at its first run when the
+    // runtime shrinks idle tasks, given back at its end (SCHED-R1); else null.
     void* fiber_room = nullptr;
     // Idle candidates (docs/runtime.md, "Finding idle tasks"): listed in a
     // worker's candidate FIFO through idle_next, holding a reference.
