@@ -87,12 +87,16 @@ def rows(results):
                  ("r4", "ns", "unbuffered channel ping-pong, 2 workers (R4)", "ns per message"),
                  ("r6", "ns", "mutex, 1,000 tasks, 2 workers (R6)", "ns per lock"),
                  ("r7", "cpu_us", "1M sleeping tasks, 2 workers (R7)", "CPU us per task")]
+        # The other peer is Tokio where the report has it (the reference
+        # work-stealing runtime), else Boost.Fiber.
+        has_tokio = any(dig(s, key, "tokio", "W=2", metric) for key, metric, _, _ in specs if key in s)
+        peer, peer_name = ("tokio", "Tokio") if has_tokio else ("boost.fiber", "Boost.Fiber")
         for key, metric, what, unit in specs:
             if key not in s:
                 continue
             w = dig(s, key, "weft", "W=2", metric)
-            out.append((what, unit, w, dig(s, key, "go", "W=2", metric), "Boost.Fiber",
-                        dig(s, key, "boost.fiber", "W=2", metric)))
+            out.append((what, unit, w, dig(s, key, "go", "W=2", metric), peer_name,
+                        dig(s, key, peer, "W=2", metric)))
     scale = load(results, "scale.json")
     if scale:
         s = scale["summary"]
@@ -173,6 +177,34 @@ def scale_targets(results):
     return lines + [""]
 
 
+def hp_targets(results):
+    """Issue 27's targets (HP1-HP8) from runtime.json and latest.json, or []."""
+    rows = []
+    kinds = []
+    d = load(results, "runtime.json")
+    if d and d.get("hp_targets"):
+        meta = d.get("meta", {})
+        kinds.append(f"[runtime.md](runtime.md) ({meta.get('date', '')[:16].replace('T', ' ')} UTC, "
+                     + ("quick run" if meta.get("quick") else "full run") + ")")
+        for t in d["hp_targets"]:
+            met = "n/a" if t.get("met") is None else ("met" if t["met"] else "NOT met")
+            rows.append(f"| {t['id']} {t['what']}, W={t['workers']} | <= {t['limit']}x best peer | "
+                        f"{t.get('measured') or t.get('reason') or ''} | {met} |")
+    d = load(results, "latest.json")
+    if d and d.get("targets"):
+        meta = d.get("meta", {})
+        kinds.append(f"[latest.md](latest.md) ({meta.get('date', '')[:16].replace('T', ' ')} UTC, "
+                     + ("quick run" if meta.get("quick") else "full run") + ")")
+        for t in d["targets"]:
+            met = "n/a" if t.get("met") is None else ("met" if t["met"] else "NOT met")
+            rows.append(f"| {t.get('target')} | {t.get('limit')} | {t.get('measured')} | {met} |")
+    if not rows:
+        return []
+    return ["## Hot-path targets (issue 27)", "",
+            "From " + " and ".join(kinds) + "; a quick run's verdicts say nothing.", "",
+            "| target | limit | measured | met |", "|---|---|---|---|", *rows, ""]
+
+
 def summary_block(results, link):
     return [BEGIN,
             "Medians [min, max] from the `scripts/bench` reports in bench/results, on a 2-core VM; the",
@@ -222,6 +254,7 @@ def main():
              *summary_block(a.results, "README.md")[1:-1],
              "",
              *scale_targets(a.results),
+             *hp_targets(a.results),
              "## The reports",
              "",
              *dates(a.results),
