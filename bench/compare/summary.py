@@ -179,25 +179,22 @@ def scale_targets(results):
 
 def hp_targets(results):
     """Issue 27's targets (HP1-HP8) from runtime.json and latest.json, or []."""
-    rows = []
-    kinds = []
-    d = load(results, "runtime.json")
-    if d and d.get("hp_targets"):
+    def verdict(t):
+        return "n/a" if t.get("met") is None else ("met" if t["met"] else "NOT met")
+
+    rows, kinds = [], []
+    for name, key, row in (
+            ("runtime", "hp_targets", lambda t: f"| {t['id']} {t['what']}, W={t['workers']} | <= {t['limit']}x best "
+                                                f"peer | {t.get('measured') or t.get('reason') or ''} | {verdict(t)} |"),
+            ("latest", "targets", lambda t: f"| {t.get('target')} | {t.get('limit')} | {t.get('measured')} | "
+                                            f"{verdict(t)} |")):
+        d = load(results, f"{name}.json")
+        if not d or not d.get(key):
+            continue
         meta = d.get("meta", {})
-        kinds.append(f"[runtime.md](runtime.md) ({meta.get('date', '')[:16].replace('T', ' ')} UTC, "
+        kinds.append(f"[{name}.md]({name}.md) ({meta.get('date', '')[:16].replace('T', ' ')} UTC, "
                      + ("quick run" if meta.get("quick") else "full run") + ")")
-        for t in d["hp_targets"]:
-            met = "n/a" if t.get("met") is None else ("met" if t["met"] else "NOT met")
-            rows.append(f"| {t['id']} {t['what']}, W={t['workers']} | <= {t['limit']}x best peer | "
-                        f"{t.get('measured') or t.get('reason') or ''} | {met} |")
-    d = load(results, "latest.json")
-    if d and d.get("targets"):
-        meta = d.get("meta", {})
-        kinds.append(f"[latest.md](latest.md) ({meta.get('date', '')[:16].replace('T', ' ')} UTC, "
-                     + ("quick run" if meta.get("quick") else "full run") + ")")
-        for t in d["targets"]:
-            met = "n/a" if t.get("met") is None else ("met" if t["met"] else "NOT met")
-            rows.append(f"| {t.get('target')} | {t.get('limit')} | {t.get('measured')} | {met} |")
+        rows += [row(t) for t in d[key]]
     if not rows:
         return []
     return ["## Hot-path targets (issue 27)", "",
