@@ -560,8 +560,6 @@ namespace detail {
 
 // check_spawn() throws task_error (runtime_stopping) if c refuses spawns.
 WEFT_API void check_spawn(runtime_core* c, std::string_view name);
-// fiber_room_align is the alignment of a fiber room (task_record::fiber_room).
-inline constexpr std::size_t fiber_room_align = 16;
 // submit() registers and queues a new task; false (nothing queued) if the
 // runtime began stopping meanwhile.
 [[nodiscard]] WEFT_API bool submit(runtime_core* c, task_record* t, const spawn_options& o);

@@ -79,7 +79,6 @@ struct task_body {
 // the larger of the two stack kinds'.
 constexpr std::size_t fiber_room_bytes = std::max(sizeof(split_block<plain_fiber, task_body, guarded_stack>),
                                                   sizeof(split_block<plain_fiber, task_body, slab_stack>));
-static_assert(fiber_room_align <= alignof(std::max_align_t), "rooms come from malloc");
 
 // SCHED-R1  A task's block reserves no fiber room at spawn. A task that may
 //           be shrunk takes a room from its worker's free list when it first
@@ -208,7 +207,7 @@ fiber_record* runtime_core::make_fiber(worker* w, task_record* t) {
         if (split) {
             using A = decltype(alloc);
             using B = split_block<plain_fiber, task_body, A>;
-            static_assert(sizeof(B) <= fiber_room_bytes && alignof(B) <= fiber_room_align);
+            static_assert(sizeof(B) <= fiber_room_bytes && alignof(B) <= alignof(std::max_align_t));  // rooms come from malloc
             void* room = take_room(w);  // SCHED-R1
             fiber_record* f;
             try {

@@ -133,61 +133,39 @@ Block* create(Alloc alloc, F&& fn, const fiber_options& opts) {
     return b;
 }
 
-// create_split() makes a fiber whose typed block, name and wait arena are
-// in one heap block, and whose stack holds frames alone: a runtime task
+// create_split() makes a fiber whose typed block and wait arena are in a
+// heap block (its task's fiber room), and whose stack holds frames alone: a runtime task
 // whose stack may be shrunk (docs/runtime.md, "Idle tasks give their stack
 // back"), since other threads touch the record while the task is parked
 // (the registry's links, debuggers) and its stack pages may then be gone.
 // No extension or private data (a task has none); no colouring (the record
 // is not on the stack). Block is a split_block.
 //
-// `room`: where the block goes, sizeof(Block) bytes aligned to alignof(Block)
-// in the task's own heap block (task_record::fiber_room), which outlives the
-// fiber; opts.name then lies in that block too and is not copied. Null: the
-// block, with a copy of the name, gets a heap block of its own (malloc's
-// alignment: the record's hot fields need not start a cache line here, and
-// a 64-byte aligned allocation cost about 100 bytes more per task).
+// `room`: where the block goes, at least sizeof(Block) bytes at malloc's
+// alignment, owned by the caller (the task's fiber room, SCHED-R1 in
+// src/runtime/runtime.cpp), which outlives the fiber; opts.name lies in the
+// task's block and is not copied. The block's release leaves the room to
+// its owner.
 template <class Block, class Alloc, class F>
-Block* create_split(Alloc alloc, F&& fn, const fiber_options& opts, void* room = nullptr) {
+Block* create_split(Alloc alloc, F&& fn, const fiber_options& opts, void* room) {
     static_assert(alignof(Block) <= alignof(std::max_align_t), "create_split() places the block at malloc's alignment");
     constexpr std::size_t min_room = 1024;
     const std::size_t wanted = opts.stack_size ? opts.stack_size : default_stack_size;
-    void* mem = room ? room : std::malloc(sizeof(Block) + opts.name.size() + 1);
-    if (!mem) throw std::bad_alloc();
-    auto give_back = [&]() noexcept {
-        if (!room) std::free(mem);
-    };
-    stack_view s;
-    try {
-        s = alloc.allocate(wanted);
-    } catch (...) {
-        give_back();
-        throw;
-    }
+    stack_view s = alloc.allocate(wanted);
     if (s.size < min_room) {
         alloc.deallocate(s);
-        give_back();
         stack_too_small(opts.name, wanted, min_room, false, false);
     }
     auto* top = align_down(static_cast<std::byte*>(s.top()), 16);
     auto* base = static_cast<std::byte*>(s.base);
     Block* b;
     try {
-        b = ::new (mem) Block(std::forward<F>(fn), std::move(alloc));
+        b = ::new (room) Block(std::forward<F>(fn), std::move(alloc));
     } catch (...) {
         alloc.deallocate(s);
-        give_back();
         throw;
     }
-    if (room) {
-        b->name = opts.name;
-        b->in_room = true;
-    } else {
-        char* name = reinterpret_cast<char*>(static_cast<std::byte*>(mem) + sizeof(Block));
-        if (!opts.name.empty()) std::memcpy(name, opts.name.data(), opts.name.size());
-        name[opts.name.size()] = '\0';
-        b->name = std::string_view(name, opts.name.size());
-    }
+    b->name = opts.name;
     b->stack = s;
     b->requested_stack = wanted;
     b->arena = &b->room;
@@ -274,8 +252,7 @@ struct own_block final : Base {
 };
 
 // split_block is own_block for create_split(): the block, which also holds
-// the wait arena, is a heap block of its own or (fiber_record::in_room) lies
-// in its task's heap block, which frees it.
+// the wait arena, lies in a fiber room that its task owns and gives back.
 template <class Base, class F, class Alloc>
 struct split_block final : Base {
     F fn;
@@ -292,10 +269,8 @@ struct split_block final : Base {
         auto* self = static_cast<split_block*>(f);
         Alloc a(std::move(self->alloc));
         stack_view s = self->stack;
-        const bool in_room = self->in_room;
         self->~split_block();
         a.deallocate(s);
-        if (!in_room) std::free(static_cast<void*>(self));
     }
 };
 

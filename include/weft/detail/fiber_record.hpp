@@ -229,7 +229,6 @@ struct alignas(16) fiber_record {
     fiber_record* reg_next = nullptr;
     std::uint32_t reg_shard = 0;
     bool painted = false;               // the free stack was painted at creation
-    bool in_room = false;  // create_split(): the typed block lies in its task's heap block, which frees it
     void* owner = nullptr;
     // A runtime task's fiber made by create_split(): its wait arena (SHRINK-A1, SHRINK-A2); else null.
     wait_arena* arena = nullptr;

@@ -53,14 +53,15 @@ std::uint64_t next(std::uint64_t& x) {
 // Every task waits on its own event with a deadline of 0 to 30 us, again and
 // again, while two plain threads set random events: each wait ends by a wake
 // or by its timeout, whichever comes first, and the two race all the time.
-TEST_P(single_owner_test, a_task_woken_and_timed_out_at_once_runs_on_one_worker_at_a_time) {
+// woken_and_timed_out() is that test, with default or copy-stack tasks.
+void woken_and_timed_out(const weft::runtime_options& opts, bool copy_stack) {
     const std::size_t tasks = 32;
     const int rounds = static_cast<int>(weft::test::env_count("WEFT_SINGLE_OWNER_ROUNDS", 400, 100));
     std::vector<std::unique_ptr<slot>> slots;
     for (std::size_t i = 0; i < tasks; ++i) slots.push_back(std::make_unique<slot>());
     std::atomic<std::size_t> finished{0};
     {
-        weft::test::driven_runtime rt(options());
+        weft::test::driven_runtime rt(opts);
         std::vector<weft::join_handle<void>> hs;
         for (std::size_t i = 0; i < tasks; ++i)
             hs.push_back(rt.spawn([&, i] {
@@ -81,7 +82,7 @@ TEST_P(single_owner_test, a_task_woken_and_timed_out_at_once_runs_on_one_worker_
                 }
                 leave(s);
                 finished.fetch_add(1);
-            }));
+            }, {.copy_stack = copy_stack}));
         std::atomic<bool> stop{false};
         auto waker = [&](std::uint64_t seed) {
             std::uint64_t x = seed;
@@ -100,6 +101,16 @@ TEST_P(single_owner_test, a_task_woken_and_timed_out_at_once_runs_on_one_worker_
         EXPECT_EQ(slots[i]->runs, rounds) << "task " << i;
         EXPECT_EQ(slots[i]->overlaps.load(), 0) << "task " << i << " ran on two workers at once";
     }
+}
+
+TEST_P(single_owner_test, a_task_woken_and_timed_out_at_once_runs_on_one_worker_at_a_time) {
+    woken_and_timed_out(options(), false);
+}
+
+// The same for copy-stack tasks: their resume claims the fiber and then its
+// shared stack (the stack's holder word, docs/safety.md), on their home worker.
+TEST_P(single_owner_test, a_copy_stack_task_woken_and_timed_out_at_once_runs_on_one_worker_at_a_time) {
+    woken_and_timed_out(options(), true);
 }
 
 // Tasks park on events that plain threads keep setting while the test
