@@ -9,6 +9,9 @@
 //       a runtime with one worker; a producer task sends 0 .. N-1 over an
 //       unbuffered weft::channel<long>(0) and closes it, a consumer task
 //       receives until it is closed: N messages, each a send + a recv.
+//   weft_bench_hp_callgrind spawn N
+//       a runtime with one worker; the root task spawns a task and joins it,
+//       N times (HP1's R2s shape): the instructions of one spawn + join.
 //
 // The program checks what it ran (the yields alternated between the two
 // tasks; every message arrived, in order) and exits 1 on a mismatch, 0
@@ -87,10 +90,22 @@ int run_rendezvous(weft::runtime& rt, long n) {
     return 0;
 }
 
+// spawn: N tasks spawned and joined one after the other (R2s's shape), each
+// adding its index to a sum that is checked.
+int run_spawn(weft::runtime& rt, long n) {
+    long long sum = 0;
+    rt.block_on([&] {
+        for (long i = 0; i < n; ++i) weft::spawn([&sum, i] { sum += i; }).join();
+    });
+    std::printf("{\"mode\":\"spawn\",\"n\":%ld,\"sum\":%lld}\n", n, sum);
+    if (sum != static_cast<long long>(n) * (n - 1) / 2) die("spawn: wrong sum");
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-    const char* usage = "usage: weft_bench_hp_callgrind yield|rendezvous N";
+    const char* usage = "usage: weft_bench_hp_callgrind yield|rendezvous|spawn N";
     if (argc != 3) die(usage);
     char* end = nullptr;
     const long n = std::strtol(argv[2], &end, 10);
@@ -101,5 +116,6 @@ int main(int argc, char** argv) {
         return run_yield(rt, n);
     }
     if (std::strcmp(argv[1], "rendezvous") == 0) return run_rendezvous(rt, n);
+    if (std::strcmp(argv[1], "spawn") == 0) return run_spawn(rt, n);
     die(usage);
 }

@@ -131,6 +131,7 @@ runtime_core::runtime_core(const runtime_options& o)
         auto w = std::make_unique<worker>();
         w->rt = this;
         w->index = i;
+        w->solo = nworkers == 1;  // SCHED-Q3
         w->rng = (std::uint64_t(rd()) << 32 | rd()) | 1;
         ws.push_back(std::move(w));
     }

@@ -21,6 +21,12 @@
 //             injection queue, a run_once batch) and only while it is ready;
 //   SCHED-Q2  a pinned task is only ever in its home worker's LIFO slot, pinned
 //             FIFO or inbox: never in a deque (thieves take from deques only);
+//   SCHED-Q3  in a runtime with one worker (workers = 0 or 1) nothing steals
+//             from the worker's deque (steal() needs two workers, run_once()
+//             drains it on the driving thread) and no other worker can sleep
+//             while it runs: its deque takes the solo forms (DEQUE-I6), and a
+//             push wakes nobody (SCHED-P1 holds: the pusher is the one worker,
+//             awake, and looks at its queues again before it sleeps);
 //   SCHED-P1  no lost wake-up: after a task is published to a queue that other
 //             workers may take from, either some worker looks at the queues later
 //             than the publication, or a sleeping worker is woken (see notify_one()
@@ -140,6 +146,10 @@ struct alignas(64) worker {
     task_record* lifo = nullptr;
     unsigned lifo_streak = 0;
     bool fifo_next = false;    // after a yield: take the deque's oldest task
+    bool solo = false;         // the runtime's only worker (SCHED-Q3), set once at start
+    // oldest() / newest() take from the deque as its owner (SCHED-Q3).
+    task_record* oldest() noexcept { return solo ? deque.steal_solo() : deque.steal(); }
+    task_record* newest() noexcept { return solo ? deque.pop_solo() : deque.pop(); }
     bool searching = false;
     bool switched = false;     // set by the after-switch hooks: the task left by suspending
     bool batch = false;        // run_once() is running a batch: no hand-offs
@@ -413,6 +423,10 @@ inline void runtime_core::push_local(worker* w, task_record* t) noexcept {
         w->pinned.push(t);  // SCHED-Q2
         return;
     }
+    if (w->solo) {  // SCHED-Q3
+        w->deque.push_solo(t);
+        return;
+    }
     w->deque.push(t);
     notify_one();
 }
@@ -523,6 +537,9 @@ struct hooks {
         t->state_since.store(w->now, std::memory_order_relaxed);
         if (t->pinned) {
             w->pinned.push(t);
+        } else if (w->solo) {  // SCHED-Q3
+            w->deque.push_solo(t);
+            w->fifo_next = true;
         } else {
             w->deque.push(t);
             w->fifo_next = true;

@@ -34,6 +34,14 @@
 //             loaded an old array_ can always read from it.
 //   DEQUE-I5  bottom_ may be t - 1 for a moment inside pop() on an empty deque
 //             (b - 1 < t); indices are signed 64-bit, so this cannot wrap.
+//   DEQUE-I6  the solo forms (push_solo(), pop_solo(), steal_solo()) are for a
+//             deque that no other thread takes from: with no thief there is
+//             nothing to race, so they move top_ and bottom_ with plain
+//             (relaxed and release) stores instead of the exchange and the
+//             compare-and-swap, and t may also grow by steal_solo()'s store.
+//             Other threads may still read the estimates. The caller says
+//             which forms a deque gets, for its whole life (the scheduler: a
+//             runtime with one worker, SCHED-Q3).
 #pragma once
 
 #include <algorithm>
@@ -64,6 +72,34 @@ public:
         : top_(0), bottom_(0) {
         rings_.push_back(std::make_unique<ring>(std::bit_ceil(std::max<std::size_t>(initial_capacity, 1))));
         array_.store(rings_.back().get(), std::memory_order_relaxed);
+    }
+
+    // push_solo(), pop_solo() and steal_solo() are push(), pop() and an
+    // owner's steal() for a deque that no other thread steals from
+    // (DEQUE-I6). Mixing them with steal() or steal_half() from another
+    // thread is a race.
+    void push_solo(T* item) {
+        assert(item != nullptr);
+        const std::int64_t b = bottom_.load(std::memory_order_relaxed);
+        const std::int64_t t = top_.load(std::memory_order_relaxed);
+        ring* a = array_.load(std::memory_order_relaxed);
+        if (b - t >= static_cast<std::int64_t>(a->capacity())) a = grow(a, t, b);
+        a->store(b, item);
+        bottom_.store(b + 1, std::memory_order_release);
+    }
+    [[nodiscard]] T* pop_solo() noexcept {
+        const std::int64_t b = bottom_.load(std::memory_order_relaxed);
+        if (top_.load(std::memory_order_relaxed) >= b) return nullptr;
+        T* item = array_.load(std::memory_order_relaxed)->load(b - 1);
+        bottom_.store(b - 1, std::memory_order_release);
+        return item;
+    }
+    [[nodiscard]] T* steal_solo() noexcept {
+        const std::int64_t t = top_.load(std::memory_order_relaxed);
+        if (t >= bottom_.load(std::memory_order_relaxed)) return nullptr;
+        T* item = array_.load(std::memory_order_relaxed)->load(t);
+        top_.store(t + 1, std::memory_order_release);
+        return item;
     }
 
     // ~work_deque() frees the current ring and every retired one; the items

@@ -105,9 +105,16 @@ task_record* runtime_core::pop_injection(worker* w) noexcept {
 }
 
 void runtime_core::ready(task_record* t) noexcept {
-    set_state(t, task_state::ready);
     worker* w = this_worker();
     if (w && w->rt == this) {
+        if (w->current()) {
+            // Woken by a running task: the stamp is that run's start, as
+            // requeue()'s is (no clock read per wake-up).
+            t->state.store(task_state::ready, std::memory_order_release);
+            t->state_since.store(w->now, std::memory_order_relaxed);
+        } else {
+            set_state(t, task_state::ready);
+        }
         if (w->view.trace) [[unlikely]] w->view.trace->instant(trace_event::wake, t->id);
         if (t->pinned && t->home != w->index) {
             push_inbox(ws[t->home].get(), t);
@@ -120,6 +127,7 @@ void runtime_core::ready(task_record* t) noexcept {
         }
         return;
     }
+    set_state(t, task_state::ready);
     if (outside_trace) [[unlikely]] trace_outside(trace_event::wake, t);
     if (t->pinned)
         push_inbox(ws[t->home].get(), t);
@@ -131,7 +139,7 @@ task_record* runtime_core::local_next(worker* w) noexcept {
     ++w->tick;
     if (w->tick % injection_interval == 0) {
         if (task_record* t = pop_injection(w)) return t;
-        if (task_record* t = w->deque.steal()) return t;
+        if (task_record* t = w->oldest()) return t;
     }
     if (w->inbox_nonempty.load(std::memory_order_acquire)) {
         std::lock_guard g(w->inbox_mu);
@@ -154,9 +162,9 @@ task_record* runtime_core::local_next(worker* w) noexcept {
     task_record* t = nullptr;
     if (w->fifo_next) {
         w->fifo_next = false;
-        t = w->deque.steal();  // the owner may take the oldest (work_deque)
+        t = w->oldest();  // the owner may take the oldest (work_deque)
     }
-    if (!t) t = w->deque.pop();
+    if (!t) t = w->newest();
     if (!t) t = w->pinned.pop();
     return t;
 }
@@ -207,8 +215,12 @@ bool runtime_core::has_work(worker* w) noexcept {
 // ---- running -------------------------------------------------------------------
 
 void runtime_core::switch_out(task_record* t, bool yield) {
-    fiber_ref f(t->fiber);
-    const bool outermost = this_fiber::current() == f;
+    fiber_record* const f = t->fiber;
+    // The task's own code runs on its own stack; code in a generator it
+    // resumed runs on the generator's (a copy-stack task's shared stack is
+    // its own while it runs). The same test as check_leaving(), without a
+    // read of the thread-local state.
+    const bool outermost = f->stack.contains(stack_pointer());
     // Hand-off: when this worker has another task ready that already has a
     // fiber, switch to it directly (one switch instead of two, and no pass
     // through the scheduler loop), as Boost.Fiber's dispatcher does. Not
@@ -222,8 +234,9 @@ void runtime_core::switch_out(task_record* t, bool yield) {
                 if (next->fiber && !next->copy_stack) {
                     if (next->shrunk) [[unlikely]] restore_task(w, next);
                     begin_run(w, next);
-                    this_fiber::switch_to(fiber_ref(next->fiber), yield ? &hooks::after_handoff_yield : &hooks::after_handoff_park,
-                                          t);
+                    // Straight into the funnel: f and next's fiber are known
+                    // (this_fiber::switch_to() would look f up again).
+                    detail::switch_to(f, next->fiber, yield ? &hooks::after_handoff_yield : &hooks::after_handoff_park, t);
                     return;
                 }
                 w->stash = next;  // its first run (or a copy-stack) goes through the loop
@@ -234,12 +247,12 @@ void runtime_core::switch_out(task_record* t, bool yield) {
     // A task driving a generator may wait from inside it: suspend the task's
     // fiber with the generator inside (suspend_outer).
     if (outermost) {
-        this_fiber::suspend(hook, t);
+        detail::suspend(f, hook, t);
     } else {
         // Its live frames are on two stacks: not shrunk (SHRINK-A2).
-        wait_arena* a = t->fiber->arena;
+        wait_arena* a = f->arena;
         if (a) ++a->pins;
-        this_fiber::suspend_outer(f, hook, t);
+        this_fiber::suspend_outer(fiber_ref(f), hook, t);
         if (a) --a->pins;
     }
 }
@@ -431,7 +444,7 @@ std::size_t runtime_core::run_once() {
     if (w->stash) batch.push(std::exchange(w->stash, nullptr));
     if (w->lifo) batch.push(std::exchange(w->lifo, nullptr));
     w->lifo_streak = 0;
-    while (task_record* t = w->deque.steal()) batch.push(t);
+    while (task_record* t = w->oldest()) batch.push(t);
     {
         std::lock_guard gi(w->inbox_mu);
         w->pinned.append(w->inbox);

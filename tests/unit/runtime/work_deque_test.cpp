@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -233,6 +234,64 @@ TEST(work_deque, pop_is_lifo_and_steal_is_fifo) {
     EXPECT_EQ(d.pop(), &items[2]);
     EXPECT_EQ(d.pop(), nullptr);
     EXPECT_EQ(d.steal(), nullptr);
+}
+
+// The solo forms (DEQUE-I6) must take exactly what the shared forms take:
+// one deque of each, driven by the same random sequence of push, pop and
+// owner's steal (growing from a ring of 2 and wrapping around), must give the
+// same item at every step, and the same size estimate. A second thread reads
+// the solo deque's estimate meanwhile, as the watchdog and has_work() may
+// (TSan checks that those reads race with nothing).
+TEST(work_deque, solo_forms_take_what_the_shared_forms_take) {
+    constexpr std::size_t n = 2'000;
+    constexpr int steps = 20'000;
+    std::vector<int> items(n);
+    work_deque<int> solo(2), shared(2);
+    std::atomic<bool> done{false};
+    std::atomic<std::int64_t> seen_max{0};
+    std::thread reader([&] {
+        for (int i = 0; i < 100'000 && !done.load(std::memory_order_relaxed); ++i) {
+            const std::int64_t s = solo.size_estimate();
+            if (s > seen_max.load(std::memory_order_relaxed)) seen_max.store(s, std::memory_order_relaxed);
+        }
+    });
+    std::uint64_t rng = 0x9e3779b97f4a7c15ull;
+    std::size_t next = 0, took = 0;
+    std::int64_t most = 0;
+    for (int k = 0; k < steps; ++k) {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        const unsigned op = static_cast<unsigned>(rng % 5);
+        if (op < 3 && next < n) {  // push, 3 in 5 while items last
+            solo.push_solo(&items[next]);
+            shared.push(&items[next]);
+            ++next;
+        } else if (op == 3) {
+            int* a = solo.pop_solo();
+            ASSERT_EQ(a, shared.pop()) << "step " << k;
+            if (a) ++took;
+        } else {
+            int* a = solo.steal_solo();
+            ASSERT_EQ(a, shared.steal()) << "step " << k;
+            if (a) ++took;
+        }
+        ASSERT_EQ(solo.size_estimate(), shared.size_estimate()) << "step " << k;
+        most = std::max(most, solo.size_estimate());
+    }
+    done.store(true);
+    reader.join();
+    while (int* a = solo.pop_solo()) {
+        ASSERT_EQ(a, shared.pop());
+        ++took;
+    }
+    EXPECT_EQ(shared.pop(), nullptr);
+    EXPECT_EQ(solo.steal_solo(), nullptr);
+    EXPECT_EQ(took, next);
+    EXPECT_GT(most, 2) << "the sequence never made the ring grow";
+    // The estimate reads top and bottom one after the other, so it may
+    // exceed every size the deque had, but never the items pushed.
+    EXPECT_LE(seen_max.load(), static_cast<std::int64_t>(n));
 }
 
 TEST(work_deque, grows_far_past_initial_capacity) {
