@@ -21,7 +21,19 @@ install(FILES ${PROJECT_BINARY_DIR}/weftConfig.cmake ${PROJECT_BINARY_DIR}/weftC
 # with `cmake --install --prefix` elsewhere still points at the right place.
 file(RELATIVE_PATH WEFT_PC_RELATIVE_PREFIX "${CMAKE_INSTALL_FULL_LIBDIR}/pkgconfig" "${CMAKE_INSTALL_PREFIX}")
 configure_file(cmake/weft.pc.in ${PROJECT_BINARY_DIR}/weft.pc @ONLY)
-install(FILES ${PROJECT_BINARY_DIR}/weft.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+# weft-c.pc is for C programs (weft/weft.h): no -std=c++20 in its Cflags, and
+# the C++ runtime libweft is built on among its libraries, since a C
+# compiler driver does not add it. A static libweft needs it in Libs; a
+# shared one brings it along (needed only for --static).
+if(BUILD_SHARED_LIBS)
+  set(WEFT_PC_C_LIBS "")
+  set(WEFT_PC_C_LIBS_PRIVATE "Libs.private: -lstdc++ -lm -lpthread")
+else()
+  set(WEFT_PC_C_LIBS "-lstdc++ -lm -lpthread")
+  set(WEFT_PC_C_LIBS_PRIVATE "")
+endif()
+configure_file(cmake/weft-c.pc.in ${PROJECT_BINARY_DIR}/weft-c.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/weft.pc ${PROJECT_BINARY_DIR}/weft-c.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 
 # The gdb extension (tools/gdb/weft_gdb.py, docs/debugging.md). Always as
 # <datadir>/weft/gdb/weft_gdb.py, for `source`. With a shared libweft, also
@@ -31,6 +43,10 @@ install(FILES ${PROJECT_BINARY_DIR}/weft.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/
 # <datadir>/gdb/auto-load/<absolute libdir>, which is gdb's own
 # $datadir/auto-load (in the default safe-path) when the prefix is /usr.
 install(FILES tools/gdb/weft_gdb.py DESTINATION ${CMAKE_INSTALL_DATADIR}/weft/gdb)
+# The trace tools (docs/debugging.md) beside it: the plotter, and the script
+# that screenshots a trace in speedscope.
+install(PROGRAMS tools/trace/weft_trace_plot.py DESTINATION ${CMAKE_INSTALL_DATADIR}/weft/trace)
+install(FILES tools/trace/speedscope_screenshot.js DESTINATION ${CMAKE_INSTALL_DATADIR}/weft/trace)
 if(BUILD_SHARED_LIBS)
   set(WEFT_GDB_AUTOLOAD_NAME libweft.so.${PROJECT_VERSION}-gdb.py)
   install(FILES tools/gdb/weft_gdb.py DESTINATION ${CMAKE_INSTALL_LIBDIR} RENAME ${WEFT_GDB_AUTOLOAD_NAME})
