@@ -136,7 +136,7 @@ join_handle<T> spawn_coroutine(detail::runtime_core* c, async<T>&& a, const spaw
 // spawn() spawns an async<T> into the runtime of the calling task.
 template <class T>
 join_handle<T> spawn(async<T>&& a, const spawn_options& options = {}) {
-    return detail::spawn_co(detail::current_core(), std::move(a), options);
+    return detail::spawn_co(detail::current_core("weft::spawn()"), std::move(a), options);
 }
 
 // await() waits for any C++20 awaitable from a stackful task or a plain

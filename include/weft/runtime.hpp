@@ -202,7 +202,9 @@ class runtime_core;
 // spawn_on() makes a task's block and queues it (defined below).
 template <class F, class R = std::invoke_result_t<std::decay_t<F>&>>
 join_handle<R> spawn_on(runtime_core* c, F&& f, const spawn_options& o);
-[[nodiscard]] WEFT_API runtime_core* current_core();
+// current_core() is the calling task's runtime; outside a task it throws
+// task_error (not_in_task) naming `call`.
+[[nodiscard]] WEFT_API runtime_core* current_core(const char* call);
 WEFT_API void drive_until(runtime_core* c, task_record* root);
 
 // blocking_job is one call for the blocking() pool.
@@ -393,7 +395,7 @@ struct runtime_stats {
 // (not_in_task), and as runtime::spawn().
 template <class F, class R = std::invoke_result_t<std::decay_t<F>&>>
 join_handle<R> spawn(F&& f, const spawn_options& options = {}) {
-    return detail::spawn_on(detail::current_core(), std::forward<F>(f), options);
+    return detail::spawn_on(detail::current_core("weft::spawn()"), std::forward<F>(f), options);
 }
 
 // blocking() runs f() on the runtime's blocking thread pool and suspends
@@ -456,8 +458,10 @@ R blocking(F&& f) {
 
 namespace this_task {
 // sleep_until() / sleep_for() suspend the current task until the time has
-// come (never earlier). A suspension point. Throws: task_error
-// (not_in_task); forced_unwind if the task is canceled meanwhile.
+// come (never earlier). A suspension point. Throws: forced_unwind if the task
+// is canceled meanwhile. Outside a task they block the calling thread
+// (std::this_thread::sleep_until), as io calls and blocking() work from
+// plain threads too.
 WEFT_API void sleep_until(std::chrono::steady_clock::time_point t);
 template <class Rep, class Period>
 void sleep_for(std::chrono::duration<Rep, Period> d) {

@@ -95,6 +95,9 @@ private:
 namespace weft {
 namespace detail {
 [[noreturn]] WEFT_API void task_misuse(const task_record* t, task_errc code);
+// not_in_task() throws task_error (not_in_task) naming the call that needs a
+// task: "weft: <call> must be called from inside a weft task".
+[[noreturn]] WEFT_API void not_in_task(const char* call);
 // need_stack() throws task_error (needs_stack) when t is a C++20 task running
 // on its worker's stack (weft/async.hpp): a blocking call there would have
 // nowhere to keep its frames. Called before anything is armed or linked.

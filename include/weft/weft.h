@@ -305,8 +305,9 @@ WEFT_C_API weft_result weft_current_task_id(uint64_t* out) WEFT_NOEXCEPT;
 WEFT_C_API weft_result weft_yield(void) WEFT_NOEXCEPT;
 
 /* weft_sleep_until() suspends the calling task until deadline_ns (never
- * earlier); weft_sleep() for ns nanoseconds. Errors: WEFT_NOT_IN_TASK,
- * WEFT_CANCELED, WEFT_INVALID_ARGUMENT (a negative time). */
+ * earlier); weft_sleep() for ns nanoseconds. Outside a task they block the
+ * calling thread. Errors: WEFT_CANCELED, WEFT_INVALID_ARGUMENT (a negative
+ * time). */
 WEFT_C_API weft_result weft_sleep_until(int64_t deadline_ns) WEFT_NOEXCEPT;
 WEFT_C_API weft_result weft_sleep(int64_t ns) WEFT_NOEXCEPT;
 

@@ -249,7 +249,6 @@ weft_result weft_yield(void) noexcept {
 
 weft_result weft_sleep_until(int64_t deadline_ns) noexcept {
     if (deadline_ns < 0) return WEFT_INVALID_ARGUMENT;
-    if (!this_task::inside()) return WEFT_NOT_IN_TASK;
     const c_deadline d(deadline_ns);
     return guarded([&] {
         this_task::sleep_until(d.at);
@@ -259,7 +258,6 @@ weft_result weft_sleep_until(int64_t deadline_ns) noexcept {
 
 weft_result weft_sleep(int64_t ns) noexcept {
     if (ns < 0) return WEFT_INVALID_ARGUMENT;
-    if (!this_task::inside()) return WEFT_NOT_IN_TASK;
     return guarded([&] {
         this_task::sleep_for(std::chrono::nanoseconds(ns));
         return WEFT_OK;

@@ -53,7 +53,7 @@ constexpr std::size_t op_max = std::size_t{1} << 30;
 // operations (io_uring), else null (epoll, or not in a task).
 detail::backend* ring_backend() {
     if (!weft::this_task::inside()) return nullptr;
-    detail::backend& b = detail::reactor_of(weft::detail::current_core())->get_backend();
+    detail::backend& b = detail::reactor_of(weft::detail::current_core("weft::io (file)"))->get_backend();
     return b.supports_ops() ? &b : nullptr;
 }
 

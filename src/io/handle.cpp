@@ -146,7 +146,7 @@ std::error_code handle::wait(interest what, clock::time_point deadline) {
 std::error_code handle::wait_in(interest what, clock::time_point deadline) {
     weft::detail::task_record* t = weft::detail::current_task();
     if (!t) return thread_wait(raw(), what, deadline);
-    auto* core = weft::detail::current_core();
+    auto* core = weft::detail::current_core("weft::io::handle::wait()");
     detail::registration* r = reg_.load(std::memory_order_acquire);
     if (!r) {
         {
@@ -211,7 +211,7 @@ std::size_t handle::write_some(std::span<const std::byte> buf, clock::time_point
 backend_info current_backend() {
     weft::detail::task_record* t = weft::detail::current_task();
     if (!t) return {};
-    detail::reactor* re = detail::reactor_of(weft::detail::current_core());
+    detail::reactor* re = detail::reactor_of(weft::detail::current_core("weft::io::current_backend()"));
     return {re->backend_name(), re->fallback_reason().c_str()};
 }
 

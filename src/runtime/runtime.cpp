@@ -246,9 +246,9 @@ void spawn_refused(runtime_core*, std::string_view name) {
                      "weft: spawn of " + describe_named("task", name, nullptr) + " on a runtime that is stopping");
 }
 
-runtime_core* current_core() {
+runtime_core* current_core(const char* call) {
     task_record* t = current_task();
-    if (!t) task_misuse(nullptr, task_errc::not_in_task);
+    if (!t) not_in_task(call);
     return core_of(t);
 }
 
@@ -276,7 +276,7 @@ void release_core(runtime_core* c) noexcept { c->released(); }
 
 void run_blocking(blocking_job& job) {
     task_record* t = current_task();
-    if (!t) task_misuse(nullptr, task_errc::not_in_task);
+    if (!t) not_in_task("weft::blocking()");
     need_stack(t);
     job.task = t;
     // Not cancellable: the call cannot be interrupted; a cancellation takes
@@ -356,7 +356,11 @@ namespace this_task {
 
 void sleep_until(std::chrono::steady_clock::time_point when) {
     detail::task_record* t = detail::current_task();
-    if (!t) detail::task_misuse(nullptr, task_errc::not_in_task);
+    if (!t) {
+        // A plain thread sleeps, as io calls block one (weft/io/handle.hpp).
+        std::this_thread::sleep_until(when);
+        return;
+    }
     detail::need_stack(t);
     const std::uint64_t word = detail::arm(t, true);
     if (detail::park_until(t, word, &when) == detail::wait_status::canceled) detail::raise_forced_unwind();

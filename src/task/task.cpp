@@ -66,9 +66,9 @@ std::string describe(const task_record* t) {
     wake_all(woken);
 }
 
-task_record* need_task() {
+task_record* need_task(const char* call) {
     task_record* t = current_task();
-    if (!t) task_misuse(nullptr, task_errc::not_in_task);
+    if (!t) not_in_task(call);
     return t;
 }
 
@@ -110,6 +110,10 @@ void task_misuse(const task_record* t, task_errc code) {
         break;
     }
     throw task_error(code, "weft: " + what);
+}
+
+void not_in_task(const char* call) {
+    throw task_error(task_errc::not_in_task, std::string("weft: ") + call + " must be called from inside a weft task");
 }
 
 std::int64_t coarse_now_ns() noexcept {
@@ -358,7 +362,7 @@ void rethrow_outcome(task_record* t) {
 }
 
 void* local_get(const void* key, void* (*make)(), void (*destroy)(void*) noexcept) {
-    task_record* t = need_task();
+    task_record* t = need_task("weft::task_local");
     for (local_slot* s = t->locals; s; s = s->next)
         if (s->key == key) return s->value;
     void* v = make();
@@ -372,23 +376,26 @@ namespace this_task {
 
 bool inside() noexcept { return detail::current_task() != nullptr; }
 
-std::uint64_t id() { return detail::need_task()->id; }
+std::uint64_t id() { return detail::need_task("weft::this_task::id()")->id; }
 
-std::string_view name() { return detail::need_task()->name; }
+std::string_view name() { return detail::need_task("weft::this_task::name()")->name; }
 
-int worker() { return detail::need_task()->worker.load(std::memory_order_relaxed); }
+int worker() { return detail::need_task("weft::this_task::worker()")->worker.load(std::memory_order_relaxed); }
 
 void yield() {
-    detail::task_record* t = detail::need_task();
+    detail::task_record* t = detail::need_task("weft::this_task::yield()");
     detail::need_stack(t);
     detail::check_cancel(t);
     t->sched->switch_out(t, true);
     detail::check_cancel(t);
 }
 
-bool cancellation_requested() { return detail::need_task()->cancel_reason.load(std::memory_order_acquire) != 0; }
+bool cancellation_requested() {
+    return detail::need_task("weft::this_task::cancellation_requested()")
+               ->cancel_reason.load(std::memory_order_acquire) != 0;
+}
 
-shield::shield() : t_(detail::need_task()) { t_->shield_depth.fetch_add(1, std::memory_order_relaxed); }
+shield::shield() : t_(detail::need_task("weft::this_task::shield")) { t_->shield_depth.fetch_add(1, std::memory_order_relaxed); }
 
 shield::~shield() { t_->shield_depth.fetch_sub(1, std::memory_order_relaxed); }
 

@@ -104,8 +104,6 @@ static void block_on_spawn_and_join_2_workers(void) { block_on_spawn_and_join_wi
 
 static void task_calls_outside_a_task_are_refused(void) {
     CHECK_RESULT(weft_yield(), WEFT_NOT_IN_TASK);
-    CHECK_RESULT(weft_sleep(1), WEFT_NOT_IN_TASK);
-    CHECK_RESULT(weft_sleep_until(0), WEFT_NOT_IN_TASK);
     uint64_t id;
     CHECK_RESULT(weft_current_task_id(&id), WEFT_NOT_IN_TASK);
     CHECK_RESULT(weft_current_task_id(NULL), WEFT_INVALID_ARGUMENT);
@@ -113,6 +111,17 @@ static void task_calls_outside_a_task_are_refused(void) {
     CHECK_RESULT(weft_spawn(set_flag, &flag, NULL, NULL), WEFT_NOT_IN_TASK);
     CHECK_RESULT(weft_sleep(-1), WEFT_INVALID_ARGUMENT);
     CHECK_RESULT(weft_sleep_until(-5), WEFT_INVALID_ARGUMENT);
+}
+
+/* Outside a task the sleeps block the thread (as io does), never less. */
+static void sleep_outside_a_task_blocks_the_thread(void) {
+    int64_t t0 = now_ns();
+    CHECK_OK(weft_sleep(3 * 1000000));
+    CHECK(now_ns() - t0 >= 3 * 1000000);
+    t0 = now_ns();
+    CHECK_OK(weft_sleep_until(t0 + 2 * 1000000));
+    CHECK(now_ns() >= t0 + 2 * 1000000);
+    CHECK_OK(weft_sleep_until(0)); /* passed: returns at once */
 }
 
 /* ---- yield, sleep, spawn from a task --------------------------------------- */
@@ -386,6 +395,7 @@ int main(void) {
     RUN(block_on_spawn_and_join_0_workers);
     RUN(block_on_spawn_and_join_2_workers);
     RUN(task_calls_outside_a_task_are_refused);
+    RUN(sleep_outside_a_task_blocks_the_thread);
     RUN(sleep_yield_and_spawn_inside_tasks_0_workers);
     RUN(sleep_yield_and_spawn_inside_tasks_2_workers);
     RUN(run_once_drives_a_0_worker_runtime);

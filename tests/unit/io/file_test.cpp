@@ -91,7 +91,7 @@ TEST_P(file_test, a_deadline_already_passed_reports_timed_out_and_misuse_is_an_e
 }
 
 // ops() is how many ring operations the calling task's runtime completed.
-std::uint64_t ops() { return io::detail::ops_completed(weft::detail::current_core()); }
+std::uint64_t ops() { return io::detail::ops_completed(weft::detail::current_core("file_test ops()")); }
 
 TEST_P(file_test, reads_and_writes_go_through_the_ring_on_io_uring_and_through_the_pool_on_epoll) {
     runtime rt(options());

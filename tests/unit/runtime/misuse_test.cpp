@@ -149,9 +149,6 @@ TEST_P(misuse_test, task_operations_outside_a_task_throw_not_in_task) {
     EXPECT_EQ(errc_of([] { (void)weft::this_task::worker(); }), task_errc::not_in_task);
     EXPECT_EQ(errc_of([] { (void)weft::this_task::cancellation_requested(); }), task_errc::not_in_task);
     EXPECT_EQ(errc_of([] { weft::this_task::shield s; }), task_errc::not_in_task);
-    EXPECT_EQ(errc_of([] { weft::this_task::sleep_for(1ms); }), task_errc::not_in_task);
-    EXPECT_EQ(errc_of([] { weft::this_task::sleep_until(std::chrono::steady_clock::now()); }),
-              task_errc::not_in_task);
     EXPECT_EQ(errc_of([] { (void)weft::then(weft::join_handle<int>{}, [](int) {}); }), task_errc::not_in_task);
     EXPECT_TRUE(rt.block_on([] { return weft::this_task::inside(); }));
     // On another plain thread likewise.
@@ -161,6 +158,31 @@ TEST_P(misuse_test, task_operations_outside_a_task_throw_not_in_task) {
     });
     t.join();
     EXPECT_EQ(code.load(), static_cast<int>(task_errc::not_in_task));
+}
+
+TEST_P(misuse_test, the_error_names_the_call_made_outside_a_task) {
+    auto what_of = [](auto&& f) -> std::string {
+        try {
+            f();
+        } catch (const weft::task_error& e) {
+            return e.what();
+        }
+        return "(nothing thrown)";
+    };
+    EXPECT_EQ(what_of([] { weft::this_task::yield(); }),
+              "weft: weft::this_task::yield() must be called from inside a weft task");
+    EXPECT_NE(what_of([] { (void)weft::spawn([] {}); }).find("weft::spawn()"), std::string::npos);
+    EXPECT_NE(what_of([] { weft::this_task::shield s; }).find("weft::this_task::shield"), std::string::npos);
+}
+
+TEST_P(misuse_test, sleeping_outside_a_task_blocks_the_thread) {
+    // As io calls and blocking() do on a plain thread (never less than asked).
+    auto t0 = std::chrono::steady_clock::now();
+    weft::this_task::sleep_for(3ms);
+    EXPECT_GE(std::chrono::steady_clock::now() - t0, 3ms);
+    t0 = std::chrono::steady_clock::now();
+    weft::this_task::sleep_until(t0 + 2ms);
+    EXPECT_GE(std::chrono::steady_clock::now(), t0 + 2ms);
 }
 
 // ------------------------------------------------------------ driving from inside a task
