@@ -118,10 +118,27 @@ struct watchdog_options {
 // vm.max_map_count bounds the mappings (65,530 by default).
 inline constexpr std::size_t shrink_guard_budget = 4096;
 
+// available_parallelism() is how many threads this process can run at once:
+// the CPUs in the calling thread's affinity mask (taskset, cpusets), lowered
+// to the cgroup v2 CPU quota (cpu.max, rounded up) when one is set; at least
+// 1. What Go's GOMAXPROCS and Tokio's worker_threads default to; a server
+// passes it as runtime_options::workers (whose default stays 0: see there).
+[[nodiscard]] WEFT_API unsigned available_parallelism() noexcept;
+namespace detail {
+// parallelism_from() is available_parallelism()'s arithmetic: cpus (0 counts
+// as 1) lowered to a cgroup v2 cpu.max text ("max 100000", "150000 100000":
+// quota / period rounded up); null or malformed text leaves cpus.
+[[nodiscard]] WEFT_API unsigned parallelism_from(unsigned cpus, const char* cpu_max) noexcept;
+}  // namespace detail
+
 // runtime_options configure a runtime.
 struct runtime_options {
     // workers is the number of worker threads. 0: tasks run on the thread
     // that calls block_on(), run_once() or run_for().
+    // The default is 0, not the CPU count as in Go and Tokio: a program
+    // written for one thread (a game loop, an N:1 server) must not become
+    // multi-threaded because it did not say so. A server that wants every
+    // CPU says {.workers = weft::available_parallelism()}.
     unsigned workers = 0;
     // stack_size is the stack of a task that does not ask for one: a guarded
     // stack from the runtime's own pool (stacks are reused, LIFO).

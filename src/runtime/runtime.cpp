@@ -5,10 +5,13 @@
 
 #include "runtime_core.hpp"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -246,6 +249,20 @@ void spawn_refused(runtime_core*, std::string_view name) {
                      "weft: spawn of " + describe_named("task", name, nullptr) + " on a runtime that is stopping");
 }
 
+unsigned parallelism_from(unsigned cpus, const char* cpu_max) noexcept {
+    if (cpus == 0) cpus = 1;
+    // cgroup v2's cpu.max: "max PERIOD" (no quota) or "QUOTA PERIOD" in us.
+    if (!cpu_max) return cpus;
+    char* end = nullptr;
+    const long long quota = std::strtoll(cpu_max, &end, 10);
+    if (end == cpu_max || quota <= 0 || *end != ' ') return cpus;
+    const char* p = end + 1;
+    const long long period = std::strtoll(p, &end, 10);
+    if (end == p || period <= 0) return cpus;
+    const long long limit = (quota + period - 1) / period;
+    return limit < static_cast<long long>(cpus) ? static_cast<unsigned>(limit) : cpus;
+}
+
 runtime_core* current_core(const char* call) {
     task_record* t = current_task();
     if (!t) not_in_task(call);
@@ -351,6 +368,32 @@ std::size_t runtime::live_tasks() const noexcept {
 std::vector<task_info> runtime::tasks() const { return core_->tasks(); }
 
 runtime_stats runtime::stats() const { return core_->stats(); }
+
+unsigned available_parallelism() noexcept {
+    unsigned cpus = 0;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0) cpus = static_cast<unsigned>(CPU_COUNT(&set));
+    if (cpus == 0) cpus = std::thread::hardware_concurrency();
+    // The process's own cgroup (v2): /proc/self/cgroup is "0::/PATH".
+    char text[64] = {};
+    if (FILE* cg = std::fopen("/proc/self/cgroup", "re")) {
+        char line[512];
+        std::string path;
+        while (std::fgets(line, sizeof line, cg))
+            if (std::strncmp(line, "0::", 3) == 0) {
+                path.assign(line + 3);
+                while (!path.empty() && (path.back() == '\n' || path.back() == '/')) path.pop_back();
+            }
+        std::fclose(cg);
+        const std::string file = "/sys/fs/cgroup" + path + "/cpu.max";
+        if (FILE* f = std::fopen(file.c_str(), "re")) {
+            if (!std::fgets(text, sizeof text, f)) text[0] = '\0';
+            std::fclose(f);
+        }
+    }
+    return detail::parallelism_from(cpus, text[0] ? text : nullptr);
+}
 
 namespace this_task {
 

@@ -9,6 +9,7 @@
 // sees every coroutine and stack returned.
 
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -1004,5 +1005,37 @@ TEST_P(runtime_test, blocking_outside_a_task_calls_directly) {
 }
 
 INSTANTIATE_TEST_SUITE_P(workers, runtime_test, weft::test::worker_counts(), weft::test::worker_param_name);
+
+// ------------------------------------------------------------ available_parallelism
+
+TEST(available_parallelism, cgroup_quota_arithmetic) {
+    using weft::detail::parallelism_from;
+    EXPECT_EQ(parallelism_from(8, nullptr), 8u);
+    EXPECT_EQ(parallelism_from(8, "max 100000\n"), 8u) << "no quota";
+    EXPECT_EQ(parallelism_from(8, "150000 100000\n"), 2u) << "1.5 CPUs round up";
+    EXPECT_EQ(parallelism_from(8, "50000 100000\n"), 1u);
+    EXPECT_EQ(parallelism_from(2, "400000 100000\n"), 2u) << "a quota above the CPUs leaves them";
+    EXPECT_EQ(parallelism_from(4, "garbage"), 4u);
+    EXPECT_EQ(parallelism_from(4, "100000 0\n"), 4u) << "a zero period is malformed";
+    EXPECT_EQ(parallelism_from(0, nullptr), 1u) << "never 0";
+}
+
+TEST(available_parallelism, follows_the_affinity_mask) {
+    cpu_set_t saved;
+    ASSERT_EQ(sched_getaffinity(0, sizeof saved, &saved), 0);
+    const unsigned n = weft::available_parallelism();
+    EXPECT_GE(n, 1u);
+    EXPECT_LE(n, static_cast<unsigned>(CPU_COUNT(&saved)));
+    // Pinned to one CPU (as `taskset -c K` would), it says 1.
+    int first = 0;
+    while (!CPU_ISSET(first, &saved)) ++first;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
+    const unsigned pinned = weft::available_parallelism();
+    ASSERT_EQ(sched_setaffinity(0, sizeof saved, &saved), 0);
+    EXPECT_EQ(pinned, 1u);
+}
 
 }  // namespace
