@@ -1,5 +1,6 @@
 // weft_hook.cpp: libweft_hook.so, the opt-in interposers (hook/README.md).
-// Linked or preloaded, it defines read, write, recv, send, connect, accept,
+// Linked or preloaded, it defines read, write, recv, send, recvfrom, sendto,
+// readv, writev, connect, accept,
 // accept4, poll, sleep, usleep, nanosleep, close and fcntl (plus socket,
 // socketpair, pipe and pipe2, which only forget stale table entries), and
 // calls the real ones found with dlsym(RTLD_NEXT). Without a registered
@@ -20,10 +21,12 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <climits>
 #include <cerrno>
 #include <cstdarg>
 #include <cstdint>
@@ -48,6 +51,10 @@ struct real_fns {
     ssize_t (*write)(int, const void*, size_t);
     ssize_t (*recv)(int, void*, size_t, int);
     ssize_t (*send)(int, const void*, size_t, int);
+    ssize_t (*recvfrom)(int, void*, size_t, int, sockaddr*, socklen_t*);
+    ssize_t (*sendto)(int, const void*, size_t, int, const sockaddr*, socklen_t);
+    ssize_t (*readv)(int, const iovec*, int);
+    ssize_t (*writev)(int, const iovec*, int);
     int (*connect)(int, const sockaddr*, socklen_t);
     int (*accept)(int, sockaddr*, socklen_t*);
     int (*accept4)(int, sockaddr*, socklen_t*, int);
@@ -70,6 +77,10 @@ real_fns load() noexcept {
     r.write = next<decltype(r.write)>("write");
     r.recv = next<decltype(r.recv)>("recv");
     r.send = next<decltype(r.send)>("send");
+    r.recvfrom = next<decltype(r.recvfrom)>("recvfrom");
+    r.sendto = next<decltype(r.sendto)>("sendto");
+    r.readv = next<decltype(r.readv)>("readv");
+    r.writev = next<decltype(r.writev)>("writev");
     r.connect = next<decltype(r.connect)>("connect");
     r.accept = next<decltype(r.accept)>("accept");
     r.accept4 = next<decltype(r.accept4)>("accept4");
@@ -373,6 +384,40 @@ WEFT_HOOK_EXPORT ssize_t send(int fd, const void* buf, size_t n, int flags) {
     if (flags & MSG_DONTWAIT) return real().send(fd, buf, n, flags);
     const char* p = static_cast<const char*>(buf);
     return blocking_write(fd, n, [&](size_t off, size_t len) { return real().send(fd, p + off, len, flags); });
+}
+
+WEFT_HOOK_EXPORT ssize_t recvfrom(int fd, void* buf, size_t n, int flags, sockaddr* from, socklen_t* len) {
+    if (flags & MSG_DONTWAIT) return real().recvfrom(fd, buf, n, flags, from, len);
+    return blocking_io(fd, POLLIN, SO_RCVTIMEO, [&] { return real().recvfrom(fd, buf, n, flags, from, len); });
+}
+
+WEFT_HOOK_EXPORT ssize_t sendto(int fd, const void* buf, size_t n, int flags, const sockaddr* to, socklen_t len) {
+    if (flags & MSG_DONTWAIT) return real().sendto(fd, buf, n, flags, to, len);
+    // A datagram goes whole or not at all: wait for room, send once. On a
+    // connected stream socket (no address) it is send(): all of it.
+    if (to) return blocking_io(fd, POLLOUT, SO_SNDTIMEO, [&] { return real().sendto(fd, buf, n, flags, to, len); });
+    const char* p = static_cast<const char*>(buf);
+    return blocking_write(fd, n, [&](size_t off, size_t k) { return real().sendto(fd, p + off, k, flags, nullptr, 0); });
+}
+
+WEFT_HOOK_EXPORT ssize_t readv(int fd, const iovec* iov, int count) {
+    return blocking_io(fd, POLLIN, SO_RCVTIMEO, [&] { return real().readv(fd, iov, count); });
+}
+
+WEFT_HOOK_EXPORT ssize_t writev(int fd, const iovec* iov, int count) {
+    if (count <= 0 || count > IOV_MAX) return real().writev(fd, iov, count);  // the kernel's EINVAL
+    size_t total = 0;
+    for (int i = 0; i < count; ++i) total += iov[i].iov_len;
+    // A blocking writev writes everything, as write() does. After a partial
+    // write the rest goes on from `off`: the rest of a segment cut in the
+    // middle with write(), whole segments with writev() of the tail of the
+    // caller's own vector (no copy).
+    return blocking_write(fd, total, [&](size_t off, size_t) -> ssize_t {
+        int i = 0;
+        while (i < count && off >= iov[i].iov_len) off -= iov[i++].iov_len;
+        if (off == 0) return real().writev(fd, iov + i, count - i);
+        return real().write(fd, static_cast<const char*>(iov[i].iov_base) + off, iov[i].iov_len - off);
+    });
 }
 
 WEFT_HOOK_EXPORT int accept(int fd, sockaddr* addr, socklen_t* len) {

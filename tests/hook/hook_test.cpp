@@ -9,13 +9,16 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -134,6 +137,79 @@ TEST_P(hook_test, one_task_writes_while_another_reads_the_same_socket) {
                 return wrote && same && got == total && echoed == static_cast<long>(total);
             }));
         for (auto& h : hs) EXPECT_TRUE(h.join());
+    });
+}
+
+// writev of 1 MiB in three segments (more than the socket buffer holds, so
+// the writer parks, and on workers = 0 only the reader can make room) and
+// readv into two buffers: every byte arrives, in order.
+TEST_P(hook_test, writev_writes_everything_and_readv_reads_it_in_tasks) {
+    static constexpr std::size_t total = 1u << 20;
+    runtime rt(options());
+    rt.block_on([&] {
+        int sv[2];
+        ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+        std::vector<char> data(total);
+        for (std::size_t i = 0; i < total; ++i) data[i] = static_cast<char>(i * 13 + 1);
+        auto writer = spawn([&] {
+            const std::size_t a = 1000, b = total / 2;
+            iovec iov[3] = {{data.data(), a}, {data.data() + a, b - a}, {data.data() + b, total - b}};
+            const ssize_t w = ::writev(sv[0], iov, 3);
+            ::shutdown(sv[0], SHUT_WR);
+            return w;
+        });
+        std::vector<char> got;
+        char x[700], y[3000];
+        for (int guard = 0; guard < 100000; ++guard) {
+            iovec iov[2] = {{x, sizeof x}, {y, sizeof y}};
+            const ssize_t n = ::readv(sv[1], iov, 2);
+            ASSERT_GE(n, 0) << "readv: errno " << errno;
+            if (n == 0) break;
+            const std::size_t in_x = std::min<std::size_t>(static_cast<std::size_t>(n), sizeof x);
+            got.insert(got.end(), x, x + in_x);
+            got.insert(got.end(), y, y + (static_cast<std::size_t>(n) - in_x));
+        }
+        EXPECT_EQ(writer.join(), static_cast<ssize_t>(total));
+        EXPECT_EQ(got.size(), total);
+        EXPECT_TRUE(got == data) << "the bytes differ";
+        ::close(sv[0]);
+        ::close(sv[1]);
+    });
+}
+
+// recvfrom on a blocking UDP socket parks the task: on workers = 0 the
+// sender, spawned after it, runs only if it does. sendto with an address
+// sends one datagram whole.
+TEST_P(hook_test, recvfrom_parks_until_sendto_delivers_a_datagram) {
+    runtime rt(options());
+    rt.block_on([&] {
+        const int rx = ::socket(AF_INET, SOCK_DGRAM, 0), tx = ::socket(AF_INET, SOCK_DGRAM, 0);
+        ASSERT_GE(rx, 0);
+        ASSERT_GE(tx, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        ASSERT_EQ(::bind(rx, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+        socklen_t alen = sizeof a;
+        ASSERT_EQ(::getsockname(rx, reinterpret_cast<sockaddr*>(&a), &alen), 0);
+        std::atomic<bool> receiving{false};
+        auto receiver = spawn([&] {
+            char buf[64] = {};
+            sockaddr_in from{};
+            socklen_t flen = sizeof from;
+            receiving = true;
+            const ssize_t n = ::recvfrom(rx, buf, sizeof buf, 0, reinterpret_cast<sockaddr*>(&from), &flen);
+            return n == 5 && std::string(buf, 5) == "hello" && from.sin_addr.s_addr == htonl(INADDR_LOOPBACK);
+        });
+        auto sender = spawn([&] {
+            while (!receiving) this_task::sleep_for(1ms);
+            this_task::sleep_for(5ms);  // the receiver is parked in recvfrom by now
+            return ::sendto(tx, "hello", 5, 0, reinterpret_cast<const sockaddr*>(&a), sizeof a);
+        });
+        EXPECT_EQ(sender.join(), 5);
+        EXPECT_TRUE(receiver.join());
+        ::close(rx);
+        ::close(tx);
     });
 }
 
