@@ -13,6 +13,7 @@
 #include "weft/task.hpp"
 #include "weft/runtime.hpp"
 #include "weft/sync.hpp"
+#include "weft/task_group.hpp"
 #include "weft/io/handle.hpp"
 #include "weft/io/socket.hpp"
 #include "weft/io/file.hpp"
