@@ -16,5 +16,6 @@
 #include "weft/task_group.hpp"
 #include "weft/io/handle.hpp"
 #include "weft/io/socket.hpp"
+#include "weft/io/buffered.hpp"
 #include "weft/io/file.hpp"
 #include "weft/async.hpp"

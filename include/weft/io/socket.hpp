@@ -159,6 +159,33 @@ public:
     // gone). Requires: not being closed by another task meanwhile.
     [[nodiscard]] endpoint remote_endpoint() const;
     // local_endpoint(), close(), is_open(), native(): socket_base.
+
+    // char forms of the reads and writes above, for text without casts:
+    // the same calls over the same bytes.
+    std::size_t read_some(std::span<char> buf, std::error_code& ec, clock::time_point deadline = no_deadline) {
+        return read_some(std::as_writable_bytes(buf), ec, deadline);
+    }
+    std::size_t read_some(std::span<char> buf, clock::time_point deadline = no_deadline) {
+        return read_some(std::as_writable_bytes(buf), deadline);
+    }
+    std::size_t write_some(std::string_view buf, std::error_code& ec, clock::time_point deadline = no_deadline) {
+        return write_some(std::as_bytes(std::span(buf.data(), buf.size())), ec, deadline);
+    }
+    std::size_t write_some(std::string_view buf, clock::time_point deadline = no_deadline) {
+        return write_some(std::as_bytes(std::span(buf.data(), buf.size())), deadline);
+    }
+    std::size_t read_exact(std::span<char> buf, std::error_code& ec, clock::time_point deadline = no_deadline) {
+        return read_exact(std::as_writable_bytes(buf), ec, deadline);
+    }
+    std::size_t read_exact(std::span<char> buf, clock::time_point deadline = no_deadline) {
+        return read_exact(std::as_writable_bytes(buf), deadline);
+    }
+    std::size_t write_all(std::string_view buf, std::error_code& ec, clock::time_point deadline = no_deadline) {
+        return write_all(std::as_bytes(std::span(buf.data(), buf.size())), ec, deadline);
+    }
+    std::size_t write_all(std::string_view buf, clock::time_point deadline = no_deadline) {
+        return write_all(std::as_bytes(std::span(buf.data(), buf.size())), deadline);
+    }
 };
 using tcp_stream = stream;
 using unix_stream = stream;

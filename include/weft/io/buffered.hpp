@@ -1,0 +1,456 @@
+// weft/io/buffered.hpp: layer L6, buffered reading and writing over any
+// weft stream: lines and delimiters, exact reads, coalesced writes, copy.
+//
+//   auto s = weft::io::tcp_stream::connect(at, weft::io::after(5s));
+//   weft::io::buffered_reader r(s);
+//   weft::io::buffered_writer w(s);
+//   std::string line;
+//   std::error_code ec;
+//   while (r.read_line(line, ec, weft::io::after(30s)) > 0) {  // "\n" or "\r\n" stripped
+//       w.write(line);
+//       w.write("\n");
+//       line.clear();
+//   }
+//   w.flush(weft::io::after(5s));  // the destructor does no IO
+//
+// Both classes hold a REFERENCE to their stream (a pointer; stream()
+// returns it): the stream must outlive them, and they may be made over a
+// stream that other code also uses (a reader and a writer over one socket,
+// as above). They are not thread safe: one task uses a reader (or a writer)
+// at a time; one reader and one writer over one stream may be used by two
+// tasks at once when the stream allows that (io::stream does).
+//
+// Every call that can wait takes a deadline (io::no_deadline by default)
+// and comes in two forms, as in socket.hpp: one sets a std::error_code, one
+// throws std::system_error with it. The errors are the stream's
+// (timed_out, operation_canceled, connection_reset...), plus io::eof() and
+// std::errc::message_size below. A task's cancellation unwinds it from the
+// stream's wait, as for the stream's own calls; what had been read into the
+// reader's buffer stays there, and what the writer had accepted stays in
+// its buffer.
+//
+// The Stream type is anything with the calls used: buffered_reader needs
+//   std::size_t read_some(std::span<std::byte>, std::error_code&, io::clock::time_point)
+// (0 without error: end of stream), buffered_writer needs
+//   std::size_t write_some(std::span<const std::byte>, std::error_code&, io::clock::time_point)
+// (at least one byte unless it fails). io::stream and io::handle have both.
+#pragma once
+
+#include <algorithm>
+#include <concepts>
+#include <cstddef>
+#include <cstring>
+#include <span>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "weft/io/handle.hpp"
+#include "weft/io/socket.hpp"
+
+namespace weft::io {
+
+// readable_stream: has read_some(span<byte>, error_code&, deadline).
+template <class S>
+concept readable_stream = requires(S& s, std::span<std::byte> b, std::error_code& ec, clock::time_point d) {
+    { s.read_some(b, ec, d) } -> std::convertible_to<std::size_t>;
+};
+// writable_stream: has write_some(span<const byte>, error_code&, deadline).
+template <class S>
+concept writable_stream = requires(S& s, std::span<const std::byte> b, std::error_code& ec, clock::time_point d) {
+    { s.write_some(b, ec, d) } -> std::convertible_to<std::size_t>;
+};
+
+// buffered_options: the sizes of a buffered_reader / buffered_writer.
+struct buffered_options {
+    // capacity: the buffer's size (at least 1; 0 is taken as 1).
+    std::size_t capacity = 8 * 1024;
+    // max_delimited: buffered_reader only. The longest "line" read_until
+    // and read_line accept, delimiter included; the buffer grows up to
+    // max(capacity, max_delimited) to hold one, and no further.
+    std::size_t max_delimited = 64 * 1024;
+};
+
+// buffered_reader reads from a stream through a buffer of its own.
+//
+// read_until(delim, out) appends to `out` everything up to and including
+// the next `delim` and returns how many bytes it appended; the bytes after
+// the delimiter stay buffered for the next call. Then:
+//   - the stream ends (read_some gives 0) with bytes buffered but no
+//     delimiter: those bytes are appended and returned as the last piece
+//     (ec clear; the piece does not end with delim, which is how a caller
+//     tells), and the next call reads the stream again, which for a socket
+//     gives 0 once more: 0 and io::eof();
+//   - the stream ends with nothing buffered: 0 and io::eof();
+//   - max_delimited bytes are buffered without a delimiter among them (or
+//     the delimiter comes after them): 0 and std::errc::message_size; the
+//     buffer does not grow further and keeps those bytes (buffered()
+//     shows them; consume() or read_some() skips them);
+//   - an error of the stream (timed_out at the deadline, a reset...) or a
+//     cancellation: 0 (or the unwind), `out` unchanged, and every byte read
+//     so far stays buffered: a later call finds the whole line.
+// So nothing read from the stream is lost on any path except the reader's
+// own destruction, which discards what is still buffered.
+template <readable_stream Stream>
+class buffered_reader {
+public:
+    explicit buffered_reader(Stream& s, buffered_options o = {})
+        : s_(&s),
+          cap_(std::max<std::size_t>(o.capacity, 1)),
+          max_(std::max<std::size_t>(o.max_delimited, 1)),
+          buf_(cap_) {}
+    buffered_reader(const buffered_reader&) = delete;
+    buffered_reader& operator=(const buffered_reader&) = delete;
+    buffered_reader(buffered_reader&&) noexcept = default;
+    buffered_reader& operator=(buffered_reader&&) noexcept = default;
+
+    [[nodiscard]] Stream& stream() const noexcept { return *s_; }
+    [[nodiscard]] std::size_t capacity() const noexcept { return cap_; }
+    [[nodiscard]] std::size_t max_delimited() const noexcept { return max_; }
+
+    // buffered() is what is buffered, without IO; valid until the next
+    // call other than buffered().
+    [[nodiscard]] std::span<const std::byte> buffered() const noexcept {
+        return std::span<const std::byte>(buf_).subspan(begin_, end_ - begin_);
+    }
+    // peek() is buffered(), first reading the stream once if nothing is
+    // buffered; empty at the end of the stream or with ec set.
+    std::span<const std::byte> peek(std::error_code& ec, clock::time_point deadline = no_deadline) {
+        ec.clear();
+        if (begin_ == end_) (void)fill(ec, deadline);
+        return buffered();
+    }
+    std::span<const std::byte> peek(clock::time_point deadline = no_deadline) {
+        std::error_code ec;
+        auto r = peek(ec, deadline);
+        check(ec, "weft::io::buffered_reader::peek");
+        return r;
+    }
+    // consume(n) drops the first n buffered bytes (all of them if fewer).
+    void consume(std::size_t n) noexcept {
+        begin_ += std::min(n, end_ - begin_);
+        if (begin_ == end_) begin_ = end_ = 0;
+    }
+
+    // read_until(): above.
+    std::size_t read_until(char delim, std::string& out, std::error_code& ec, clock::time_point deadline = no_deadline) {
+        ec.clear();
+        std::size_t scanned = 0;
+        for (;;) {
+            const auto view = buffered();
+            const char* data = reinterpret_cast<const char*>(view.data());
+            if (const void* p = scanned < view.size() ? std::memchr(data + scanned, delim, view.size() - scanned)
+                                                      : nullptr) {
+                const std::size_t n = static_cast<std::size_t>(static_cast<const char*>(p) - data) + 1;
+                if (n > max_) {
+                    ec = std::make_error_code(std::errc::message_size);
+                    return 0;
+                }
+                out.append(data, n);
+                consume(n);
+                return n;
+            }
+            scanned = view.size();
+            if (scanned >= max_) {
+                ec = std::make_error_code(std::errc::message_size);
+                return 0;
+            }
+            const std::size_t got = fill(ec, deadline);
+            if (ec) return 0;
+            if (got == 0) {  // the end of the stream
+                if (scanned == 0) {
+                    ec = eof();
+                    return 0;
+                }
+                out.append(reinterpret_cast<const char*>(buffered().data()), scanned);
+                consume(scanned);
+                return scanned;
+            }
+        }
+    }
+    std::size_t read_until(char delim, std::string& out, clock::time_point deadline = no_deadline) {
+        std::error_code ec;
+        const std::size_t n = read_until(delim, out, ec, deadline);
+        check(ec, "weft::io::buffered_reader::read_until");
+        return n;
+    }
+
+    // read_line() is read_until('\n') that appends the line without its
+    // terminator: a final "\n" or "\r\n" is stripped (a '\r' elsewhere is
+    // kept, and so is a lone '\r' at the end of a last line without "\n").
+    // Returns the bytes taken from the stream, terminator included: an
+    // empty line gives 1 or 2, the end of the stream 0 with io::eof(); the
+    // other outcomes are read_until's.
+    std::size_t read_line(std::string& out, std::error_code& ec, clock::time_point deadline = no_deadline) {
+        const std::size_t old = out.size();
+        const std::size_t n = read_until('\n', out, ec, deadline);
+        if (n > 0 && out.back() == '\n') {
+            out.pop_back();
+            if (out.size() > old && out.back() == '\r') out.pop_back();
+        }
+        return n;
+    }
+    std::size_t read_line(std::string& out, clock::time_point deadline = no_deadline) {
+        std::error_code ec;
+        const std::size_t n = read_line(out, ec, deadline);
+        check(ec, "weft::io::buffered_reader::read_line");
+        return n;
+    }
+
+    // read_some() gives buffered bytes first; with nothing buffered it
+    // reads the stream once (straight into buf when buf is at least the
+    // capacity). 0 without error: the end of the stream (or an empty buf).
+    std::size_t read_some(std::span<std::byte> buf, std::error_code& ec, clock::time_point deadline = no_deadline) {
+        ec.clear();
+        if (buf.empty()) return 0;
+        if (begin_ == end_) {
+            if (buf.size() >= cap_) return s_->read_some(buf, ec, deadline);
+            if (fill(ec, deadline) == 0) return 0;
+        }
+        const std::size_t n = std::min(buf.size(), end_ - begin_);
+        std::memcpy(buf.data(), buf_.data() + begin_, n);
+        consume(n);
+        return n;
+    }
+    std::size_t read_some(std::span<std::byte> buf, clock::time_point deadline = no_deadline) {
+        std::error_code ec;
+        const std::size_t n = read_some(buf, ec, deadline);
+        check(ec, "weft::io::buffered_reader::read_some");
+        return n;
+    }
+    std::size_t read_some(std::span<char> buf, std::error_code& ec, clock::time_point deadline = no_deadline) {
+        return read_some(std::as_writable_bytes(buf), ec, deadline);
+    }
+    std::size_t read_some(std::span<char> buf, clock::time_point deadline = no_deadline) {
+        return read_some(std::as_writable_bytes(buf), deadline);
+    }
+
+    // read_exact() fills buf, buffered bytes first; io::eof() if the
+    // stream ends first. Returns the bytes stored (buf.size(), or fewer
+    // with ec set; those are taken from the reader).
+    std::size_t read_exact(std::span<std::byte> buf, std::error_code& ec, clock::time_point deadline = no_deadline) {
+        ec.clear();
+        std::size_t got = 0;
+        while (got < buf.size()) {
+            const std::size_t n = read_some(buf.subspan(got), ec, deadline);
+            if (ec) return got;
+            if (n == 0) {
+                ec = eof();
+                return got;
+            }
+            got += n;
+        }
+        return got;
+    }
+    std::size_t read_exact(std::span<std::byte> buf, clock::time_point deadline = no_deadline) {
+        std::error_code ec;
+        const std::size_t n = read_exact(buf, ec, deadline);
+        check(ec, "weft::io::buffered_reader::read_exact");
+        return n;
+    }
+    std::size_t read_exact(std::span<char> buf, std::error_code& ec, clock::time_point deadline = no_deadline) {
+        return read_exact(std::as_writable_bytes(buf), ec, deadline);
+    }
+    std::size_t read_exact(std::span<char> buf, clock::time_point deadline = no_deadline) {
+        return read_exact(std::as_writable_bytes(buf), deadline);
+    }
+
+private:
+    // fill() reads the stream once into the free space after the buffered
+    // bytes (moving them to the front, or growing the buffer up to
+    // max(capacity, max_delimited), when there is none); returns the count.
+    std::size_t fill(std::error_code& ec, clock::time_point deadline) {
+        if (end_ == buf_.size()) {
+            if (begin_ > 0) {
+                std::memmove(buf_.data(), buf_.data() + begin_, end_ - begin_);
+                end_ -= begin_;
+                begin_ = 0;
+            } else {
+                buf_.resize(std::max(buf_.size(), std::min(buf_.size() * 2, std::max(cap_, max_))));
+            }
+        }
+        const std::size_t room = buf_.size() - end_;
+        if (room == 0) return 0;  // not reached: read_until stops at max_ first
+        const std::size_t n = s_->read_some(std::span<std::byte>(buf_).subspan(end_, room), ec, deadline);
+        if (ec) return 0;
+        end_ += n;
+        return n;
+    }
+
+    Stream* s_;
+    std::size_t cap_, max_;
+    std::vector<std::byte> buf_;
+    std::size_t begin_ = 0, end_ = 0;
+};
+
+// buffered_writer writes to a stream through a buffer of its own.
+//
+// write(data) takes all of data: what fits goes into the buffer; when it
+// does not fit the buffer is flushed first, and data as large as the
+// buffer or larger is then written to the stream directly (write_all
+// semantics: the call returns once all of it is in the buffer or the
+// stream). Returns the bytes of data taken; fewer only with ec set, and
+// then the rest is still the caller's (not buffered, not written), while
+// whatever the buffer held and could not write stays buffered for the next
+// flush().
+//
+// THE DESTRUCTOR DOES NO IO. Call flush() before a writer goes; bytes it
+// still holds then (pending() of them) are discarded, as Tokio's BufWriter
+// drops its buffer when the flush on drop fails and Go's bufio.Writer when
+// Flush is never called. (A flush in a destructor would wait with no
+// deadline and could not report its error, and a writer is often destroyed
+// by an unwind, where waiting is not allowed.)
+template <writable_stream Stream>
+class buffered_writer {
+public:
+    explicit buffered_writer(Stream& s, buffered_options o = {})
+        : s_(&s), buf_(std::max<std::size_t>(o.capacity, 1)) {}
+    buffered_writer(const buffered_writer&) = delete;
+    buffered_writer& operator=(const buffered_writer&) = delete;
+    buffered_writer(buffered_writer&&) noexcept = default;
+    buffered_writer& operator=(buffered_writer&&) noexcept = default;
+    ~buffered_writer() = default;  // no IO: see above
+
+    [[nodiscard]] Stream& stream() const noexcept { return *s_; }
+    [[nodiscard]] std::size_t capacity() const noexcept { return buf_.size(); }
+    // pending() is how many bytes are buffered, not yet written.
+    [[nodiscard]] std::size_t pending() const noexcept { return used_; }
+
+    // write(): above.
+    std::size_t write(std::span<const std::byte> data, std::error_code& ec, clock::time_point deadline = no_deadline) {
+        ec.clear();
+        if (data.empty()) return 0;
+        if (data.size() > buf_.size() - used_) {
+            flush(ec, deadline);
+            if (ec) return 0;
+            if (data.size() >= buf_.size()) return write_to_stream(data, ec, deadline);
+        }
+        std::memcpy(buf_.data() + used_, data.data(), data.size());
+        used_ += data.size();
+        return data.size();
+    }
+    std::size_t write(std::span<const std::byte> data, clock::time_point deadline = no_deadline) {
+        std::error_code ec;
+        const std::size_t n = write(data, ec, deadline);
+        check(ec, "weft::io::buffered_writer::write");
+        return n;
+    }
+    std::size_t write(std::string_view data, std::error_code& ec, clock::time_point deadline = no_deadline) {
+        return write(std::as_bytes(std::span(data.data(), data.size())), ec, deadline);
+    }
+    std::size_t write(std::string_view data, clock::time_point deadline = no_deadline) {
+        return write(std::as_bytes(std::span(data.data(), data.size())), deadline);
+    }
+    // write_all() is write(), under the name io::stream gives it (so that
+    // io::copy and other generic code take either).
+    std::size_t write_all(std::span<const std::byte> data, std::error_code& ec,
+                          clock::time_point deadline = no_deadline) {
+        return write(data, ec, deadline);
+    }
+    std::size_t write_all(std::span<const std::byte> data, clock::time_point deadline = no_deadline) {
+        return write(data, deadline);
+    }
+
+    // write_vectored() writes the pieces in order, as one write() each
+    // (small ones coalesce in the buffer, large ones go straight to the
+    // stream after what precedes them). Returns the bytes taken, counting
+    // across pieces; on an error it stops there (later pieces untouched).
+    std::size_t write_vectored(std::span<const std::span<const std::byte>> pieces, std::error_code& ec,
+                               clock::time_point deadline = no_deadline) {
+        ec.clear();
+        std::size_t total = 0;
+        for (const auto& p : pieces) {
+            total += write(p, ec, deadline);
+            if (ec) break;
+        }
+        return total;
+    }
+    std::size_t write_vectored(std::span<const std::span<const std::byte>> pieces,
+                               clock::time_point deadline = no_deadline) {
+        std::error_code ec;
+        const std::size_t n = write_vectored(pieces, ec, deadline);
+        check(ec, "weft::io::buffered_writer::write_vectored");
+        return n;
+    }
+
+    // flush() writes everything buffered to the stream. On an error (or a
+    // cancellation) what was written is gone from the buffer and the rest
+    // stays at its front, in order, for the next flush().
+    void flush(std::error_code& ec, clock::time_point deadline = no_deadline) {
+        ec.clear();
+        while (used_ > 0) {
+            // Each written piece leaves the buffer at once, so a
+            // cancellation between two write_some() calls never makes the
+            // next flush() write it again.
+            const std::size_t n = s_->write_some(std::span<const std::byte>(buf_.data(), used_), ec, deadline);
+            if (!ec && n == 0) ec = std::make_error_code(std::errc::io_error);
+            if (ec) return;
+            std::memmove(buf_.data(), buf_.data() + n, used_ - n);
+            used_ -= n;
+        }
+    }
+    void flush(clock::time_point deadline = no_deadline) {
+        std::error_code ec;
+        flush(ec, deadline);
+        check(ec, "weft::io::buffered_writer::flush");
+    }
+
+private:
+    // write_to_stream() is write_all over the stream's write_some; a
+    // write_some that reports neither progress nor an error gives
+    // std::errc::io_error rather than looping.
+    std::size_t write_to_stream(std::span<const std::byte> data, std::error_code& ec, clock::time_point deadline) {
+        std::size_t put = 0;
+        while (put < data.size()) {
+            const std::size_t n = s_->write_some(data.subspan(put), ec, deadline);
+            if (!ec && n == 0) ec = std::make_error_code(std::errc::io_error);
+            if (ec) return put;
+            put += n;
+        }
+        return put;
+    }
+
+    Stream* s_;
+    std::vector<std::byte> buf_;
+    std::size_t used_ = 0;
+};
+
+// copy() reads `from` until its end and writes everything to `to`, with
+// one deadline for the whole copy; if `to` has flush(ec, deadline) (a
+// buffered_writer) it is flushed at the end. Returns the bytes written to
+// `to` (taken by it, for a buffered writer). Reaching the end of `from` is
+// success (ec clear); otherwise ec is the first error of either side.
+// Reader: read_some(span<byte>, ec, deadline); Writer: write_all(span<const
+// byte>, ec, deadline) (io::stream, buffered_writer).
+template <readable_stream Reader, class Writer>
+    requires requires(Writer& w, std::span<const std::byte> b, std::error_code& ec, clock::time_point d) {
+        { w.write_all(b, ec, d) } -> std::convertible_to<std::size_t>;
+    }
+std::size_t copy(Reader& from, Writer& to, std::error_code& ec, clock::time_point deadline = no_deadline) {
+    ec.clear();
+    std::vector<std::byte> buf(64 * 1024);
+    std::size_t total = 0;
+    for (;;) {
+        const std::size_t n = from.read_some(buf, ec, deadline);
+        if (ec) return total;
+        if (n == 0) break;
+        total += to.write_all(std::span<const std::byte>(buf.data(), n), ec, deadline);
+        if (ec) return total;
+    }
+    if constexpr (requires { to.flush(ec, deadline); }) to.flush(ec, deadline);
+    return total;
+}
+template <readable_stream Reader, class Writer>
+    requires requires(Writer& w, std::span<const std::byte> b, std::error_code& ec, clock::time_point d) {
+        { w.write_all(b, ec, d) } -> std::convertible_to<std::size_t>;
+    }
+std::size_t copy(Reader& from, Writer& to, clock::time_point deadline = no_deadline) {
+    std::error_code ec;
+    const std::size_t n = copy(from, to, ec, deadline);
+    check(ec, "weft::io::copy");
+    return n;
+}
+
+}  // namespace weft::io

@@ -1,0 +1,519 @@
+// buffered_test.cpp: weft/io/buffered.hpp. Over an in-memory fake stream
+// (exact control of what each read_some gives and what each write_some
+// sees): delimiters split over reads and at the buffer's boundary, the
+// maximum line length, the end of the stream with a partial line, CRLF,
+// buffered bytes used first, errors that keep buffered bytes, the writer's
+// flushes, vectored order, the destructor discarding, char spans. Over
+// loopback TCP on every worker count and backend: one-byte writes, a
+// deadline mid-line, a cancellation in read_until, io::copy of 1 MiB.
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "io_test_support.hpp"
+#include "weft/io/buffered.hpp"
+
+namespace weft::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+// fake_stream gives `chunks` to read_some in order (each call at most one
+// chunk's rest), then `at_end` (0, or the error fail_at_end); it records
+// every write_some's bytes, taking at most max_write of them, or fails
+// with write_error when that is set.
+struct fake_stream {
+    std::vector<std::string> chunks;
+    std::size_t next = 0, off = 0;
+    int reads = 0;
+    std::size_t read_bytes = 0;
+    std::error_code fail_at_end;
+    std::vector<std::string> writes;
+    std::size_t max_write = static_cast<std::size_t>(-1);
+    std::error_code write_error;
+    int fail_after_writes = -1;  // >= 0: every write_some after that many fails
+
+    std::size_t read_some(std::span<std::byte> b, std::error_code& ec, io::clock::time_point) {
+        ec.clear();
+        ++reads;
+        if (b.empty()) return 0;
+        while (next < chunks.size() && off == chunks[next].size()) {
+            ++next;
+            off = 0;
+        }
+        if (next == chunks.size()) {
+            ec = fail_at_end;
+            return 0;
+        }
+        const std::size_t n = std::min(b.size(), chunks[next].size() - off);
+        std::memcpy(b.data(), chunks[next].data() + off, n);
+        off += n;
+        read_bytes += n;
+        return n;
+    }
+    std::size_t write_some(std::span<const std::byte> b, std::error_code& ec, io::clock::time_point) {
+        ec = write_error;
+        if (fail_after_writes >= 0 && static_cast<int>(writes.size()) >= fail_after_writes)
+            ec = std::make_error_code(std::errc::connection_reset);
+        if (ec) return 0;
+        const std::size_t n = std::min(b.size(), max_write);
+        writes.emplace_back(reinterpret_cast<const char*>(b.data()), n);
+        return n;
+    }
+    [[nodiscard]] std::string written() const {
+        std::string all;
+        for (const auto& w : writes) all += w;
+        return all;
+    }
+};
+
+std::string text(std::span<const std::byte> b) { return std::string(reinterpret_cast<const char*>(b.data()), b.size()); }
+
+TEST(buffered, read_until_finds_delimiters_split_over_one_byte_reads) {
+    fake_stream f;
+    for (char c : std::string("ab;cde;;f")) f.chunks.emplace_back(1, c);
+    io::buffered_reader r(f);
+    std::string out;
+    std::error_code ec;
+    EXPECT_EQ(r.read_until(';', out, ec), 3u);
+    EXPECT_EQ(out, "ab;");
+    out.clear();
+    EXPECT_EQ(r.read_until(';', out, ec), 4u);
+    EXPECT_EQ(out, "cde;");
+    out.clear();
+    EXPECT_EQ(r.read_until(';', out, ec), 1u);
+    EXPECT_EQ(out, ";");
+    out.clear();
+    EXPECT_EQ(r.read_until(';', out, ec), 1u);  // the last piece, at the end, without delimiter
+    EXPECT_FALSE(ec);
+    EXPECT_EQ(out, "f");
+    EXPECT_EQ(r.read_until(';', out, ec), 0u);
+    EXPECT_EQ(ec, io::eof());
+    EXPECT_EQ(out, "f");
+}
+
+TEST(buffered, a_delimiter_at_the_buffer_boundary) {
+    fake_stream f;
+    f.chunks = {"abc\ndefg\nxyz\n"};
+    io::buffered_reader r(f, {.capacity = 4});
+    std::string out;
+    EXPECT_EQ(r.read_until('\n', out), 4u);  // fills the buffer exactly
+    EXPECT_EQ(out, "abc\n");
+    EXPECT_EQ(f.read_bytes, 4u);
+    EXPECT_TRUE(r.buffered().empty());
+    out.clear();
+    EXPECT_EQ(r.read_until('\n', out), 5u);  // the delimiter one past the capacity: the buffer grows
+    EXPECT_EQ(out, "defg\n");
+    out.clear();
+    EXPECT_EQ(r.read_until('\n', out), 4u);
+    EXPECT_EQ(out, "xyz\n");
+    std::error_code ec;
+    EXPECT_EQ(r.read_until('\n', out, ec), 0u);
+    EXPECT_EQ(ec, io::eof());
+    EXPECT_THROW(r.read_until('\n', out), std::system_error);
+}
+
+TEST(buffered, a_line_longer_than_the_maximum_fails_and_the_buffer_stops_growing) {
+    fake_stream f;
+    f.chunks = {std::string(15, 'x') + "\n" + std::string(16, 'y') + "\n" + std::string(1000, 'z') + "\n"};
+    io::buffered_reader r(f, {.capacity = 4, .max_delimited = 16});
+    std::string out;
+    std::error_code ec;
+    EXPECT_EQ(r.read_until('\n', out, ec), 16u);  // exactly the maximum, delimiter included
+    EXPECT_FALSE(ec);
+    out.clear();
+    EXPECT_EQ(r.read_until('\n', out, ec), 0u);  // 17 bytes
+    EXPECT_EQ(ec, std::errc::message_size);
+    EXPECT_TRUE(out.empty());
+    EXPECT_LE(r.buffered().size(), 17u);
+    r.consume(16);  // skip the y's
+    EXPECT_EQ(r.read_until('\n', out, ec), 1u);
+    EXPECT_EQ(out, "\n");
+    out.clear();
+    EXPECT_EQ(r.read_until('\n', out, ec), 0u);
+    EXPECT_EQ(ec, std::errc::message_size);
+    EXPECT_EQ(r.buffered().size(), 16u);
+    EXPECT_LE(f.read_bytes, 16u + 17u + 16u);  // read no further than the limit
+    std::error_code again;
+    EXPECT_EQ(r.read_until('\n', out, again), 0u);  // still the same answer, no more reading
+    EXPECT_EQ(again, std::errc::message_size);
+    EXPECT_LE(f.read_bytes, 16u + 17u + 16u);
+}
+
+TEST(buffered, a_buffer_larger_than_the_maximum_still_enforces_it) {
+    fake_stream f;
+    f.chunks = {"0123456789\nab\n"};
+    io::buffered_reader r(f, {.capacity = 64, .max_delimited = 8});
+    std::string out;
+    std::error_code ec;
+    EXPECT_EQ(r.read_until('\n', out, ec), 0u);  // its delimiter is the 11th byte
+    EXPECT_EQ(ec, std::errc::message_size);
+    EXPECT_TRUE(out.empty());
+    r.consume(11);
+    EXPECT_EQ(r.read_until('\n', out, ec), 3u);
+    EXPECT_EQ(out, "ab\n");
+}
+
+TEST(buffered, the_end_of_the_stream_gives_the_partial_line_then_eof) {
+    fake_stream f;
+    f.chunks = {"one\ntw", "o"};
+    io::buffered_reader r(f);
+    std::string out;
+    std::error_code ec;
+    EXPECT_EQ(r.read_line(out, ec), 4u);
+    EXPECT_EQ(out, "one");
+    out.clear();
+    EXPECT_EQ(r.read_line(out, ec), 3u);
+    EXPECT_FALSE(ec);
+    EXPECT_EQ(out, "two");
+    out.clear();
+    EXPECT_EQ(r.read_line(out, ec), 0u);
+    EXPECT_EQ(ec, io::eof());
+    EXPECT_EQ(r.read_line(out, ec), 0u);
+    EXPECT_EQ(ec, io::eof());
+    EXPECT_TRUE(out.empty());
+}
+
+TEST(buffered, read_line_strips_lf_and_crlf_only_at_the_end) {
+    fake_stream f;
+    f.chunks = {"a\r\nb\n\r", "\nc\rd\n\ne\r"};
+    io::buffered_reader r(f, {.capacity = 3});
+    std::vector<std::pair<std::size_t, std::string>> got;
+    std::error_code ec;
+    for (int i = 0; i < 10; ++i) {
+        std::string line = "<";
+        const std::size_t n = r.read_line(line, ec);
+        if (ec) break;
+        got.emplace_back(n, line);
+    }
+    EXPECT_EQ(ec, io::eof());
+    const std::vector<std::pair<std::size_t, std::string>> want = {
+        {3, "<a"}, {2, "<b"}, {2, "<"}, {4, "<c\rd"}, {1, "<"}, {2, "<e\r"}};
+    EXPECT_EQ(got, want);
+}
+
+TEST(buffered, read_exact_after_read_until_takes_the_buffered_bytes_first) {
+    fake_stream f;
+    f.chunks = {"hdr\nBODY1234", "tail"};
+    io::buffered_reader r(f);
+    std::string out;
+    EXPECT_EQ(r.read_until('\n', out), 4u);
+    EXPECT_EQ(f.reads, 1);
+    EXPECT_EQ(text(r.buffered()), "BODY1234");
+    std::array<std::byte, 8> body{};
+    EXPECT_EQ(r.read_exact(body), 8u);
+    EXPECT_EQ(text(body), "BODY1234");
+    EXPECT_EQ(f.reads, 1);  // from the buffer, no read
+    std::array<std::byte, 6> more{};
+    std::error_code ec;
+    EXPECT_EQ(r.read_exact(more, ec), 4u);
+    EXPECT_EQ(ec, io::eof());
+    EXPECT_EQ(text(std::span(more).first(4)), "tail");
+}
+
+TEST(buffered, read_some_peek_and_consume) {
+    fake_stream f;
+    f.chunks = {"hello world", std::string(100, 'L')};
+    io::buffered_reader r(f, {.capacity = 16});
+    EXPECT_TRUE(r.buffered().empty());
+    EXPECT_EQ(text(r.peek()), "hello world");
+    r.consume(6);
+    EXPECT_EQ(text(r.buffered()), "world");
+    std::array<char, 3> small{};
+    EXPECT_EQ(r.read_some(std::span<char>(small)), 3u);
+    EXPECT_EQ(std::string(small.data(), 3), "wor");
+    std::array<char, 64> big{};
+    EXPECT_EQ(r.read_some(std::span<char>(big)), 2u);  // the buffered rest only
+    const int before = f.reads;
+    EXPECT_EQ(r.read_some(std::span<char>(big)), 64u);  // larger than the capacity: straight from the stream
+    EXPECT_EQ(f.reads, before + 1);
+    EXPECT_TRUE(r.buffered().empty());
+    r.consume(1000);  // more than buffered: all of it
+    std::array<char, 36> rest{};
+    EXPECT_EQ(r.read_exact(std::span<char>(rest)), 36u);
+    std::error_code ec;
+    EXPECT_TRUE(r.peek(ec).empty());
+    EXPECT_FALSE(ec);  // peek at the end: empty, no error
+}
+
+TEST(buffered, a_stream_error_mid_line_keeps_the_bytes_for_the_next_call) {
+    fake_stream f;
+    f.chunks = {"par"};
+    f.fail_at_end = std::make_error_code(std::errc::timed_out);
+    io::buffered_reader r(f);
+    std::string out;
+    std::error_code ec;
+    EXPECT_EQ(r.read_until('\n', out, ec), 0u);
+    EXPECT_EQ(ec, std::errc::timed_out);
+    EXPECT_TRUE(out.empty());
+    EXPECT_EQ(text(r.buffered()), "par");
+    f.chunks.push_back("tial\nnext");
+    EXPECT_EQ(r.read_until('\n', out, ec), 8u);
+    EXPECT_EQ(out, "partial\n");
+}
+
+TEST(buffered, the_writer_flushes_when_full_and_writes_large_data_directly) {
+    fake_stream f;
+    io::buffered_writer w(f, {.capacity = 8});
+    EXPECT_EQ(w.write("abc"), 3u);
+    EXPECT_EQ(w.write("defgh"), 5u);  // fills it exactly: still no IO
+    EXPECT_TRUE(f.writes.empty());
+    EXPECT_EQ(w.pending(), 8u);
+    EXPECT_EQ(w.write("i"), 1u);  // does not fit: flush first
+    ASSERT_EQ(f.writes.size(), 1u);
+    EXPECT_EQ(f.writes[0], "abcdefgh");
+    EXPECT_EQ(w.pending(), 1u);
+    const std::string big(20, 'B');
+    EXPECT_EQ(w.write(big), 20u);  // the buffer, then the large data itself
+    ASSERT_EQ(f.writes.size(), 3u);
+    EXPECT_EQ(f.writes[1], "i");
+    EXPECT_EQ(f.writes[2], big);
+    EXPECT_EQ(w.pending(), 0u);
+    w.flush();
+    EXPECT_EQ(f.writes.size(), 3u);  // nothing to flush: no write
+    // Short writes: flush loops until all is out.
+    f.max_write = 3;
+    EXPECT_EQ(w.write("0123456"), 7u);
+    w.flush();
+    EXPECT_EQ(w.pending(), 0u);
+    EXPECT_EQ(f.written(), "abcdefghi" + big + "0123456");
+}
+
+TEST(buffered, a_write_error_keeps_the_buffer_and_reports_what_was_taken) {
+    fake_stream f;
+    io::buffered_writer w(f, {.capacity = 4});
+    EXPECT_EQ(w.write("abc"), 3u);
+    f.write_error = std::make_error_code(std::errc::broken_pipe);
+    std::error_code ec;
+    EXPECT_EQ(w.write("defg", ec), 0u);  // needed a flush, which failed: none of it taken
+    EXPECT_EQ(ec, std::errc::broken_pipe);
+    EXPECT_EQ(w.pending(), 3u);
+    EXPECT_THROW(w.flush(), std::system_error);
+    f.write_error.clear();
+    w.flush(ec);
+    EXPECT_FALSE(ec);
+    EXPECT_EQ(f.written(), "abc");
+    // A flush that fails after a short write keeps only the unwritten rest.
+    f.max_write = 2;
+    f.fail_after_writes = 2;
+    EXPECT_EQ(w.write("defg"), 4u);
+    EXPECT_EQ(w.write(""), 0u);
+    w.flush(ec);
+    EXPECT_EQ(ec, std::errc::connection_reset);
+    EXPECT_EQ(w.pending(), 2u);
+    f.fail_after_writes = -1;
+    w.flush(ec);
+    EXPECT_FALSE(ec);
+    EXPECT_EQ(f.written(), "abcdefg");  // nothing written twice, nothing lost
+}
+
+TEST(buffered, write_vectored_keeps_the_order_of_the_pieces) {
+    fake_stream f;
+    io::buffered_writer w(f, {.capacity = 8});
+    const std::string a = "a", big = "0123456789", b = "bb", c = "ccccccc";
+    const std::array<std::span<const std::byte>, 4> pieces = {bytes(a), bytes(big), bytes(b), bytes(c)};
+    EXPECT_EQ(w.write_vectored(pieces), 20u);
+    EXPECT_EQ(f.written(), "a0123456789bb");  // "a" flushed before the large piece, "bb" before "c..."
+    w.flush();
+    EXPECT_EQ(f.written(), a + big + b + c);
+}
+
+TEST(buffered, the_destructor_does_no_io_and_discards_what_is_unflushed) {
+    fake_stream f;
+    {
+        io::buffered_writer w(f);
+        EXPECT_EQ(w.write("lost"), 4u);
+        EXPECT_EQ(w.pending(), 4u);
+    }
+    EXPECT_TRUE(f.writes.empty());
+}
+
+TEST(buffered, copy_moves_everything_and_flushes_a_buffered_writer) {
+    fake_stream in, out;
+    std::string all;
+    for (int i = 0; i < 50; ++i) {
+        in.chunks.push_back(std::string(static_cast<std::size_t>(i * 37 % 5000), static_cast<char>('a' + i % 26)));
+        all += in.chunks.back();
+    }
+    io::buffered_reader r(in, {.capacity = 100});
+    io::buffered_writer w(out, {.capacity = 1000});
+    EXPECT_EQ(io::copy(r, w), all.size());
+    EXPECT_EQ(w.pending(), 0u);
+    EXPECT_EQ(out.written(), all);
+    std::error_code ec;
+    in.fail_at_end = std::make_error_code(std::errc::connection_reset);
+    EXPECT_EQ(io::copy(r, w, ec), 0u);
+    EXPECT_EQ(ec, std::errc::connection_reset);
+}
+
+class buffered_test : public io_fixture {
+protected:
+    // on_connection() runs f(client end, accepted end) over one loopback
+    // TCP connection, in a task of a runtime of this instance.
+    template <class F>
+    void on_connection(F f) {
+        runtime rt(options());
+        rt.block_on([&] {
+            auto l = io::tcp_listener::bind(io::endpoint::loopback_v4(0));
+            auto c = io::tcp_stream::connect(l.local_endpoint(), io::after(30s));
+            auto s = l.accept(io::after(30s));
+            f(c, s);
+        });
+    }
+};
+
+TEST_P(buffered_test, read_line_over_one_byte_writes) {
+    on_connection([](io::stream& c, io::stream& s) {
+        const std::string long_line(200, 'L');
+        const std::string msg = "hello\nworld\r\n" + long_line + "\nend";
+        auto writer = spawn([&] {
+            EXPECT_FALSE(s.set_no_delay(true));
+            for (char ch : msg) {
+                s.write_all(bytes(std::string_view(&ch, 1)), io::after(30s));
+                this_task::yield();
+            }
+            s.shutdown();
+        });
+        io::buffered_reader r(c, {.capacity = 16});
+        std::vector<std::string> lines;
+        std::error_code ec;
+        for (int i = 0; i < 10; ++i) {
+            std::string line;
+            if (r.read_line(line, ec, io::after(30s)) == 0) break;
+            lines.push_back(line);
+        }
+        EXPECT_EQ(ec, io::eof());
+        EXPECT_EQ(lines, (std::vector<std::string>{"hello", "world", long_line, "end"}));
+        writer.join();
+    });
+}
+
+TEST_P(buffered_test, a_deadline_mid_line_times_out_and_keeps_the_bytes) {
+    on_connection([](io::stream& c, io::stream& s) {
+        io::buffered_reader r(c);
+        s.write_all(bytes("half"), io::after(30s));
+        std::string out;
+        std::error_code ec;
+        const auto start = io::clock::now();
+        EXPECT_EQ(r.read_until('\n', out, ec, io::after(50ms)), 0u);
+        EXPECT_EQ(ec, std::errc::timed_out);
+        EXPECT_GE(io::clock::now() - start, 50ms);
+        EXPECT_TRUE(out.empty());
+        s.write_all(bytes(" a line\n"), io::after(30s));
+        EXPECT_EQ(r.read_until('\n', out, ec, io::after(30s)), 12u);
+        EXPECT_FALSE(ec);
+        EXPECT_EQ(out, "half a line\n");
+        EXPECT_THROW(r.read_until('\n', out, io::after(1ms)), std::system_error);
+    });
+}
+
+TEST_P(buffered_test, canceling_a_task_blocked_in_read_until_unwinds_it) {
+    on_connection([](io::stream& c, io::stream& s) {
+        io::buffered_reader r(c);
+        s.write_all(bytes("par"), io::after(30s));
+        EXPECT_TRUE(cancel_unwinds([&] {
+            std::string out;
+            (void)r.read_until('\n', out);
+            ADD_FAILURE() << "read_until returned " << out;
+        }));
+        // Nothing read is lost: the bytes are in the reader or the socket.
+        s.write_all(bytes("tial\n"), io::after(30s));
+        std::string out;
+        EXPECT_EQ(r.read_line(out, io::after(30s)), 8u);
+        EXPECT_EQ(out, "partial");
+    });
+}
+
+std::uint64_t fnv(std::uint64_t h, std::span<const std::byte> b) {
+    for (std::byte x : b) h = (h ^ static_cast<std::uint64_t>(x)) * 0x100000001b3ull;
+    return h;
+}
+
+TEST_P(buffered_test, copy_moves_1_mib_between_two_connections) {
+    runtime rt(options());
+    constexpr std::size_t total = 1 << 20;
+    const auto [sent, received, count, copied] = rt.block_on([&] {
+        auto l = io::tcp_listener::bind(io::endpoint::loopback_v4(0));
+        auto c1 = io::tcp_stream::connect(l.local_endpoint(), io::after(30s));
+        auto s1 = l.accept(io::after(30s));
+        auto c2 = io::tcp_stream::connect(l.local_endpoint(), io::after(30s));
+        auto s2 = l.accept(io::after(30s));
+        // Producer: pieces of 1 .. 3000 bytes through a buffered writer.
+        auto producer = spawn([&] {
+            io::buffered_writer w(c1);
+            std::vector<std::byte> piece;
+            std::uint64_t h = 14695981039346656037ull, x = 88172645463325252ull;
+            std::size_t done = 0;
+            for (std::size_t i = 0; done < total; ++i) {
+                piece.resize(std::min<std::size_t>(1 + i * 977 % 3000, total - done));
+                for (auto& b : piece) {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    b = std::byte(static_cast<unsigned char>(x));
+                }
+                h = fnv(h, piece);
+                w.write(piece, io::after(30s));
+                done += piece.size();
+            }
+            w.flush(io::after(30s));
+            c1.shutdown();
+            return h;
+        });
+        auto copier = spawn([&] {
+            io::buffered_reader r(s1);
+            io::buffered_writer w(c2);
+            const std::size_t n = io::copy(r, w, io::after(30s));
+            c2.shutdown();
+            return n;
+        });
+        io::buffered_reader r(s2, {.capacity = 4096});
+        std::uint64_t h = 14695981039346656037ull;
+        std::size_t n = 0;
+        std::array<char, 1500> buf{};
+        for (std::size_t i = 0; i < total; ++i) {  // bounded: at least a byte a read
+            const std::size_t got = r.read_some(std::span<char>(buf), io::after(30s));
+            if (got == 0) break;
+            h = fnv(h, std::as_bytes(std::span(buf.data(), got)));
+            n += got;
+        }
+        const std::size_t k = copier.join();
+        return std::tuple(producer.join(), h, n, k);
+    });
+    EXPECT_EQ(count, total);
+    EXPECT_EQ(copied, total);
+    EXPECT_EQ(sent, received);
+}
+
+TEST_P(buffered_test, stream_char_overloads_move_text_without_casts) {
+    on_connection([](io::stream& c, io::stream& s) {
+        std::error_code ec;
+        EXPECT_EQ(s.write_all(std::string_view("hello, "), ec, io::after(30s)), 7u);
+        EXPECT_FALSE(ec);
+        EXPECT_EQ(s.write_all(std::string("world"), io::after(30s)), 5u);
+        EXPECT_GE(s.write_some("!", io::after(30s)), 1u);
+        EXPECT_EQ(s.write_some(std::string_view("?"), ec, io::after(30s)), 1u);
+        std::array<char, 5> five{};
+        EXPECT_EQ(c.read_exact(std::span<char>(five), io::after(30s)), 5u);
+        EXPECT_EQ(std::string(five.data(), 5), "hello");
+        EXPECT_EQ(c.read_exact(std::span<char>(five).first(2), ec, io::after(30s)), 2u);
+        EXPECT_EQ(std::string(five.data(), 2), ", ");
+        std::string rest;
+        std::array<char, 16> buf{};
+        for (int i = 0; i < 100 && rest.size() < 7; ++i) {
+            const std::size_t n = (i % 2) ? c.read_some(std::span<char>(buf), io::after(30s))
+                                          : c.read_some(std::span<char>(buf), ec, io::after(30s));
+            rest.append(buf.data(), n);
+        }
+        EXPECT_EQ(rest, "world!?");
+    });
+}
+
+INSTANTIATE_TEST_SUITE_P(io, buffered_test, io_params(), io_param_name);
+
+}  // namespace
+}  // namespace weft::test
