@@ -350,24 +350,18 @@ TEST(buffered, copy_moves_everything_and_flushes_a_buffered_writer) {
     EXPECT_EQ(ec, std::errc::connection_reset);
 }
 
+// over_tcp() runs f(client end, accepted end) over one loopback TCP
+// connection (io_fixture's on_connection()).
 class buffered_test : public io_fixture {
 protected:
-    // on_connection() runs f(client end, accepted end) over one loopback
-    // TCP connection, in a task of a runtime of this instance.
     template <class F>
-    void on_connection(F f) {
-        runtime rt(options());
-        rt.block_on([&] {
-            auto l = io::tcp_listener::bind(io::endpoint::loopback_v4(0));
-            auto c = io::tcp_stream::connect(l.local_endpoint(), io::after(30s));
-            auto s = l.accept(io::after(30s));
-            f(c, s);
-        });
+    void over_tcp(F f) {
+        on_connection([&](io::tcp_listener&, io::stream& c, io::stream& s) { f(c, s); });
     }
 };
 
 TEST_P(buffered_test, read_line_over_one_byte_writes) {
-    on_connection([](io::stream& c, io::stream& s) {
+    over_tcp([](io::stream& c, io::stream& s) {
         const std::string long_line(200, 'L');
         const std::string msg = "hello\nworld\r\n" + long_line + "\nend";
         auto writer = spawn([&] {
@@ -393,7 +387,7 @@ TEST_P(buffered_test, read_line_over_one_byte_writes) {
 }
 
 TEST_P(buffered_test, a_deadline_mid_line_times_out_and_keeps_the_bytes) {
-    on_connection([](io::stream& c, io::stream& s) {
+    over_tcp([](io::stream& c, io::stream& s) {
         io::buffered_reader r(c);
         s.write_all(bytes("half"), io::after(30s));
         std::string out;
@@ -412,7 +406,7 @@ TEST_P(buffered_test, a_deadline_mid_line_times_out_and_keeps_the_bytes) {
 }
 
 TEST_P(buffered_test, canceling_a_task_blocked_in_read_until_unwinds_it) {
-    on_connection([](io::stream& c, io::stream& s) {
+    over_tcp([](io::stream& c, io::stream& s) {
         io::buffered_reader r(c);
         s.write_all(bytes("par"), io::after(30s));
         EXPECT_TRUE(cancel_unwinds([&] {
@@ -490,7 +484,7 @@ TEST_P(buffered_test, copy_moves_1_mib_between_two_connections) {
 }
 
 TEST_P(buffered_test, stream_char_overloads_move_text_without_casts) {
-    on_connection([](io::stream& c, io::stream& s) {
+    over_tcp([](io::stream& c, io::stream& s) {
         std::error_code ec;
         EXPECT_EQ(s.write_all(std::string_view("hello, "), ec, io::after(30s)), 7u);
         EXPECT_FALSE(ec);

@@ -146,6 +146,18 @@ protected:
         o.io = backend();
         return o;
     }
+    // on_connection() runs f(listener, client end, accepted end) over one
+    // loopback TCP connection, in a task of a runtime of this instance.
+    template <class F>
+    void on_connection(F f) {
+        weft::runtime rt(options());
+        rt.block_on([&] {
+            auto l = weft::io::tcp_listener::bind(weft::io::endpoint::loopback_v4(0));
+            auto c = weft::io::tcp_stream::connect(l.local_endpoint(), weft::io::after(std::chrono::seconds(30)));
+            auto s = l.accept(weft::io::after(std::chrono::seconds(30)));
+            f(l, c, s);
+        });
+    }
 
     watchdog dog_;
 

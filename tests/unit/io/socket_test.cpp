@@ -25,21 +25,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-class socket_test : public io_fixture {
-protected:
-    // on_connection() runs f(listener, client end, accepted end) over one
-    // loopback TCP connection, in a task of a runtime of this instance.
-    template <class F>
-    void on_connection(F f) {
-        runtime rt(options());
-        rt.block_on([&] {
-            auto l = io::tcp_listener::bind(io::endpoint::loopback_v4(0));
-            auto c = io::tcp_stream::connect(l.local_endpoint(), io::after(30s));
-            auto s = l.accept(io::after(30s));
-            f(l, c, s);
-        });
-    }
-};
+// on_connection() is io_fixture's (io_test_support.hpp).
+class socket_test : public io_fixture {};
 
 std::string text(std::span<const std::byte> b) { return std::string(reinterpret_cast<const char*>(b.data()), b.size()); }
 
