@@ -609,7 +609,7 @@ struct task_closure final : task_block<R> {
             // Not catch (const forced_unwind&): see forced_unwind_in_flight().
             if (forced_unwind_in_flight()) {
                 t->outcome = canceled_outcome(t);
-                self->fn.reset();
+                discard_callable(t);  // self->fn.reset(), with discarded_task() == t
                 task_end(t);
                 throw;
             }

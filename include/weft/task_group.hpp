@@ -88,7 +88,13 @@ namespace detail {
 //             callable, a child that ends timed_out (its own deadline), or a
 //             child that could not start (stack_error). A child unwound
 //             because it was canceled (by the group, or by its runtime's
-//             stop) is not a failure.
+//             stop) is not a failure. Each failure is recorded, and the
+//             group canceled, by the child's wrapper while it still holds
+//             the child's unit, whether the body ran or not (a child timed
+//             out or without a stack before it started: ~group_child(),
+//             through discarded_task()). So a failure cancels the siblings
+//             before wait() can see units == 0, and no sibling that waits
+//             forever can keep the failure from being seen.
 //   GROUP-I5  A handle leaves `children` only once its task's code has
 //             ended: a sweep takes finished tasks only, a drain takes all
 //             of them only at units == 0 (GROUP-I1). So a cancel that walks
@@ -167,6 +173,7 @@ public:
         if (s_) s_->units.done();  // then the reference goes: the state may go with it
     }
     [[nodiscard]] group_state& state() const noexcept { return *s_; }
+    [[nodiscard]] bool held() const noexcept { return s_ != nullptr; }  // false once moved from
 
 private:
     std::shared_ptr<group_state> s_;
@@ -180,11 +187,28 @@ struct group_child {
     group_unit unit;
     F fn;
 
+    bool invoked = false;
+
     template <class G>
     group_child(group_unit&& u, G&& g) : unit(std::move(u)), fn(std::forward<G>(g)) {}
     group_child(group_child&&) = default;
+    // A child that ends without having run (its deadline passed, or no
+    // stack could be had, before it started) is reported here, while its
+    // unit is still held: the group is canceled before wait() can see
+    // units == 0 (GROUP-I4). Destroyed otherwise without running (a refused
+    // spawn, a copy moved from, a cancellation), it reports nothing.
+    ~group_child() {
+        if (invoked || !unit.held()) return;
+        task_record* t = discarded_task();
+        if (!t) return;
+        if (t->outcome == task_state::timed_out)
+            unit.state().fail(timeout_failure(t));
+        else if (t->outcome == task_state::failed)
+            unit.state().fail(t->exception);
+    }
 
     void operator()() {
+        invoked = true;
         if (unit.state().canceled.load(std::memory_order_seq_cst)) {
             // GROUP-I3: spawned into a canceled group; end canceled, the
             // user's callable never called.
@@ -217,13 +241,17 @@ struct group_child {
     static void report_timeout(group_state& s) noexcept {
         task_record* t = current_task();
         if (!t || canceled_outcome(t) != task_state::timed_out) return;
+        s.fail(timeout_failure(t));
+    }
+    // timeout_failure() is the failure of t, timed out: what join() throws.
+    static std::exception_ptr timeout_failure(const task_record* t) noexcept {
         try {
             std::string what = "weft: task ";
             if (!t->name.empty()) what.append("'").append(t->name).append("' ");
             what.append("(id ").append(std::to_string(t->id)).append(") was timed out");
-            s.fail(std::make_exception_ptr(task_canceled(task_state::timed_out, what)));
+            return std::make_exception_ptr(task_canceled(task_state::timed_out, what));
         } catch (...) {  // no memory for the message: the group is canceled all the same
-            s.fail(std::make_exception_ptr(std::bad_alloc()));
+            return std::make_exception_ptr(std::bad_alloc());
         }
     }
 };

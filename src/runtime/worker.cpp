@@ -270,9 +270,10 @@ void runtime_core::run_task(worker* w, task_record* t) {
         // Either way the callable goes before the joiners are woken, as it
         // does when the body runs: join() returns after its captures are
         // destroyed.
+        // The outcome is set before the callable goes, for discarded_task().
         if (t->cancel_reason.load(std::memory_order_acquire) != 0) {
-            t->ops->discard(t);
             t->outcome = canceled_outcome(t);
+            discard_callable(t);
             finish_task(w, t);
             return;
         }
@@ -288,9 +289,9 @@ void runtime_core::run_task(worker* w, task_record* t) {
         // libsupc++'s reference count, and flagged the joiner's what()
         // against this thread's end of the handler).
         if (failure) {
-            t->ops->discard(t);
             t->exception = std::move(failure);
             t->outcome = task_state::failed;
+            discard_callable(t);
             finish_task(w, t);
             return;
         }

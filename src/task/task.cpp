@@ -80,6 +80,26 @@ task_record* current_task() noexcept {
     return *slot;
 }
 
+// The scheduler's side of discarded_task() (run_task() in src/runtime/worker.cpp).
+namespace {
+thread_local task_record* discarding = nullptr;
+}  // namespace
+// A callable's destructor that suspends (on the task's stack) may go on on
+// another thread, leaving this thread's `discarding` stale: it counts only
+// where it is still the running task, or where no task runs (the scheduler's
+// discard before a first run).
+task_record* discarded_task() noexcept {
+    task_record* d = discarding;
+    if (!d) return nullptr;
+    task_record* running = current_task();
+    return running == d || running == nullptr ? d : nullptr;
+}
+void discard_callable(task_record* t) noexcept {
+    discarding = t;
+    t->ops->discard(t);
+    discarding = nullptr;
+}
+
 // set_current_task() is the scheduler's side of current_task().
 WEFT_API void set_current_task(task_record* t) noexcept;
 void set_current_task(task_record* t) noexcept {

@@ -403,6 +403,17 @@ struct task_block<void> : task_record {};
 // migration: it is read afresh on every call.
 [[nodiscard]] WEFT_API task_record* current_task() noexcept;
 
+// discard_callable() destroys t's callable once t's outcome (and exception)
+// is set, for a task that ends canceled, timed out or without a stack:
+// before its first run (the scheduler), or on the forced unwind out of its
+// body (task_closure::body(), also when the unwind began in task_begin(),
+// before the callable was called). discarded_task() is t meanwhile, and
+// null everywhere else: a callable's destructor can so tell "never called,
+// because the task ended so" from "destroyed after a refused spawn" or "moved
+// from" (task_group's children, GROUP-I4).
+WEFT_API void discard_callable(task_record* t) noexcept;
+[[nodiscard]] WEFT_API task_record* discarded_task() noexcept;
+
 // The arrival word (task_record::arrivals). TASK-R1 with a shrinker:
 //
 //   SHRINK-S1  The scheduler's arrival (arrive_switched(), after the task's context

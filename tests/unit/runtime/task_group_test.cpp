@@ -3,7 +3,8 @@
 // channel receive, an event wait) and is rethrown after all have ended; two
 // failures racing; the owner canceled while in wait(); the destructor
 // without wait(); spawn after a failure and after cancel(); a child's
-// deadline; wait() from inside a child; children spawning siblings; plain
+// deadline, also one that passes before the child's first run; a child
+// without a stack; wait() from inside a child; children spawning siblings; plain
 // threads; and a race stress of failure vs the owner's cancellation vs
 // children finishing, by a count of rounds. Workers 0, 1, 2, 4.
 
@@ -318,6 +319,66 @@ TEST_P(task_group_test, child_deadline_is_a_failure) {
         } catch (const weft::task_canceled& e) {
             EXPECT_EQ(e.state(), task_state::timed_out);
             EXPECT_NE(std::string(e.what()).find("'slow'"), std::string::npos) << e.what();
+        }
+        EXPECT_EQ(alive.load(), 0);
+    });
+}
+
+// A child that ends without having run is a failure all the same, and it
+// cancels its siblings at once: before the fix this hung (qemu, workers 2)
+// when the deadline beat the child's first run, since only wait()'s reaping,
+// after every sibling had ended, looked at such a child (GROUP-I4).
+TEST_P(task_group_test, child_without_a_stack_fails_and_cancels_the_siblings) {
+    weft::runtime rt(options());
+    std::atomic<int> alive{0};
+    std::atomic<bool> ran{false};
+    rt.block_on([&] {
+        weft::task_group g;
+        g.spawn([&] {
+            live_probe p(alive);
+            weft::this_task::sleep_for(1h);  // canceled by the group
+        }, {.name = "sleeper"});
+        // More than any address space: the stack cannot be had, so the child
+        // ends failed at its first run, its callable never called.
+        g.spawn([&] { ran = true; }, {.name = "huge", .stack_size = std::size_t(1) << 50});
+        const std::exception_ptr e = g.wait_exception();
+        ASSERT_TRUE(e) << "a child without a stack was not a failure";
+        try {
+            std::rethrow_exception(e);
+        } catch (const weft::stack_error&) {
+        } catch (...) {
+            ADD_FAILURE() << "not a stack_error: " << message_of(e);
+        }
+        EXPECT_FALSE(ran.load());
+        EXPECT_EQ(alive.load(), 0);
+    });
+}
+
+TEST_P(task_group_test, child_timed_out_before_its_first_run_cancels_the_siblings) {
+    weft::runtime rt(options());
+    std::atomic<int> alive{0};
+    rt.block_on([&] {
+        weft::task_group g;
+        g.spawn([&] {
+            live_probe p(alive);
+            weft::this_task::sleep_for(1h);
+        }, {.name = "doomed", .timeout = 1ms});
+        // Without workers the child cannot start while this task holds the
+        // thread: its deadline passes first (with workers it may start).
+        std::this_thread::sleep_for(20ms);
+        g.spawn([&] {
+            live_probe p(alive);
+            weft::this_task::sleep_for(1h);  // canceled by the group
+        }, {.name = "sibling"});
+        const std::exception_ptr e = g.wait_exception();
+        ASSERT_TRUE(e) << "a child's deadline was not a failure";
+        try {
+            std::rethrow_exception(e);
+        } catch (const weft::task_canceled& x) {
+            EXPECT_EQ(x.state(), task_state::timed_out);
+            EXPECT_NE(std::string(x.what()).find("'doomed'"), std::string::npos) << x.what();
+        } catch (...) {
+            ADD_FAILURE() << "not task_canceled: " << message_of(e);
         }
         EXPECT_EQ(alive.load(), 0);
     });
