@@ -17,5 +17,6 @@
 #include "weft/io/handle.hpp"
 #include "weft/io/socket.hpp"
 #include "weft/io/buffered.hpp"
+#include "weft/io/signal.hpp"
 #include "weft/io/file.hpp"
 #include "weft/async.hpp"
