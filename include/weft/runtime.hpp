@@ -320,6 +320,25 @@ public:
     // joins the workers. Stacks of tasks whose handles are still held are
     // freed when the handles go. Idempotent. Throws: task_error (inside_task).
     void stop();
+    // shutdown() stops gracefully: it refuses spawns from outside the
+    // runtime's own tasks (other threads, other runtimes' tasks: task_error
+    // runtime_stopping), lets the tasks that are left run, and spawn
+    // children of their own, until all have ended or `deadline` has passed;
+    // then it is stop(): what is still live is canceled (each ends canceled
+    // at its next suspension point, destructors run) and waited for, and
+    // the workers are joined. With workers = 0 this thread runs the tasks
+    // meanwhile. Returns how many tasks were still live when the deadline
+    // passed (0: all ended on their own). After it returns the runtime is
+    // stopped, as after stop(); on a runtime already stopped it returns 0.
+    // Nothing here stops a task that waits for more work (an accept loop, an
+    // idle connection): the program tells those to finish (docs/runtime.md,
+    // "Graceful shutdown"). Throws: task_error (inside_task; driver_busy).
+    std::size_t shutdown(std::chrono::steady_clock::time_point deadline);
+    // shutdown(grace) is shutdown(now + grace).
+    template <class Rep, class Period>
+    std::size_t shutdown(const std::chrono::duration<Rep, Period>& grace) {
+        return shutdown(std::chrono::steady_clock::now() + std::chrono::ceil<std::chrono::nanoseconds>(grace));
+    }
 
     // shrink_idle() asks every worker to shrink, at its next pass, every
     // parked task it has listed as a candidate, however briefly it has been

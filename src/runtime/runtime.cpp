@@ -240,6 +240,12 @@ fiber_record* runtime_core::make_fiber(worker* w, task_record* t) {
 
 void check_spawn(runtime_core* c, std::string_view name) {
     if (c->stopping.load(std::memory_order_acquire)) spawn_refused(c, name);
+    if (c->draining.load(std::memory_order_acquire)) [[unlikely]] {
+        // shutdown(): the runtime's own tasks may still spawn (their work
+        // goes on until the deadline); nobody else may.
+        const task_record* t = current_task();
+        if (!t || t->sched != c) spawn_refused(c, name);
+    }
 }
 
 bool submit(runtime_core* c, task_record* t, const spawn_options& o) { return c->submit(t, o); }
@@ -356,6 +362,8 @@ std::size_t runtime::run_for(std::chrono::nanoseconds budget) {
 }
 
 void runtime::stop() { core_->stop(); }
+
+std::size_t runtime::shutdown(std::chrono::steady_clock::time_point deadline) { return core_->drain_then_stop(deadline); }
 
 void runtime::shrink_idle() noexcept { core_->ask_sweep(); }
 

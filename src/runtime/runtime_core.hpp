@@ -236,6 +236,7 @@ public:
     void drive(task_record* root);
     std::size_t run_once();
     void stop();
+    std::size_t drain_then_stop(std::chrono::steady_clock::time_point deadline);  // runtime::shutdown(), stop.cpp
     std::vector<task_info> tasks() const;
     void blocking(blocking_job& job);
     // earliest_timer() is the earliest next_due() over the wheels, in
@@ -254,6 +255,9 @@ public:
     std::atomic<std::int64_t> refs{1};  // the runtime object + one per task record
     std::atomic<std::int64_t> live{0};
     std::atomic<bool> stopping{false};
+    // draining: shutdown() refuses spawns from outside the runtime's tasks
+    // (check_spawn()) while the tasks that are left run to their end.
+    std::atomic<bool> draining{false};
     std::atomic<bool> shutdown{false};
     std::atomic<std::uint32_t> stop_word{0};
     bool stopped = false;

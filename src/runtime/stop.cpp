@@ -53,4 +53,53 @@ void runtime_core::stop() {
     stopped = true;
 }
 
+// ---- graceful shutdown ---------------------------------------------------------------
+//
+//   SCHED-D1  While `draining`, check_spawn() refuses every spawn that does
+//             not come from one of this runtime's tasks, so once `live` is 0
+//             it stays 0: nothing of this runtime can spawn any more. The
+//             finish that brings `live` to 0 then sets and wakes stop_word
+//             (finish_task()), and drain_then_stop() (with workers) sleeps on that
+//             word until then or the deadline; a spawn that passed
+//             check_spawn() just before `draining` was set is a task like
+//             the others, waited for or canceled by stop().
+
+std::size_t runtime_core::drain_then_stop(std::chrono::steady_clock::time_point deadline) {
+    using clock = std::chrono::steady_clock;
+    if (task_record* t = current_task(); t && t->sched == this) task_misuse(t, task_errc::inside_task);
+    {
+        std::lock_guard sg(stop_mu);
+        if (stopped) return 0;
+    }
+    if (nthreads == 0) {
+        // This thread runs the tasks: a root task that ends once it is the
+        // last live task, or at the deadline (it looks every millisecond,
+        // and the driver sleeps in between like any driver).
+        join_handle<void> watch = spawn_on(
+            this,
+            [this, deadline] {
+                while (live.load(std::memory_order_acquire) > 1 && clock::now() < deadline)
+                    this_task::sleep_until(std::min(deadline, clock::now() + std::chrono::milliseconds(1)));
+            },
+            spawn_options{.name = "weft::runtime::shutdown"});
+        draining.store(true, std::memory_order_seq_cst);  // SCHED-D1
+        drive(watch.record());
+        watch.join();
+    } else {
+        draining.store(true, std::memory_order_seq_cst);  // SCHED-D1
+        while (live.load(std::memory_order_acquire) != 0) {
+            const auto now = clock::now();
+            if (now >= deadline) break;
+            const std::int64_t left = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - now).count();
+            if (stop_word.load(std::memory_order_acquire) == 0)
+                futex_wait(&stop_word, 0, std::min<std::int64_t>(left, 10'000'000));
+            else  // a late spawn after live reached 0 (SCHED-D1): look again soon
+                std::this_thread::sleep_for(std::chrono::nanoseconds(std::min<std::int64_t>(left, 1'000'000)));
+        }
+    }
+    const auto left = static_cast<std::size_t>(std::max<std::int64_t>(0, live.load(std::memory_order_acquire)));
+    stop();
+    return left;
+}
+
 }  // namespace weft::detail

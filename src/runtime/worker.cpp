@@ -384,7 +384,7 @@ void runtime_core::finish_task(worker* w, task_record* t) noexcept {
     w->view.finished.bump();
     const bool last = live.fetch_sub(1, std::memory_order_acq_rel) == 1;
     complete(t);
-    if (last && stopping.load(std::memory_order_acquire)) {
+    if (last && (stopping.load(std::memory_order_acquire) || draining.load(std::memory_order_acquire))) {
         stop_word.store(1, std::memory_order_release);
         futex_wake(&stop_word, INT32_MAX);
         // A driver or worker waiting for the end looks again.

@@ -10,6 +10,8 @@
 
 #include <gtest/gtest.h>
 #include <sched.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -27,6 +29,10 @@
 #include "unit/runtime/runtime_fixture.hpp"
 #include "weft/runtime.hpp"
 #include "weft/sync/event.hpp"
+#include "weft/io/handle.hpp"
+#include "weft/sync/channel.hpp"
+#include "weft/sync/condition_variable.hpp"
+#include "weft/sync/mutex.hpp"
 
 namespace {
 
@@ -816,6 +822,125 @@ TEST_P(runtime_test, stop_cancels_sleeping_and_never_started_tasks) {
         EXPECT_THROW(h.join(), weft::task_canceled);
     }
     EXPECT_EQ(counted::made.load(), counted::gone.load()) << "destructors of canceled tasks did not run";
+}
+
+// ------------------------------------------------------------ shutdown(deadline)
+
+TEST_P(runtime_test, shutdown_lets_tasks_finish_and_their_own_spawns_run) {
+    std::atomic<int> finished{0}, children{0};
+    std::vector<weft::join_handle<void>> hs;
+    weft::runtime rt(options());
+    for (int i = 0; i < 8; ++i)
+        hs.push_back(rt.spawn([&] {
+            weft::this_task::sleep_for(20ms);
+            // Spawned while the runtime drains: its own tasks may still spawn.
+            weft::spawn([&] {
+                weft::this_task::sleep_for(5ms);
+                children.fetch_add(1);
+            }).detach();
+            finished.fetch_add(1);
+        }));
+    EXPECT_EQ(rt.shutdown(20s), 0u);
+    EXPECT_EQ(finished.load(), 8);
+    EXPECT_EQ(children.load(), 8);
+    for (auto& h : hs) EXPECT_EQ(h.state(), task_state::done);
+    EXPECT_EQ(rt.live_tasks(), 0u);
+    EXPECT_EQ(errc_of([&] { (void)rt.spawn([] {}); }), task_errc::runtime_stopping);
+    EXPECT_EQ(rt.shutdown(1s), 0u) << "a stopped runtime has nothing left";
+}
+
+TEST_P(runtime_test, shutdown_cancels_what_waits_in_any_kind_of_wait_at_the_deadline) {
+    counted::reset();
+    int sv[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
+    std::atomic<int> waiting{0};
+    std::vector<weft::join_handle<void>> hs;
+    weft::channel<int> ch;
+    weft::mutex mu;
+    weft::event ev;
+    std::mutex cv_mu;
+    weft::condition_variable cv;
+    std::atomic<bool> holds{false};
+    {
+        weft::runtime rt(options());
+        weft::io::handle reader(sv[0]);  // goes before its runtime
+        // Without workers nothing runs until this thread drives.
+        auto settle = [&](auto pred) {
+            if (workers() == 0) (void)rt.run_for(200ms);
+            return eventually(pred);
+        };
+        auto wait_in = [&](auto&& how) {
+            hs.push_back(rt.spawn([&, how] {
+                counted c;
+                waiting.fetch_add(1);
+                how();
+                ADD_FAILURE() << "a wait that nothing ends returned";
+            }));
+        };
+        wait_in([] { weft::this_task::sleep_for(1h); });
+        wait_in([&] { (void)ch.recv(); });
+        wait_in([&] { ev.wait(); });
+        wait_in([&] {
+            std::unique_lock lk(cv_mu);
+            cv.wait(lk);
+        });
+        wait_in([&] { (void)reader.wait(weft::io::interest::readable); });
+        wait_in([&] { weft::spawn([] { weft::this_task::sleep_for(1h); }).join(); });
+        // The mutex: one task holds it and sleeps, another waits for it.
+        hs.push_back(rt.spawn([&] {
+            counted c;
+            std::lock_guard g(mu);
+            holds = true;
+            weft::this_task::sleep_for(1h);
+        }));
+        ASSERT_TRUE(settle([&] { return holds.load(); }));
+        wait_in([&] { std::lock_guard g(mu); });
+        // Every waiter is parked (or about to park) before the deadline.
+        ASSERT_TRUE(settle([&] { return waiting.load() == 7; }));
+        const auto t0 = clk::now();
+        const std::size_t left = rt.shutdown(50ms);
+        EXPECT_GE(clk::now() - t0, 50ms) << "shutdown() canceled before its deadline";
+        // The 8 above, and the task the join waits for.
+        EXPECT_EQ(left, 9u);
+        EXPECT_EQ(rt.live_tasks(), 0u);
+    }
+    for (std::size_t i = 0; i < hs.size(); ++i) {
+        // The joiner (index 5) ends canceled, or failed with the
+        // task_canceled its join() threw when the task it joined was
+        // canceled first: both are the cancellation, and join() says so.
+        if (i != 5) {
+            EXPECT_EQ(hs[i].state(), task_state::canceled) << "task " << i;
+        }
+        EXPECT_THROW(hs[i].join(), weft::task_canceled) << "task " << i;
+    }
+    EXPECT_EQ(counted::made.load(), counted::gone.load()) << "destructors of canceled tasks did not run";
+    ::close(sv[1]);
+}
+
+TEST_P(runtime_test, shutdown_refuses_spawns_from_outside_and_from_inside_is_misuse) {
+    weft::runtime rt(options());
+    std::atomic<bool> go{false};
+    auto inside = rt.spawn([&] {
+        EXPECT_EQ(errc_of([&] { (void)rt.shutdown(1s); }), task_errc::inside_task);
+        const auto give_up = clk::now() + 20s;
+        while (!go.load() && clk::now() < give_up) weft::this_task::sleep_for(1ms);
+    });
+    std::thread outsider([&] {
+        // Once a spawn from this thread is refused, shutdown() drains.
+        EXPECT_TRUE(eventually([&] {
+            try {
+                rt.spawn([] {}).detach();
+                return false;
+            } catch (const weft::task_error& e) {
+                EXPECT_EQ(e.code(), task_errc::runtime_stopping);
+                return true;
+            }
+        }));
+        go = true;
+    });
+    EXPECT_EQ(rt.shutdown(20s), 0u);
+    outsider.join();
+    EXPECT_EQ(inside.state(), task_state::done);
 }
 
 TEST_P(runtime_test, spawn_after_stop_throws_runtime_stopping) {
