@@ -384,18 +384,8 @@ std::size_t stream::write_some(std::span<const std::byte> buf, clock::time_point
 }
 
 std::size_t stream::read_exact(std::span<std::byte> buf, std::error_code& ec, clock::time_point deadline) {
-    ec.clear();
-    std::size_t got = 0;
-    while (got < buf.size()) {
-        const std::size_t n = h_.read_some(buf.subspan(got), ec, deadline);
-        if (ec) return got;
-        if (n == 0) {
-            ec = eof();
-            return got;
-        }
-        got += n;
-    }
-    return got;
+    return detail::read_exact_with(
+        buf, ec, [&](std::span<std::byte> b, std::error_code& e) { return h_.read_some(b, e, deadline); });
 }
 
 std::size_t stream::read_exact(std::span<std::byte> buf, clock::time_point deadline) {

@@ -537,8 +537,7 @@ struct hooks {
     // stamp is this run's start: the coarse clock ticks every few
     // milliseconds, far longer than a run between two yields.
     static void requeue(worker* w, task_record* t) noexcept {
-        t->state.store(task_state::ready, std::memory_order_release);
-        t->state_since.store(w->now, std::memory_order_relaxed);
+        set_state_at(t, task_state::ready, w->now);
         if (t->pinned) {
             w->pinned.push(t);
         } else if (w->solo) {  // SCHED-Q3

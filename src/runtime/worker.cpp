@@ -110,8 +110,7 @@ void runtime_core::ready(task_record* t) noexcept {
         if (w->current()) {
             // Woken by a running task: the stamp is that run's start, as
             // requeue()'s is (no clock read per wake-up).
-            t->state.store(task_state::ready, std::memory_order_release);
-            t->state_since.store(w->now, std::memory_order_relaxed);
+            set_state_at(t, task_state::ready, w->now);
         } else {
             set_state(t, task_state::ready);
         }

@@ -494,5 +494,11 @@ WEFT_API void rethrow_outcome(task_record* t);
 [[nodiscard]] WEFT_API std::int64_t coarse_now_ns() noexcept;
 // set_state() changes a task's state and stamps the time.
 WEFT_API void set_state(task_record* t, task_state s) noexcept;
+// set_state_at() is set_state() with a stamp the caller already has (the
+// scheduler's: the start of the running task's slice), without a clock read.
+inline void set_state_at(task_record* t, task_state s, std::int64_t now_ns) noexcept {
+    t->state.store(s, std::memory_order_release);
+    t->state_since.store(now_ns, std::memory_order_relaxed);
+}
 
 }  // namespace weft::detail

@@ -231,18 +231,8 @@ public:
     // stream ends first. Returns the bytes stored (buf.size(), or fewer
     // with ec set; those are taken from the reader).
     std::size_t read_exact(std::span<std::byte> buf, std::error_code& ec, clock::time_point deadline = no_deadline) {
-        ec.clear();
-        std::size_t got = 0;
-        while (got < buf.size()) {
-            const std::size_t n = read_some(buf.subspan(got), ec, deadline);
-            if (ec) return got;
-            if (n == 0) {
-                ec = eof();
-                return got;
-            }
-            got += n;
-        }
-        return got;
+        return detail::read_exact_with(
+            buf, ec, [&](std::span<std::byte> b, std::error_code& e) { return read_some(b, e, deadline); });
     }
     std::size_t read_exact(std::span<std::byte> buf, clock::time_point deadline = no_deadline) {
         std::error_code ec;

@@ -42,6 +42,27 @@ namespace weft::io {
 // (category "weft.io", message "end of file").
 [[nodiscard]] WEFT_API std::error_code eof() noexcept;
 
+namespace detail {
+// read_exact_with() is read_exact()'s loop over any read_some(span, ec):
+// fills buf, or stops at the first error, or with eof() at the end of the
+// stream; returns the bytes stored.
+template <class ReadSome>
+std::size_t read_exact_with(std::span<std::byte> buf, std::error_code& ec, ReadSome&& read_some) {
+    ec.clear();
+    std::size_t got = 0;
+    while (got < buf.size()) {
+        const std::size_t n = read_some(buf.subspan(got), ec);
+        if (ec) return got;
+        if (n == 0) {
+            ec = eof();
+            return got;
+        }
+        got += n;
+    }
+    return got;
+}
+}  // namespace detail
+
 // endpoint is an IPv4, IPv6 or Unix-domain socket address (a copy of a
 // sockaddr). The empty endpoint has family AF_UNSPEC.
 class WEFT_API endpoint {
