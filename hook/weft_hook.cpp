@@ -342,6 +342,8 @@ void forget_new(int fd) {
 
 extern "C" {
 
+WEFT_HOOK_EXPORT int weft_hook_bridged(void) { return bridge.load(std::memory_order_acquire) != nullptr ? 1 : 0; }
+
 WEFT_HOOK_EXPORT const weft_hook_host* weft_hook_register(const weft_hook_ops* ops) {
     if (ops && ops->version == WEFT_HOOK_ABI_VERSION) {
         const weft_hook_ops* expected = nullptr;

@@ -45,6 +45,12 @@ struct weft_hook_host {
  * returns the host's side. Defined by libweft_hook.so. */
 const struct weft_hook_host* weft_hook_register(const struct weft_hook_ops* ops);
 
+/* weft_hook_bridged() is 1 once a bridge has registered, else 0. libweft
+ * looks it up (dlsym) when a runtime starts: a program that runs weft tasks
+ * with this library preloaded but without the bridge gets a warning, since
+ * every hook would then call the plain blocking function. */
+int weft_hook_bridged(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -5,9 +5,11 @@
 
 #include "runtime_core.hpp"
 
+#include <dlfcn.h>
 #include <sched.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -320,7 +322,26 @@ void blocking_on_shared_stack() {
 
 namespace weft {
 
-runtime::runtime(const runtime_options& options) : core_(new detail::runtime_core(options)) {}
+namespace {
+// warn_hook_without_bridge() says once per process that libweft_hook.so is
+// loaded (LD_PRELOAD, usually) but no bridge registered with it: the hook
+// then calls the plain function, and a blocking call blocks its worker,
+// which is what the user preloaded it to avoid (hook/README.md). The core
+// does not link the hook: it asks the dynamic linker.
+void warn_hook_without_bridge() noexcept {
+    static std::atomic<bool> looked{false};
+    if (looked.exchange(true, std::memory_order_relaxed)) return;
+    using bridged_fn = int (*)();
+    const auto bridged = reinterpret_cast<bridged_fn>(::dlsym(RTLD_DEFAULT, "weft_hook_bridged"));
+    if (bridged && bridged() == 0)
+        std::fputs("weft: libweft_hook.so is loaded, but this program was built without its bridge "
+                   "(link weft::hook, or compile hook/bridge.cpp into it): every hooked call runs the "
+                   "plain blocking function and blocks its worker\n",
+                   stderr);
+}
+}  // namespace
+
+runtime::runtime(const runtime_options& options) : core_(new detail::runtime_core(options)) { warn_hook_without_bridge(); }
 
 runtime::~runtime() {
     if (detail::task_record* t = detail::current_task(); t && t->sched == core_) {
