@@ -103,9 +103,21 @@ def fail(msg):
     sys.exit(1)
 
 
+FULL_MARK = "=== weft bt all full ==="
+# weft's own frames, which `weft bt` leaves out at both ends unless `full`.
+INTERNAL = re.compile(r"^(weft::detail::|weft::context::|weft::this_fiber::|weft_context_)")
+
+
 def check(out, mode):
     if "Traceback" in out or "Python Exception" in out:
         fail("the gdb script raised a Python exception")
+    if FULL_MARK not in out:
+        fail("gdb did not get to `weft bt all full`")
+    out, full = out.split(FULL_MARK, 1)
+    if not re.search(r"weft::detail::\w", full):
+        fail("`weft bt all full` shows none of weft's own frames: %s" % full)
+    if "frames of weft's switch and wait path" not in out:
+        fail("`weft bt all` does not say that it left weft's frames out")
     # weft list rows: Id Kind Name State Task Worker Stack Size HighWater
     rows = {}
     for line in out.splitlines():
@@ -153,6 +165,8 @@ def check(out, mode):
         for fn in FOREIGN:
             if fn in names:
                 fail("backtrace of '%s' shows %s, a frame of the stopped thread" % (name, fn))
+        if names and (INTERNAL.match(names[0]) or INTERNAL.match(names[-1])):
+            fail("backtrace of '%s' begins or ends with weft's own frames: %s" % (name, names))
     print("OK: %d fibers listed, backtraces as expected" % len(rows))
 
 
@@ -180,7 +194,7 @@ def main():
         if subprocess.run(["readelf", "-S", stripped], stdout=subprocess.PIPE, text=True).stdout.find(".debug_info") >= 0:
             fail("objcopy --strip-debug left .debug_info")
         a.target = stripped
-    cmds = ["-ex", "weft list", "-ex", "weft bt all"]
+    cmds = ["-ex", "weft list", "-ex", "weft bt all", "-ex", "echo " + FULL_MARK + "\\n", "-ex", "weft bt all full"]
     stop = ["-ex", "break weft_gdb_stop_here", "-ex", "run", "-ex", "finish"]
     if a.qemu and a.mode == "live":
         p = run_qemu(a, cmds)

@@ -3,8 +3,11 @@
 #   weft list            every live fiber / coroutine / task's fiber: id, kind,
 #                        name, state, task (id, state, worker), stack range,
 #                        high-water mark of a painted stack
-#   weft bt ID           the backtrace of suspended fiber ID
+#   weft bt ID           the backtrace of suspended fiber ID, without weft's
+#                        own frames at either end (the switch and wait path
+#                        inside, the task and fiber entry outside)
 #   weft bt all          the backtraces of every suspended fiber
+#   ... full             (weft bt ID full, weft bt all full) every frame
 #
 # It works on a live process and on a core file, and on programs built
 # without debug info: it calls nothing in the inferior and uses none of
@@ -259,6 +262,49 @@ def _resume_registers(f, lay):
 
 
 _FRAME_LINE = re.compile(r"^#(\d+)(\s+)")
+# weft's own frames, which `weft bt` leaves out at both ends of a backtrace
+# unless asked for `full`: the switch, the park and the wait machinery at
+# the inner end (the last weft frame shown is the API call the program
+# made: weft::event::wait_slow, weft::this_task::sleep_for...), the task's
+# and fiber's entry at the outer end. Matched on the function's name (an
+# optional return type first), after "#N  [0xADDR in ]".
+_INTERNAL = re.compile(
+    r"^(?:0x[0-9a-f]+ in )?(?:[\w:<>]+ )?"
+    r"(?:weft::detail::|weft::context::|weft::this_fiber::|weft::waiter::|weft::io::detail::"
+    r"|weft::\(anonymous namespace\)::|weft_context_|std::__invoke|std::invoke)")
+
+
+def _is_internal(line):
+    m = _FRAME_LINE.match(line)
+    return bool(m) and bool(_INTERNAL.match(line[m.end():]))
+
+
+def _trim(lines):
+    """Leaves out weft's frames at both ends (a line that is not a frame,
+    a wrapped argument list, goes with the frame above it)."""
+    frames = []
+    for line in lines:
+        if _FRAME_LINE.match(line) or not frames:
+            frames.append([line])
+        else:
+            frames[-1].append(line)
+    first, last = 0, len(frames)
+    while first < last and _is_internal(frames[first][0]):
+        first += 1
+    while last > first and _is_internal(frames[last - 1][0]):
+        last -= 1
+    if first == last:  # nothing but weft: show it all
+        return lines
+    out = []
+    if first:
+        out.append("   (%d frame%s of weft's switch and wait path; `weft bt ID full` shows them)"
+                   % (first, "" if first == 1 else "s"))
+    for f in frames[first:last]:
+        out.extend(f)
+    if last < len(frames):
+        out.append("   (%d frame%s of weft's task and fiber entry)" % (len(frames) - last,
+                                                                      "" if len(frames) - last == 1 else "s"))
+    return out
 
 
 def _unshrink(f):
@@ -295,7 +341,7 @@ def _unshrink(f):
     return None
 
 
-def _backtrace(f, lay, limit):
+def _backtrace(f, lay, limit, full=False):
     if f.state != "suspended":
         why = {"created": "not started yet: no frames", "done": "finished: no frames",
                "running": "running: its frames are those of the thread running it (see `info threads`)"}
@@ -341,6 +387,8 @@ def _backtrace(f, lay, limit):
                 line = "#%-2d %s" % (n - 1, line[m.end():])
         if not skipping:
             out.append(line)
+    if not full:
+        out = _trim(out)
     return "\n".join(out) + "\n"
 
 
@@ -376,18 +424,22 @@ high-water mark in bytes when the stack was painted (fiber_options::paint_stack)
 
 
 class WeftBacktrace(gdb.Command):
-    """Backtrace of a suspended weft fiber: weft bt ID [N] | weft bt all [N].
+    """Backtrace of a suspended weft fiber: weft bt ID [N] [full] | weft bt all [N] [full].
 
 ID is the id `weft list` shows; N limits the number of frames. It unwinds
-from the fiber's saved switch frame and works on core files too."""
+from the fiber's saved switch frame and works on core files too. weft's own
+frames at both ends (the switch and wait path, the task and fiber entry) are
+left out and counted unless `full` is given."""
 
     def __init__(self):
         super().__init__("weft bt", gdb.COMMAND_STACK)
 
     def invoke(self, arg, from_tty):
         args = gdb.string_to_argv(arg)
-        if not args:
-            raise gdb.GdbError("usage: weft bt ID [N] | weft bt all [N]")
+        full = "full" in args[1:]
+        args = [a for i, a in enumerate(args) if i == 0 or a != "full"]
+        if not args or len(args) > 2:
+            raise gdb.GdbError("usage: weft bt ID [N] [full] | weft bt all [N] [full]")
         limit = int(args[1]) if len(args) > 1 else 0
         try:
             lay, _, _ = _layouts()
@@ -403,7 +455,7 @@ from the fiber's saved switch frame and works on core files too."""
                 if i:
                     gdb.write("\n")
                 gdb.write(_header(f))
-                gdb.write(_backtrace(f, lay, limit))
+                gdb.write(_backtrace(f, lay, limit, full))
         except (WeftError, gdb.MemoryError) as e:
             raise gdb.GdbError("weft: %s" % e)
 
