@@ -300,19 +300,22 @@ TEST_P(task_group_test, spawn_after_failure_or_cancel_is_canceled_at_once) {
     });
 }
 
+// spawn_sleeper() spawns a child that sleeps for an hour (until it is
+// canceled or its own deadline passes), counted by `alive` while it lives.
+void spawn_sleeper(weft::task_group& g, std::atomic<int>& alive, const weft::spawn_options& o = {}) {
+    g.spawn([&alive] {
+        live_probe p(alive);
+        weft::this_task::sleep_for(1h);
+    }, o);
+}
+
 TEST_P(task_group_test, child_deadline_is_a_failure) {
     weft::runtime rt(options());
     std::atomic<int> alive{0};
     rt.block_on([&] {
         weft::task_group g;
-        g.spawn([&] {
-            live_probe p(alive);
-            weft::this_task::sleep_for(1h);
-        }, {.name = "slow", .timeout = 5ms});
-        g.spawn([&] {
-            live_probe p(alive);
-            weft::this_task::sleep_for(1h);  // canceled by the group
-        });
+        spawn_sleeper(g, alive, {.name = "slow", .timeout = 5ms});
+        spawn_sleeper(g, alive);  // canceled by the group
         try {
             g.wait();
             ADD_FAILURE() << "a child's deadline was not a failure";
@@ -334,10 +337,7 @@ TEST_P(task_group_test, child_without_a_stack_fails_and_cancels_the_siblings) {
     std::atomic<bool> ran{false};
     rt.block_on([&] {
         weft::task_group g;
-        g.spawn([&] {
-            live_probe p(alive);
-            weft::this_task::sleep_for(1h);  // canceled by the group
-        }, {.name = "sleeper"});
+        spawn_sleeper(g, alive, {.name = "sleeper"});
         // More than any address space: the stack cannot be had, so the child
         // ends failed at its first run, its callable never called.
         g.spawn([&] { ran = true; }, {.name = "huge", .stack_size = std::size_t(1) << 50});
@@ -359,17 +359,11 @@ TEST_P(task_group_test, child_timed_out_before_its_first_run_cancels_the_sibling
     std::atomic<int> alive{0};
     rt.block_on([&] {
         weft::task_group g;
-        g.spawn([&] {
-            live_probe p(alive);
-            weft::this_task::sleep_for(1h);
-        }, {.name = "doomed", .timeout = 1ms});
+        spawn_sleeper(g, alive, {.name = "doomed", .timeout = 1ms});
         // Without workers the child cannot start while this task holds the
         // thread: its deadline passes first (with workers it may start).
         std::this_thread::sleep_for(20ms);
-        g.spawn([&] {
-            live_probe p(alive);
-            weft::this_task::sleep_for(1h);  // canceled by the group
-        }, {.name = "sibling"});
+        spawn_sleeper(g, alive, {.name = "sibling"});
         const std::exception_ptr e = g.wait_exception();
         ASSERT_TRUE(e) << "a child's deadline was not a failure";
         try {
