@@ -29,9 +29,10 @@ WEFT_PKGS_AARCH64=(g++-aarch64-linux-gnu qemu-user googletest gdb-multiarch)
 # scripts/bench: Boost.Context (fcontext and fiber peers), Boost.Fiber (the
 # runtime section's peer), Boost.Asio (libboost-dev: R8's echo peer),
 # matplotlib for the report's charts (Debian's python3), valgrind for the
-# callgrind counts, taskset (util-linux) for R8's pinned servers.
+# callgrind counts, taskset (util-linux) for R8's pinned servers, wrk for
+# the HTTP row's load (bench/compare/io/http.py).
 # shellcheck disable=SC2034  # used by the scripts that source this file
-WEFT_PKGS_BENCH=(libboost-context-dev libboost-fiber-dev libboost-dev libbenchmark-dev python3-matplotlib valgrind util-linux)
+WEFT_PKGS_BENCH=(libboost-context-dev libboost-fiber-dev libboost-dev libbenchmark-dev python3-matplotlib valgrind util-linux wrk)
 # scripts/bench, optional: the Go peer. Without it the report says
 # "Go: not available" instead of failing.
 # shellcheck disable=SC2034  # used by the scripts that source this file

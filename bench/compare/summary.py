@@ -4,8 +4,9 @@ of a results directory, both generated from the reports' JSON files.
 
 scripts/bench runs it after the reports. It reads RESULTS/latest.json (the
 coroutine report, bench/compare/report.py), runtime.json and async.json
-(bench/compare/runtime_report.py), r8.json (bench/compare/io/r8.py) and
-scale.json (bench/compare/scale_report.py), whichever exist, and writes
+(bench/compare/runtime_report.py), r8.json (bench/compare/io/r8.py),
+http.json (bench/compare/io/http.py, index only) and scale.json
+(bench/compare/scale_report.py), whichever exist, and writes
 RESULTS/README.md: the summary table, issue 26's scale targets (from
 scale.json, when there), then one line per report with its date and a link. With --readme FILE it also puts the
 summary table into FILE between the markers
@@ -146,6 +147,7 @@ def dates(results):
                         ("runtime", "the runtime: R1-R7 against Go and Boost.Fiber, idle CPU"),
                         ("async", "C++20 tasks next to stackful ones (A1-A4)"),
                         ("r8", "R8, the echo server against Go and Boost.Asio"),
+                        ("http", "the HTTP example server against Go net/http under wrk (informational)"),
                         ("scale", "issue 26's scale scenarios SC1-SC8: idle tasks, timers, deadlines against Go, "
                          "Tokio and Boost.Fiber")]:
         d = load(results, name + ".json")
