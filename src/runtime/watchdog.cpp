@@ -23,7 +23,11 @@
 //   WATCHDOG-D4  The handler checks on its own thread that the stalled task is still
 //                the one running (its counter unchanged): the task cannot end while
 //                its own thread is in the handler, so reading its id and name there
-//                is safe. The monitor never dereferences a task.
+//                is safe. The monitor never dereferences a task. The worker's
+//                running-task slot names a task only while the worker holds a
+//                reference to it: finish_task() clears the slot before it drops
+//                its reference (TSan caught a sample, delivered late, reading a
+//                task freed by its joiner).
 
 #include "observe.hpp"
 

@@ -389,6 +389,10 @@ void runtime_core::finish_task(worker* w, task_record* t) noexcept {
         // A driver or worker waiting for the end looks again.
         for (auto& v : ws) wake(v.get());
     }
+    // WATCHDOG-D4: the running-task slot is cleared before this worker's
+    // reference goes (the joiner may already have dropped its own): a
+    // watchdog sample landing here must not find a task that may be freed.
+    w->set_current(nullptr);
     release(t);
 }
 
