@@ -45,8 +45,7 @@ bool runtime_core::run_stackless(worker* w, task_record* t) {
         }
         task_end(t);
         set_current_task(nullptr);
-        finish_task(w, t);
-        w->set_current(nullptr);
+        finish_task(w, t);  // clears w->current() (WATCHDOG-D4)
         return false;
     }
 }

@@ -349,8 +349,7 @@ void runtime_core::run_task(worker* w, task_record* t) {
             continue;
         }
         // w->current() stays set: the joiner it wakes runs next, here (LIFO).
-        finish_task(w, t);
-        w->set_current(nullptr);
+        finish_task(w, t);  // clears w->current() (WATCHDOG-D4)
     } else {
         w->set_current(nullptr);
         // Suspended with this_fiber::suspend() directly: nobody else knows

@@ -61,12 +61,19 @@ import re  # noqa: E402
 import select  # noqa: E402
 import shutil  # noqa: E402
 import signal  # noqa: E402
-import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 import urllib.error  # noqa: E402
 import urllib.request  # noqa: E402
+import importlib.util  # noqa: E402
+
+# The /proc readings and the log line are R8's (bench/compare/io/r8.py),
+# loaded by path: this directory is off the module path (above).
+_spec = importlib.util.spec_from_file_location("weft_r8", os.path.join(_here, "r8.py"))
+_r8 = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_r8)
+log, clk_tck, proc_cpu, machine_state, med = _r8.log, _r8.clk_tck, _r8.proc_cpu, _r8.machine_state, _r8.med
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".."))
 
@@ -83,37 +90,6 @@ CHECK_404 = "/no-such-route"
 START_S = 10     # a server must print "listening on PORT" within this
 STOP_S = 10      # and exit with status 0 within this after SIGTERM
 WRK_SLACK_S = 30  # wrk is killed this long past its -d
-
-
-def log(msg):
-    print(msg, file=sys.stderr, flush=True)
-
-
-def clk_tck():
-    return os.sysconf(os.sysconf_names["SC_CLK_TCK"])
-
-
-def proc_cpu(pid):
-    """utime + stime of a process (all its threads), in seconds."""
-    with open(f"/proc/{pid}/stat") as f:
-        s = f.read()
-    fields = s[s.rindex(")") + 2:].split()
-    return (int(fields[11]) + int(fields[12])) / clk_tck()
-
-
-def machine_state():
-    state = {}
-    try:
-        with open("/proc/loadavg") as f:
-            state["loadavg"] = f.read().split()[:3]
-    except OSError:
-        pass
-    try:
-        with open("/proc/pressure/cpu") as f:
-            state["cpu_pressure"] = f.readline().strip()
-    except OSError:
-        pass
-    return state
 
 
 def git_rev():
@@ -323,10 +299,6 @@ def run_wrk(args, port, route, seconds, logf):
     logf.write(f"---- {' '.join(cmd)} (exit {p.returncode}, {wall:.2f} s) ----\n{text}\n")
     logf.flush()
     return wall, ru.ru_utime + ru.ru_stime, text, p.returncode
-
-
-def med(xs):
-    return statistics.median(xs) if xs else None
 
 
 def fmt(x, digits=0):
