@@ -61,6 +61,11 @@ foreach(f IN LISTS files)
   if(f MATCHES "/include/weft/weft\\.h$")
     set(stem capi)
   endif()
+  # Every header under include/weft/io/ is L6 (weft/io/select.hpp is not
+  # weft/sync/select.hpp's layer).
+  if(f MATCHES "/include/weft/io/[a-z_]+\\.hpp$")
+    set(stem io)
+  endif()
   # A source's layer is its folder under src/ (src/context is L0, src/fiber L2).
   if(f MATCHES "/src/([a-z_]+)/")
     set(stem "${CMAKE_MATCH_1}")

@@ -18,5 +18,6 @@
 #include "weft/io/socket.hpp"
 #include "weft/io/buffered.hpp"
 #include "weft/io/signal.hpp"
+#include "weft/io/select.hpp"
 #include "weft/io/file.hpp"
 #include "weft/async.hpp"

@@ -11,9 +11,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <string>
 #include <utility>
 
 #include "reactor.hpp"
+#include "weft/io/select.hpp"
 #include "weft/task.hpp"
 
 namespace weft::io {
@@ -83,18 +85,23 @@ handle& handle::operator=(handle&& o) noexcept {
 
 handle::~handle() { (void)close(); }
 
-handle::op::op(handle& h) noexcept : h_(h), in_(false) {
-    std::uint32_t s = h.state_.load(std::memory_order_relaxed);
+bool handle::enter() noexcept {
+    std::uint32_t s = state_.load(std::memory_order_relaxed);
     do {
-        if (s & closing) return;
-    } while (!h.state_.compare_exchange_weak(s, s + one_op, std::memory_order_seq_cst));
-    in_ = true;
+        if (s & closing) return false;
+    } while (!state_.compare_exchange_weak(s, s + one_op, std::memory_order_seq_cst));
+    return true;
 }
 
+void handle::leave() noexcept {
+    const std::uint32_t s = state_.fetch_sub(one_op, std::memory_order_seq_cst) - one_op;
+    if ((s & closing) && s / one_op == 0) (void)final_close();  // the last one out (IO-H1)
+}
+
+handle::op::op(handle& h) noexcept : h_(h), in_(h.enter()) {}
+
 handle::op::~op() {
-    if (!in_) return;
-    const std::uint32_t s = h_.state_.fetch_sub(one_op, std::memory_order_seq_cst) - one_op;
-    if ((s & closing) && s / one_op == 0) (void)h_.final_close();  // the last one out (IO-H1)
+    if (in_) h_.leave();
 }
 
 void handle::detach() noexcept {
@@ -146,8 +153,13 @@ std::error_code handle::wait(interest what, clock::time_point deadline) {
 std::error_code handle::wait_in(interest what, clock::time_point deadline) {
     weft::detail::task_record* t = weft::detail::current_task();
     if (!t) return thread_wait(raw(), what, deadline);
-    auto* core = weft::detail::current_core("weft::io::handle::wait()");
-    detail::registration* r = reg_.load(std::memory_order_acquire);
+    detail::registration* r = nullptr;
+    if (auto ec = registration_in(weft::detail::current_core("weft::io::handle::wait()"), r)) return ec;
+    return detail::wait(r, seq_, what == interest::readable ? 0 : 1, deadline);
+}
+
+std::error_code handle::registration_in(weft::detail::runtime_core* core, detail::registration*& r) {
+    r = reg_.load(std::memory_order_acquire);
     if (!r) {
         {
             std::lock_guard g(reg_mu_);
@@ -165,7 +177,7 @@ std::error_code handle::wait_in(interest what, clock::time_point deadline) {
         // workers may not be polling.
         return std::make_error_code(std::errc::invalid_argument);
     }
-    return detail::wait(r, seq_, what == interest::readable ? 0 : 1, deadline);
+    return {};
 }
 
 std::size_t handle::read_some(std::span<std::byte> buf, std::error_code& ec, clock::time_point deadline) {
@@ -207,6 +219,80 @@ std::size_t handle::write_some(std::span<const std::byte> buf, clock::time_point
     return detail::or_throw("weft::io::handle::write_some",
                             [&](std::error_code& ec) { return write_some(buf, ec, deadline); });
 }
+
+// The readiness case of select (weft/io/select.hpp, IO-Q1, IO-Q2). Its hooks
+// run under the registration's lock (CHAN-K5), as detail::wait() does its
+// checks; dispatch() and retire() claim its node like any waiter's.
+namespace detail {
+namespace {
+bool ready_poll(void* c, weft::waiter*& /*wake*/) {
+    auto* k = static_cast<ready_core*>(c);
+    if (k->ec) return true;
+    registration* r = k->r;
+    if (r->closed || r->seq != k->seq) {  // REACTOR-R5
+        k->ec = std::make_error_code(std::errc::operation_canceled);
+        return true;
+    }
+    if (r->always_ready) return true;
+    if (r->ready[k->dir]) {  // REACTOR-R3: the kept edge is consumed
+        r->ready[k->dir] = false;
+        return true;
+    }
+    return k->level;  // IO-Q1
+}
+void ready_link(void* c, weft::wait_node* n) {
+    auto* k = static_cast<ready_core*>(c);
+    k->r->q[k->dir].push_back(n);
+    weft::detail::note_io_wait();
+}
+void ready_unlink(void* c, weft::wait_node* n) noexcept {
+    auto* k = static_cast<ready_core*>(c);
+    if (k->r) k->r->q[k->dir].remove(n);
+}
+constexpr weft::detail::select_hooks ready_hooks{&ready_poll, &ready_link, &ready_unlink};
+}  // namespace
+
+ready_core::ready_core(handle& hh, interest what, const char* who)
+    : h(&hh), dir(what == interest::readable ? 0 : 1) {
+    if (!weft::detail::current_task())
+        throw std::system_error(std::make_error_code(std::errc::operation_not_permitted),
+                                std::string(who) + ": a readiness case needs a task (a plain thread has no reactor)");
+    if (!(in_op = h->enter())) {  // IO-Q2
+        ec = std::make_error_code(std::errc::bad_file_descriptor);
+        return;
+    }
+    try {
+        ec = h->registration_in(weft::detail::current_core(who), r);
+    } catch (...) {
+        h->leave();
+        throw;
+    }
+    if (ec) {
+        r = nullptr;
+        return;
+    }
+    seq = h->seq_;
+    pollfd p{h->raw(), static_cast<short>(dir == 0 ? POLLIN : POLLOUT), 0};
+    level = ::poll(&p, 1, 0) > 0;  // IO-Q1 (POLLERR and POLLHUP count: the read or write reports them)
+}
+
+ready_core::ready_core(ready_core&& o) noexcept
+    : h(o.h), r(o.r), seq(o.seq), dir(o.dir), in_op(std::exchange(o.in_op, false)), level(o.level), ec(o.ec) {}
+
+ready_core::~ready_core() {
+    if (in_op) h->leave();  // IO-Q2
+}
+
+void ready_core::fill(weft::detail::select_entry& e) noexcept {
+    e.ch = r ? &r->mu : &own;
+    e.c = this;
+    e.hooks = &ready_hooks;
+}
+
+void ready_core::finish(int code) noexcept {
+    if (!ec && code) ec = std::error_code(code, std::system_category());  // ECANCELED from retire()
+}
+}  // namespace detail
 
 backend_info current_backend() {
     weft::detail::task_record* t = weft::detail::current_task();

@@ -225,7 +225,8 @@ void reactor::retire(registration* r) noexcept {
                 while (n[d] < 16) {
                     wait_node* w = r->q[d].pop_claimed();
                     if (!w) break;
-                    w->w->code = ECANCELED;
+                    w->w->code = ECANCELED;  // WAITER-V2: after the claim, before wake()
+                    w->w->fired = w->index;   // a select's case (weft/io/select.hpp)
                     woken[d][n[d]++] = w;
                 }
                 if (!r->q[d].empty()) more = true;
@@ -268,6 +269,7 @@ std::size_t reactor::dispatch(std::uint64_t token, unsigned events) noexcept {
                 while (n < 32) {
                     wait_node* w = r->q[d].pop_claimed();
                     if (!w) break;
+                    w->w->fired = w->index;  // a select's case (weft/io/select.hpp), WAITER-V2
                     woken[n++] = w;
                     any = true;
                 }

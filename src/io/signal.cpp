@@ -10,23 +10,27 @@
 //          are coalesced), so each delivery is reported once per set, by one
 //          wait, and to every set independently. The counters are the truth;
 //          the eventfd only wakes.
-//   IO-S2  One waiter at a time is the reader (`reading`, under mu): it
-//          drains the eventfd and, while it drained nothing, waits for it to
-//          become readable (io::handle's readable wait on a dup of the fd:
-//          a task parks, a plain thread polls). Its turn ends when it
-//          drained something, its wait ended, or it unwinds; the end of a
-//          turn clears `reading` and notifies every other waiter under mu.
-//          The others check their set under mu before they wait on cv, so a
-//          delivery's counter (written before the eventfd) is either seen by
-//          that check or followed by a turn's end that wakes them: no
-//          delivery is left pending while every waiter sleeps.
-//
-//   IO-S3  A waiter that is not the reader waits on cv for at most
-//          reader_lag (100 ms) at a time and then checks its set again. The
-//          reader may be a task of a runtime that is not running now (one
-//          without workers outside block_on / run_for); since the counters
-//          are the truth, such a reader delays the other waiters by at most
-//          reader_lag, never forever. (Only while two or more wait at once.)
+//   IO-S2  The waiters of a set wait in its queue `q`, under its spin lock
+//          `mu`; every take() (IO-S1) happens under `mu` too. One process-wide
+//          thread, the pump, is the only reader of the eventfd: it waits for
+//          the eventfd with poll(2), drains it, and only then looks at every
+//          live set under its `mu`: while the set has a pending signal and a
+//          waiter that it can claim (WAITER-V1), it takes the signal for that
+//          waiter and hands it over in the waiter's `code` (WAITER-V2). A
+//          waiter checks its set (take()) under `mu` before it links its node.
+//          So a delivery, whose counter is written before the eventfd, is
+//          either seen by the waiter's check, or seen by a pump round that
+//          begins after the waiter linked: none is left pending while a
+//          waiter of its set sleeps. A set's queue is an ordinary wait
+//          queue: select() links a node there like any other waiter's
+//          (weft/io/select.hpp), and a waiter that does not run (a task of a
+//          runtime that nobody drives) delays no other.
+//   IO-S3  The pump is started by the first signal_set of the process (and
+//          again by the first one in a child after fork(), which has no
+//          pump), with every signal blocked, and never ends. The sets it
+//          looks at are in a registry (under `sets_mu`, taken before any
+//          set's `mu`); a set leaves it in its destructor, so the pump never
+//          touches a set that is gone.
 //
 // A handler running on another thread may write the eventfd at any time, so
 // the eventfd is never closed; the dup each reader turn waits on is its own
@@ -39,8 +43,11 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
 
 #include <array>
+#include <cassert>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -48,7 +55,7 @@
 #include <string>
 
 #include "reactor.hpp"
-#include "weft/sync/condition_variable.hpp"
+#include "weft/io/select.hpp"
 
 namespace weft::io {
 
@@ -80,19 +87,7 @@ static_assert(std::atomic<info_handler>::is_always_lock_free);
 std::array<slot, NSIG> slots;  // constant-initialised: usable from any handler
 std::atomic<int> wake_fd{-1};  // the eventfd; made once, never closed
 std::mutex reg_mu;             // installs and restores dispositions
-constexpr auto reader_lag = std::chrono::milliseconds(100);  // IO-S3
-
-// The waiters' meeting place (IO-S2); never destroyed, as a waiter may
-// outlive static destruction's order.
-struct waiters {
-    std::mutex mu;
-    weft::condition_variable cv;
-    bool reading = false;
-};
-waiters& the_waiters() {
-    static waiters* w = new waiters;
-    return *w;
-}
+pid_t pump_pid = 0;            // the process whose pump runs (IO-S3); under reg_mu
 
 extern "C" void on_signal(int sig, siginfo_t* info, void* uctx) {
     const int saved_errno = errno;
@@ -181,40 +176,110 @@ void acquire(int sig) {
     ++s.users;
 }
 
-// drain() reads the eventfd until it is empty: true if it held something.
-bool drain(int fd) noexcept {
-    bool any = false;
-    std::uint64_t v = 0;
-    for (;;) {
-        const ssize_t r = ::read(fd, &v, sizeof v);
-        if (r == static_cast<ssize_t>(sizeof v)) {
-            any = true;
-            continue;
-        }
-        if (r < 0 && errno == EINTR) continue;
-        return any;
-    }
-}
-
 }  // namespace
 
 struct signal_set::state {
     std::uint64_t mask = 0;
     std::array<std::atomic<std::uint64_t>, NSIG> seen{};  // IO-S1
+    weft::spin_lock mu;                                   // IO-S2: q, and every take()
+    weft::wait_queue q{weft::wait_queue::off_stack};      // IO-S2: the waiters
+    state* prev = nullptr;                                // the registry's list (IO-S3)
+    state* next = nullptr;
 
-    // take() is a pending signal, taken (IO-S1), or 0.
+    // take() is a pending signal, taken (IO-S1), or 0. Under mu (IO-S2).
     int take() noexcept {
         for (int sig = 1; sig <= max_signal; ++sig) {
             if (!(mask >> (sig - 1) & 1)) continue;
             const std::uint64_t c = slots[static_cast<std::size_t>(sig)].count.load(std::memory_order_seq_cst);
             auto& s = seen[static_cast<std::size_t>(sig)];
-            std::uint64_t was = s.load(std::memory_order_relaxed);
-            while (was < c)
-                if (s.compare_exchange_weak(was, c, std::memory_order_acq_rel)) return sig;
+            if (s.load(std::memory_order_relaxed) < c) {
+                s.store(c, std::memory_order_relaxed);
+                return sig;
+            }
         }
         return 0;
     }
+    // pending() says whether take() would find a signal. Under mu.
+    [[nodiscard]] bool pending() const noexcept {
+        for (int sig = 1; sig <= max_signal; ++sig)
+            if ((mask >> (sig - 1) & 1) && seen[static_cast<std::size_t>(sig)].load(std::memory_order_relaxed) <
+                                               slots[static_cast<std::size_t>(sig)].count.load(std::memory_order_seq_cst))
+                return true;
+        return false;
+    }
 };
+
+namespace {
+
+// The live sets (IO-S3); never destroyed: the pump outlives static destruction.
+struct set_registry {
+    std::mutex mu;  // sets_mu: taken before any set's mu
+    signal_set::state* head = nullptr;
+};
+set_registry& the_sets() {
+    static set_registry* r = new set_registry;
+    return *r;
+}
+
+// deliver() is one pump round after a drain (IO-S2): every set's pending
+// signals go to the waiters it can claim, one signal each; they are woken
+// after the set's lock is released.
+void deliver() noexcept {
+    set_registry& reg = the_sets();
+    std::lock_guard g(reg.mu);
+    for (signal_set::state* st = reg.head; st; st = st->next) {
+        weft::detail::intrusive_fifo<weft::wait_node, weft::detail::fifo_link<weft::wait_node, &weft::wait_node::next>>
+            claimed;
+        {
+            std::lock_guard sg(st->mu);
+            while (st->pending()) {
+                weft::wait_node* n = st->q.pop_claimed();
+                if (!n) break;
+                n->w->code = st->take();  // WAITER-V2: after the claim, before wake()
+                n->w->fired = n->index;
+                claimed.push_back(n);
+            }
+        }
+        weft::wake_all(claimed.front());
+    }
+}
+
+// pump() is the pump thread's body (IO-S2, IO-S3).
+void pump(int fd) noexcept {
+    for (;;) {
+        pollfd p{fd, POLLIN, 0};
+        if (::poll(&p, 1, -1) < 0) continue;  // EINTR (every signal is blocked here), ENOMEM: again
+        std::uint64_t v = 0;
+        while (::read(fd, &v, sizeof v) == static_cast<ssize_t>(sizeof v)) {
+        }
+        deliver();
+    }
+}
+
+// start_pump() starts the pump of this process if it has none. Under reg_mu.
+// Throws std::system_error if the thread cannot be made.
+void start_pump(int fd) {
+    if (pump_pid == ::getpid()) return;
+    sigset_t all, old;
+    sigfillset(&all);
+    ::pthread_sigmask(SIG_SETMASK, &all, &old);  // the pump inherits it: no handler runs there
+    pthread_t th;
+    const int rc = ::pthread_create(
+        &th, nullptr,
+        [](void* arg) -> void* {
+            pump(static_cast<int>(reinterpret_cast<std::intptr_t>(arg)));
+            return nullptr;
+        },
+        reinterpret_cast<void*>(static_cast<std::intptr_t>(fd)));
+    ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    if (rc != 0)
+        throw std::system_error(std::error_code(rc, std::system_category()),
+                                "weft::io::signal_set: cannot start the signal thread");
+    ::pthread_detach(th);
+    pump_pid = ::getpid();
+}
+
+}  // namespace
 
 signal_set::signal_set(std::initializer_list<int> signals) : signal_set(std::span<const int>(signals.begin(), signals.size())) {}
 
@@ -243,6 +308,7 @@ signal_set::signal_set(std::span<const int> signals) {
                 acquire(sig);
                 done |= std::uint64_t{1} << (sig - 1);
             }
+            start_pump(wake_fd.load(std::memory_order_relaxed));  // IO-S3
         } catch (...) {
             release(done);
             throw;
@@ -253,6 +319,13 @@ signal_set::signal_set(std::span<const int> signals) {
                 st->seen[static_cast<std::size_t>(sig)].store(
                     slots[static_cast<std::size_t>(sig)].count.load(std::memory_order_seq_cst),
                     std::memory_order_relaxed);
+    }
+    {
+        set_registry& reg = the_sets();
+        std::lock_guard g(reg.mu);
+        st->next = reg.head;
+        if (reg.head) reg.head->prev = st.get();
+        reg.head = st.get();
     }
     s_ = std::move(st);
 }
@@ -269,6 +342,13 @@ signal_set& signal_set::operator=(signal_set&& o) noexcept {
 
 signal_set::~signal_set() {
     if (!s_) return;
+    {
+        set_registry& reg = the_sets();
+        std::lock_guard g(reg.mu);  // IO-S3: the pump is not looking at it from here on
+        (s_->prev ? s_->prev->next : reg.head) = s_->next;
+        if (s_->next) s_->next->prev = s_->prev;
+    }
+    assert(s_->q.empty() && "weft::io::signal_set destroyed while a task or thread waits on it");
     std::lock_guard g(reg_mu);
     release(s_->mask);
 }
@@ -277,7 +357,11 @@ bool signal_set::contains(int sig) const noexcept {
     return s_ && sig > 0 && sig <= max_signal && (s_->mask >> (sig - 1) & 1);
 }
 
-int signal_set::try_wait() noexcept { return s_ ? s_->take() : 0; }
+int signal_set::try_wait() noexcept {
+    if (!s_) return 0;
+    std::lock_guard g(s_->mu);
+    return s_->take();
+}
 
 int signal_set::wait(std::error_code& ec, clock::time_point deadline) {
     ec.clear();
@@ -285,61 +369,63 @@ int signal_set::wait(std::error_code& ec, clock::time_point deadline) {
         ec = std::make_error_code(std::errc::bad_file_descriptor);
         return 0;
     }
-    waiters& w = the_waiters();
-    for (;;) {
-        if (const int sig = s_->take()) return sig;
-        std::unique_lock lk(w.mu);
-        if (const int sig = s_->take()) return sig;  // IO-S2: checked under mu
+    state& st = *s_;
+    weft::detail::stable<weft::one_wait> held;  // WAITER-V4
+    weft::waiter& w = held->w;
+    {
+        std::lock_guard g(st.mu);
+        if (const int sig = st.take()) return sig;  // IO-S2: checked before linking
         if (detail::expired(deadline)) {
             ec = std::make_error_code(std::errc::timed_out);
             return 0;
         }
-        if (w.reading) {
-            // IO-S3: at most reader_lag, then check again without the reader.
-            const auto slice = clock::now() + reader_lag;
-            const bool last = deadline <= slice;
-            if (w.cv.wait_until(lk, last ? deadline : slice) == std::cv_status::timeout && last) {
-                lk.unlock();
-                if (const int sig = s_->take()) return sig;
-                ec = std::make_error_code(std::errc::timed_out);
-                return 0;
-            }
-            continue;
-        }
-        // This waiter's turn as the reader (IO-S2).
-        w.reading = true;
-        lk.unlock();
-        struct end_turn {
-            waiters& w;
-            ~end_turn() {
-                {
-                    std::lock_guard g(w.mu);
-                    w.reading = false;
-                }
-                w.cv.notify_all();
-            }
-        } turn{w};
-        const int fd = wake_fd.load(std::memory_order_acquire);
-        std::error_code e;
-        if (!drain(fd)) {
-            const int dup = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
-            if (dup < 0) {
-                ec = errno_code();
-                return 0;
-            }
-            handle h(dup);
-            // Edge-triggered in a task: the drain above saw it empty, and a
-            // write since then is an edge (or found by the first poll).
-            while (!(e = h.wait(interest::readable, deadline)) && !drain(fd)) {
-            }
-        }
-        if (const int sig = s_->take()) return sig;
-        if (e) {
-            ec = e;
-            return 0;
-        }
+        w.arm();
+        st.q.push_back(&held->n);
     }
+    const auto out = w.wait(deadline == no_deadline ? nullptr : &deadline);
+    if (out == weft::waiter::outcome::notified) return w.code;  // the pump's hand-over (WAITER-V2)
+    {
+        std::lock_guard g(st.mu);  // WAITER-V3
+        st.q.remove(&held->n);
+    }
+    if (out == weft::waiter::outcome::canceled) weft::throw_canceled();
+    ec = std::make_error_code(std::errc::timed_out);
+    return 0;
 }
+
+// The select case (weft/io/select.hpp): its hooks run under the set's mu
+// (CHAN-K5); the pump claims its node like any waiter's (IO-S2).
+namespace detail {
+namespace {
+signal_set::state& state_of(void* c) noexcept {
+    return *static_cast<signal_set::state*>(static_cast<signal_core*>(c)->set);
+}
+bool signal_poll(void* c, weft::waiter*& /*wake*/) {
+    auto* k = static_cast<signal_core*>(c);
+    k->sig = state_of(c).take();
+    return k->sig != 0;
+}
+void signal_link(void* c, weft::wait_node* n) { state_of(c).q.push_back(n); }
+void signal_unlink(void* c, weft::wait_node* n) noexcept { state_of(c).q.remove(n); }
+constexpr weft::detail::select_hooks signal_hooks{&signal_poll, &signal_link, &signal_unlink};
+}  // namespace
+
+signal_core::signal_core(signal_set& s) : set(s.s_.get()) {
+    if (!set)
+        throw std::system_error(std::make_error_code(std::errc::bad_file_descriptor),
+                                "weft::io::on_signal: the signal_set is empty (moved from)");
+}
+
+void signal_core::fill(weft::detail::select_entry& e) noexcept {
+    e.ch = &static_cast<signal_set::state*>(set)->mu;
+    e.c = this;
+    e.hooks = &signal_hooks;
+}
+
+void signal_core::finish(int code) noexcept {
+    if (!sig) sig = code;  // handed over by the pump (WAITER-V2)
+}
+}  // namespace detail
 
 int signal_set::wait(clock::time_point deadline) {
     return detail::or_throw("weft::io::signal_set::wait", [&](std::error_code& ec) { return wait(ec, deadline); });

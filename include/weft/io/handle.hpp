@@ -30,10 +30,15 @@
 #include "weft/config.hpp"
 #include "weft/waiter.hpp"
 
+namespace weft::detail {
+class runtime_core;
+}
+
 namespace weft::io {
 
 namespace detail {
 struct registration;
+struct ready_core;
 }
 
 // clock is the clock of every deadline (std::chrono::steady_clock).
@@ -160,7 +165,16 @@ public:
         -> decltype(attempt(0));
 
 private:
+    friend struct detail::ready_core;  // select's readiness cases (weft/io/select.hpp)
     static constexpr std::uint32_t closing = 1, released = 2, one_op = 4;
+    // enter() and leave() are an op's two ends (IO-H1); enter() is false if
+    // the handle is closing.
+    bool enter() noexcept;
+    void leave() noexcept;
+    // registration_in() is the handle's registration with the reactor of
+    // runtime `core`, made by the first wait (inside an op); an error if the
+    // handle is closing meanwhile or belongs to another runtime's reactor.
+    std::error_code registration_in(weft::detail::runtime_core* core, detail::registration*& r);
     void detach() noexcept;
     std::error_code final_close() noexcept;
     bool begin_close(std::uint32_t extra) noexcept;

@@ -11,9 +11,12 @@
 // | SA_ONSTACK), whichever thread the kernel picks. The handler does only
 // async-signal-safe work: it adds one to the signal's process-wide counter
 // (a lock-free atomic) and writes to one process-wide non-blocking eventfd.
-// The waiters read that eventfd through io::handle's readable wait, so a
-// waiting task parks and its worker runs other tasks. src/io/signal.cpp
-// (IO-S1) and docs/io.md ("Signals") have the design.
+// One thread of weft's, started by the first signal_set of the process
+// (every signal blocked there), reads that eventfd and hands each pending
+// signal to one waiter of each set that has it; a waiting task parks and
+// its worker runs other tasks. A set is also a select() case
+// (io::on_signal, weft/io/select.hpp). src/io/signal.cpp (IO-S1 - IO-S3) and
+// docs/io.md ("Signals") have the design.
 //
 // Delivery, per signal_set:
 //   - every delivery of one of its signals after the set was made is seen by
@@ -55,17 +58,23 @@
 
 namespace weft::io {
 
+namespace detail {
+struct signal_core;
+}
+
 // signal_set is a set of signals to wait for. Move-only; a moved-from set
 // is empty (its waits report bad_file_descriptor).
 class WEFT_API signal_set {
 public:
     // signal_set(signals) installs weft's handler for each signal that has
-    // no signal_set yet (duplicates are allowed). Throws std::system_error:
+    // no signal_set yet (duplicates are allowed), and starts weft's signal
+    // thread if the process has none. Throws std::system_error:
     // invalid_argument for an empty list, a number outside 1 .. NSIG - 1,
     // or a signal that cannot or must not be caught (SIGKILL, SIGSTOP, and
     // the faults SIGSEGV, SIGBUS, SIGILL, SIGFPE, which return to the
     // faulting instruction); what sigaction() reports otherwise (EINVAL for
-    // glibc's internal real-time signals 32 and 33). Nothing is installed
+    // glibc's internal real-time signals 32 and 33); what pthread_create()
+    // reported if the signal thread cannot be started. Nothing is installed
     // when it throws.
     explicit signal_set(std::initializer_list<int> signals);
     explicit signal_set(std::span<const int> signals);
@@ -92,8 +101,11 @@ public:
     // contains(sig) says whether sig is one of this set's signals.
     [[nodiscard]] bool contains(int sig) const noexcept;
 
-private:
+    // state is the set's shared part (internal: src/io/signal.cpp).
     struct state;
+
+private:
+    friend struct detail::signal_core;  // select's signal case (weft/io/select.hpp)
     std::unique_ptr<state> s_;
 };
 

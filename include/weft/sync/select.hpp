@@ -1,4 +1,5 @@
-// weft/sync/select.hpp: layer L5, select over channels (weft/sync/channel.hpp).
+// weft/sync/select.hpp: layer L5, select over channels (weft/sync/channel.hpp),
+// and, through weft/io/select.hpp (L6), over io readiness and signals.
 //
 //   select(...)      waits on several send and receive cases, a timeout case
 //                    and a default case; one ready case is chosen uniformly
@@ -202,9 +203,14 @@ struct case_kind<default_case<F>> {
     static constexpr int value = 2;
 };
 
+// A case of another layer (weft/io/select.hpp) fills its entry itself:
+// fill(e) sets e.ch (its lock), e.c and e.hooks, as a channel case's are set
+// here, and finish(code) completes it.
 template <class C>
 void fill_entry(C& c, select_entry& e, const std::chrono::steady_clock::time_point*& deadline, bool& has_default) {
-    if constexpr (case_kind<C>::value == 0) {
+    if constexpr (requires { c.fill(e); }) {
+        c.fill(e);
+    } else if constexpr (case_kind<C>::value == 0) {
         e.ch = c.lock();
         e.c = &c;
         e.hooks = &C::hooks;
@@ -229,7 +235,8 @@ void finish_case(C& c, int result, int code) {
 
 // select() waits until one of its cases can complete, completes it, runs
 // its action and returns its index (in argument order). Cases: on_recv,
-// on_send, at most one on_timeout / on_deadline and at most one on_default.
+// on_send, io::on_readable, io::on_writable, io::on_signal (weft/io/select.hpp),
+// at most one on_timeout / on_deadline and at most one on_default.
 // When several cases are ready, one is chosen uniformly at random; when none
 // is, the calling task (or thread) waits on all of them and is woken exactly
 // once (CHAN-K5, WAITER-V1). Throws: channel_closed if a chosen send case's channel is

@@ -1,8 +1,8 @@
 // signal_test.cpp: weft::io::signal_set. Each delivery wakes a waiting task
 // exactly once; every set with the signal sees it; a delivery before the
-// wait stays pending; deadlines; a canceled waiter unwinds and hands the
-// reader's turn on; plain threads wait too, also while the reader is a
-// task that does not run; the previous disposition (the
+// wait stays pending; deadlines; a canceled waiter unwinds and its node
+// leaves the set's queue; plain threads wait too, also while another
+// waiter is a task that does not run; the previous disposition (the
 // program's own handler) keeps being called and comes back; bad signal
 // numbers are refused.
 //
@@ -153,8 +153,7 @@ TEST_P(signal_test, a_wait_times_out_at_its_deadline_and_not_before) {
     runtime rt(options());
     io::signal_set s({SIGUSR1});
     rt.block_on([&] {
-        // Two waiters: one is the reader (the handle's wait), the other waits
-        // on the condition variable; both time out at their own deadline.
+        // Two waiters in the set's queue; each times out at its own deadline.
         auto other = spawn([&] {
             std::error_code ec;
             const auto t0 = io::clock::now();
@@ -180,15 +179,15 @@ TEST_P(signal_test, canceling_a_blocked_waiter_unwinds_it_and_the_others_still_g
     runtime rt(options());
     io::signal_set s({SIGUSR1});
     rt.block_on([&] {
-        // One waiter alone (the reader) ...
+        // One waiter alone ...
         EXPECT_TRUE(cancel_unwinds([&] { (void)s.wait(); }));
-        // ... and one behind a reader that stays.
+        // ... and one beside a waiter that stays.
         auto stays = spawn([&] { return s.wait(io::after(10s)); });
         while (stays.state() != task_state::waiting) this_task::yield();
         EXPECT_TRUE(cancel_unwinds([&] { (void)s.wait(); }));
         std::thread([] { send_to_process(SIGUSR1); }).join();
         EXPECT_EQ(stays.join(), SIGUSR1);
-        // The turn was handed on: a new wait works.
+        // The canceled waiters left the queue: a new wait works.
         auto again = spawn([&] { return s.wait(io::after(10s)); });
         while (again.state() != task_state::waiting) this_task::yield();
         ASSERT_EQ(::raise(SIGUSR1), 0);
@@ -292,9 +291,11 @@ TEST(signal_set, bad_signals_are_refused_with_invalid_argument) {
     EXPECT_EQ(now.sa_handler, SIG_DFL);
 }
 
-// IO-S3: the reader is a task of a runtime without workers that nobody runs
-// now; a plain thread waiting on another set still gets the signal.
-TEST(signal_set, a_reader_that_does_not_run_delays_other_waiters_only_briefly) {
+// IO-S2: a waiter that does not run (a task of a runtime without workers
+// that nobody drives now) delays no other waiter: the signal thread hands
+// the delivery to each set's waiter, the task's included (it gets it once
+// its runtime runs it again, here in rt's destructor).
+TEST(signal_set, a_waiter_that_does_not_run_delays_no_other_waiter) {
     io::signal_set for_task({SIGUSR1});
     io::signal_set for_thread({SIGUSR1});
     std::atomic<int> task_got{0};
@@ -303,7 +304,7 @@ TEST(signal_set, a_reader_that_does_not_run_delays_other_waiters_only_briefly) {
         rt.block_on([&] {
             auto t = spawn([&] { task_got = for_task.wait(); });
             while (t.state() != task_state::waiting) this_task::yield();
-            t.detach();  // stays suspended as the reader; rt's destructor cancels it
+            t.detach();  // stays suspended; rt's destructor runs it to its end
         });
         std::thread raiser([] {
             std::this_thread::sleep_for(10ms);
@@ -315,9 +316,10 @@ TEST(signal_set, a_reader_that_does_not_run_delays_other_waiters_only_briefly) {
         EXPECT_FALSE(ec);
         EXPECT_LT(io::clock::now() - t0, 2s);
         raiser.join();
+        EXPECT_EQ(task_got.load(), 0);  // handed over, but the task has not run since
     }
-    EXPECT_EQ(task_got.load(), 0);  // canceled before it ran again
-    EXPECT_EQ(for_task.try_wait(), SIGUSR1);  // still pending in its set
+    EXPECT_EQ(task_got.load(), SIGUSR1);  // exactly once: to the task ...
+    EXPECT_EQ(for_task.try_wait(), 0);    // ... and not left pending as well
 }
 
 TEST(signal_set, a_plain_thread_waits_and_a_moved_from_set_is_empty) {
