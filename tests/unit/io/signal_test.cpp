@@ -4,7 +4,8 @@
 // leaves the set's queue; plain threads wait too, also while another
 // waiter is a task that does not run; the previous disposition (the
 // program's own handler) keeps being called and comes back; bad signal
-// numbers are refused.
+// numbers are refused; a set is a select case (io::on_signal), whose
+// signal goes to the select exactly once.
 //
 // Only SIGUSR1 and SIGUSR2 are raised, and only while a signal_set has them
 // (their default disposition ends the process).
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "io_test_support.hpp"
+#include "weft/io/select.hpp"
 #include "weft/io/signal.hpp"
 #include "weft/sync.hpp"
 
@@ -221,6 +223,47 @@ TEST_P(signal_test, plain_threads_and_tasks_wait_for_the_same_signal) {
     EXPECT_EQ(got.load(), threads);
 }
 
+TEST_P(signal_test, a_signal_goes_to_a_waiting_select_exactly_once) {
+    runtime rt(options());
+    io::signal_set sigs({SIGUSR1});
+    rt.block_on([&] {
+        weft::channel<int> ch(0);
+        for (int round = 0; round < 5; ++round) {
+            std::atomic<bool> selecting{false};
+            auto sel = spawn([&] {
+                int sig = 0;
+                selecting = true;
+                const std::size_t k = weft::select(weft::on_recv(ch), io::on_signal(sigs, [&](int s) { sig = s; }),
+                                                   weft::on_timeout(30s));
+                return k == 1 ? sig : -1;
+            });
+            while (!selecting || sel.state() != task_state::waiting) this_task::yield();
+            std::thread([] { send_to_process(SIGUSR1); }).join();
+            EXPECT_EQ(sel.join(), SIGUSR1) << "round " << round;
+            EXPECT_EQ(sigs.try_wait(), 0) << "round " << round;  // taken once, by the select
+        }
+        // A signal pending before the select is chosen at once; one that
+        // arrives while a channel case wins stays pending for the next wait.
+        ASSERT_EQ(::raise(SIGUSR1), 0);
+        int sig = 0;
+        EXPECT_EQ(weft::select(weft::on_recv(ch), io::on_signal(sigs, [&](int s) { sig = s; }), weft::on_timeout(5s)),
+                  1u);
+        EXPECT_EQ(sig, SIGUSR1);
+        EXPECT_EQ(weft::select(io::on_signal(sigs), weft::on_default()), 1u);
+    });
+}
+
+TEST_P(signal_test, a_canceled_select_on_a_set_unwinds_and_leaves_its_queue) {
+    runtime rt(options());
+    io::signal_set sigs({SIGUSR1});
+    rt.block_on([&] {
+        weft::channel<int> ch(0);
+        EXPECT_TRUE(cancel_unwinds([&] { (void)weft::select(io::on_signal(sigs), weft::on_recv(ch)); }));
+        ASSERT_EQ(::raise(SIGUSR1), 0);
+        EXPECT_EQ(sigs.wait(io::after(10s)), SIGUSR1);  // nobody else was handed it
+    });
+}
+
 INSTANTIATE_TEST_SUITE_P(io, signal_test, io_params(), io_param_name);
 
 // Outside a runtime: plain threads only.
@@ -336,6 +379,25 @@ TEST(signal_set, a_plain_thread_waits_and_a_moved_from_set_is_empty) {
     EXPECT_EQ(s.wait(ec, io::after(10s)), 0);  // NOLINT(bugprone-use-after-move): the point
     EXPECT_EQ(ec, std::errc::bad_file_descriptor);
     EXPECT_EQ(moved.try_wait(), 0);
+}
+
+TEST(signal_set, a_plain_thread_selects_on_a_signal) {
+    io::signal_set sigs({SIGUSR1});
+    std::thread raiser([] {
+        std::this_thread::sleep_for(10ms);
+        send_to_process(SIGUSR1);
+    });
+    int sig = 0;
+    EXPECT_EQ(weft::select(io::on_signal(sigs, [&](int s) { sig = s; }), weft::on_timeout(10s)), 0u);
+    EXPECT_EQ(sig, SIGUSR1);
+    raiser.join();
+    io::signal_set moved(std::move(sigs));
+    try {
+        (void)weft::select(io::on_signal(sigs), weft::on_default());  // NOLINT(bugprone-use-after-move): the point
+        ADD_FAILURE() << "no exception";
+    } catch (const std::system_error& e) {
+        EXPECT_EQ(e.code(), std::errc::bad_file_descriptor);
+    }
 }
 
 }  // namespace

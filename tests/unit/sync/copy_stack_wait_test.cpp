@@ -22,6 +22,7 @@
 #include "sync_test_support.hpp"
 #include "weft/async.hpp"
 #include "weft/io/handle.hpp"
+#include "weft/io/select.hpp"
 #include "weft/sync/channel.hpp"
 #include "weft/sync/condition_variable.hpp"
 #include "weft/sync/event.hpp"
@@ -322,6 +323,51 @@ TEST_P(copy_stack_wait_test, copy_stack_tasks_wait_for_io_and_for_an_awaiter) {
     all_parked(hs);
     e.set();
     EXPECT_EQ(joined(hs), indices());
+    for (auto& p : pipes) ::close(p[1]);
+}
+
+// select over io readiness and a channel from copy-stack tasks: the case
+// (its op on the handle, IO-Q2) and the select's nodes live off the shared
+// stack while the task waits; half the tasks are woken by data, half by a
+// value, and each reports the one case it was woken by.
+TEST_P(copy_stack_wait_test, select_over_io_readiness_on_copy_stack_tasks) {
+    driven_runtime rt(options());
+    std::vector<std::array<int, 2>> pipes(tasks);
+    for (auto& p : pipes) ASSERT_EQ(::pipe(p.data()), 0);
+    std::vector<io::handle> readers;
+    for (auto& p : pipes) readers.emplace_back(p[0]);
+    weft::channel<int> values(0);
+    auto wait = [&](int i) {
+        io::handle& r = readers[static_cast<std::size_t>(i)];
+        int got = -1;
+        std::error_code ready = std::make_error_code(std::errc::io_error);
+        const std::size_t k = weft::select(weft::on_recv(values, [&](std::optional<int> v) { got = v.value_or(-2); }),
+                                           io::on_readable(r, [&](std::error_code ec) { ready = ec; }));
+        if (k == 1) {
+            std::byte b[1];
+            if (ready || r.read_some(b) != 1) return -3;
+            return static_cast<int>(b[0]);
+        }
+        return got >= 100 ? got - 100 : -4;
+    };
+    auto hs = spawn_all(rt, wait);
+    all_parked(hs);
+    for (int i = 0; i < tasks; i += 2) {
+        const auto b = static_cast<unsigned char>(i);
+        ASSERT_EQ(::write(pipes[static_cast<std::size_t>(i)][1], &b, 1), 1);
+    }
+    // The even tasks end by their data (before any value is sent: a value
+    // could otherwise go to an even task whose event is not dispatched yet).
+    for (int i = 0; i < tasks; i += 2) EXPECT_EQ(hs[static_cast<std::size_t>(i)].join(), i);
+    // The odd tasks each take one value; which odd task takes which is the
+    // channel's choice: compare the sets.
+    for (int i = 1; i < tasks; i += 2) values.send(100 + i);
+    std::vector<int> odd_got;
+    for (int i = 1; i < tasks; i += 2) odd_got.push_back(hs[static_cast<std::size_t>(i)].join());
+    std::sort(odd_got.begin(), odd_got.end());
+    std::vector<int> odd;
+    for (int i = 1; i < tasks; i += 2) odd.push_back(i);
+    EXPECT_EQ(odd_got, odd);
     for (auto& p : pipes) ::close(p[1]);
 }
 
