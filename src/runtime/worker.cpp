@@ -126,12 +126,19 @@ void runtime_core::ready(task_record* t) noexcept {
         }
         return;
     }
+    // SCHED-W1: a waker outside the runtime's workers (a plain thread, weft's
+    // signal thread, another runtime's worker) holds a reference on this
+    // core from before the push until after the notify: once pushed, the
+    // task may run, end and drop its reference, and the runtime's owner may
+    // destroy the runtime, before notify_one() (or wake(home)) returns.
+    refs.fetch_add(1, std::memory_order_relaxed);
     set_state(t, task_state::ready);
     if (outside_trace) [[unlikely]] trace_outside(trace_event::wake, t);
     if (t->pinned)
         push_inbox(ws[t->home].get(), t);
     else
         inject(t);
+    released();  // may delete *this: nothing of it is touched after
 }
 
 task_record* runtime_core::local_next(worker* w) noexcept {

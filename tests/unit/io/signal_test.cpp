@@ -337,7 +337,8 @@ TEST(signal_set, bad_signals_are_refused_with_invalid_argument) {
 // IO-S2: a waiter that does not run (a task of a runtime without workers
 // that nobody drives now) delays no other waiter: the signal thread hands
 // the delivery to each set's waiter, the task's included (it gets it once
-// its runtime runs it again, here in rt's destructor).
+// its runtime runs it again, here in rt's destructor, unless rt is gone
+// first).
 TEST(signal_set, a_waiter_that_does_not_run_delays_no_other_waiter) {
     io::signal_set for_task({SIGUSR1});
     io::signal_set for_thread({SIGUSR1});
@@ -361,8 +362,12 @@ TEST(signal_set, a_waiter_that_does_not_run_delays_no_other_waiter) {
         raiser.join();
         EXPECT_EQ(task_got.load(), 0);  // handed over, but the task has not run since
     }
-    EXPECT_EQ(task_got.load(), SIGUSR1);  // exactly once: to the task ...
-    EXPECT_EQ(for_task.try_wait(), 0);    // ... and not left pending as well
+    // Exactly once: handed to the task (which then ran to its end in rt's
+    // destructor), or, when rt was destroyed before the signal thread came to
+    // this set (the task was canceled first), still pending in the set.
+    const int pending = for_task.try_wait();
+    EXPECT_TRUE((task_got.load() == SIGUSR1 && pending == 0) || (task_got.load() == 0 && pending == SIGUSR1))
+        << "task got " << task_got.load() << ", pending " << pending;
 }
 
 TEST(signal_set, a_plain_thread_waits_and_a_moved_from_set_is_empty) {
