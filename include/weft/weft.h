@@ -15,12 +15,15 @@
  *   }
  *
  * It wraps weft's C++ layers (coroutines L2, tasks and the runtime L3-L4,
- * channels, mutexes and condition variables L5) and adds no behaviour of
- * its own; docs/c-api.md is the full description. The rules:
+ * channels, mutexes and condition variables L5, TCP and Unix-domain stream
+ * sockets L6) and adds no behaviour of its own; docs/c-api.md is the full
+ * description. The rules:
  *   - Every function returns a weft_result (except the *_init() functions,
  *     which return a filled descriptor, and weft_result_str()).
  *     weft_result_str() names a code. Out-parameters are written only on
- *     WEFT_OK.
+ *     WEFT_OK (one exception: the byte counts of weft_stream_read_exact()
+ *     and weft_stream_write_all(), written on every result but
+ *     WEFT_INVALID_ARGUMENT, so that a failure says how much moved).
  *   - Bad arguments (NULL, a handle of the wrong state, a destroyed handle,
  *     a call from the wrong thread or outside a task) return a code; they
  *     never abort or corrupt anything.
@@ -74,13 +77,15 @@ typedef enum weft_result {
     WEFT_STACK_ERROR = 8,       /* a stack could not be had (or is too small) */
     WEFT_TIMED_OUT = 9,         /* the deadline passed first (or the task's spawn deadline did) */
     WEFT_CANCELED = 10,         /* the calling task is canceled (or the coroutine is being destroyed) */
-    WEFT_CLOSED = 11,           /* the channel is closed (receive: and drained) */
+    WEFT_CLOSED = 11,           /* the channel is closed (receive: and drained); the stream or listener is closed */
     WEFT_WOULD_BLOCK = 12,      /* a try_ call could not complete without waiting */
     WEFT_NOT_ENOUGH_SPACE = 13, /* a coroutine's storage is too full (push) or too empty (pop, peek) */
     WEFT_CALLBACK_FAILED = 14,  /* a C++ exception escaped a body */
     WEFT_STOPPING = 15,         /* the runtime is stopping or stopped */
     WEFT_SYSTEM_ERROR = 16,     /* the system refused (a thread could not start, ...) */
-    WEFT_UNKNOWN_ERROR = 17     /* an unexpected C++ exception, caught */
+    WEFT_UNKNOWN_ERROR = 17,    /* an unexpected C++ exception, caught */
+    WEFT_IO_ERROR = 18,         /* the system reported an IO error: weft_last_errno() says which */
+    WEFT_EOF = 19               /* the stream ended: the peer shut down its side (or closed) */
 } weft_result;
 
 /* weft_result_str() names a result ("WEFT_OK: success", ...); an unknown
@@ -425,6 +430,139 @@ WEFT_C_API weft_result weft_cond_wait_until(weft_cond c, weft_mutex m, int64_t d
  * WEFT_INVALID_ARGUMENT, WEFT_INVALID_HANDLE. */
 WEFT_C_API weft_result weft_cond_signal(weft_cond c) WEFT_NOEXCEPT;
 WEFT_C_API weft_result weft_cond_broadcast(weft_cond c) WEFT_NOEXCEPT;
+
+/* -------------------------------------------------------------------- IO */
+
+/* weft_listener names a listening stream socket, weft_stream a connected
+ * one: TCP (IPv4, IPv6) or Unix-domain (weft L6, io::listener and
+ * io::stream). From tasks (a wait suspends the task, its worker runs
+ * others) and plain threads (a wait blocks the thread in poll(2)). Several
+ * tasks may use one stream at once (one reading while another writes).
+ * A closed stream or listener keeps its handle until *_destroy(); every
+ * call on it but close, destroy and weft_listener_port() returns
+ * WEFT_CLOSED. A task's call that waits for a socket ends WEFT_CLOSED when
+ * another task or thread closes (or destroys) it meanwhile; a plain
+ * thread's wait is not interrupted by a close (its deadline ends it). */
+typedef struct weft_listener {
+    uint64_t id;
+} weft_listener;
+typedef struct weft_stream {
+    uint64_t id;
+} weft_stream;
+
+/* weft_last_errno() stores the errno of the last IO call (a function of
+ * this section other than itself) made on the calling thread if it
+ * returned WEFT_IO_ERROR, and 0 if it returned anything else. A task reads
+ * it before its next call that can wait (a task may move to another thread
+ * there); it is kept per thread, never in C's errno. Errors:
+ * WEFT_INVALID_ARGUMENT. */
+WEFT_C_API weft_result weft_last_errno(int* out) WEFT_NOEXCEPT;
+
+/* weft_tcp_listen() makes a TCP listener on a numeric IPv4 ("127.0.0.1",
+ * "0.0.0.0") or IPv6 ("::1", "::"; no brackets) address and `port` (0: a
+ * free port, see weft_listener_port()), SO_REUSEADDR set, with a queue of
+ * `backlog` connections (0: SOMAXCONN). Errors: WEFT_INVALID_ARGUMENT
+ * (address or out NULL, address not numeric, backlog < 0), WEFT_IO_ERROR
+ * (EADDRINUSE, EACCES, ...), WEFT_OUT_OF_MEMORY. */
+WEFT_C_API weft_result weft_tcp_listen(const char* address, uint16_t port, int backlog,
+                                       weft_listener* out) WEFT_NOEXCEPT;
+
+/* weft_unix_listen() makes a Unix-domain listener at `path`; a path that
+ * starts with '@' is in the abstract namespace (no file). A file path must
+ * not exist (WEFT_IO_ERROR, EADDRINUSE) and is not removed when the
+ * listener closes. backlog as weft_tcp_listen(). Errors:
+ * WEFT_INVALID_ARGUMENT (path or out NULL, path empty or too long, backlog
+ * < 0), WEFT_IO_ERROR, WEFT_OUT_OF_MEMORY. */
+WEFT_C_API weft_result weft_unix_listen(const char* path, int backlog, weft_listener* out) WEFT_NOEXCEPT;
+
+/* weft_listener_port() stores the TCP port the listener is bound to (0
+ * for a Unix-domain one); it stays readable after weft_listener_close().
+ * Errors: WEFT_INVALID_ARGUMENT, WEFT_INVALID_HANDLE. */
+WEFT_C_API weft_result weft_listener_port(weft_listener l, uint16_t* out) WEFT_NOEXCEPT;
+
+/* weft_listener_accept() waits until deadline_ns for the next connection
+ * and stores it. Errors: WEFT_INVALID_ARGUMENT, WEFT_INVALID_HANDLE,
+ * WEFT_CLOSED (closed before or during the wait), WEFT_TIMED_OUT,
+ * WEFT_CANCELED, WEFT_IO_ERROR (EMFILE, ENFILE: the connection stays
+ * queued, accept again later), WEFT_OUT_OF_MEMORY. */
+WEFT_C_API weft_result weft_listener_accept(weft_listener l, int64_t deadline_ns, weft_stream* out) WEFT_NOEXCEPT;
+
+/* weft_listener_close() closes the socket (accepts waiting in tasks return
+ * WEFT_CLOSED); the handle stays valid until weft_listener_destroy().
+ * Closing twice is WEFT_OK. Errors: WEFT_INVALID_ARGUMENT,
+ * WEFT_INVALID_HANDLE, WEFT_IO_ERROR (close(2) failed; closed anyway). */
+WEFT_C_API weft_result weft_listener_close(weft_listener l) WEFT_NOEXCEPT;
+
+/* weft_listener_destroy() closes the listener if it is open and frees it;
+ * the handle is stale afterwards. Calls in progress keep the object until
+ * they return (WEFT_CLOSED). Errors: WEFT_INVALID_ARGUMENT,
+ * WEFT_INVALID_HANDLE. */
+WEFT_C_API weft_result weft_listener_destroy(weft_listener l) WEFT_NOEXCEPT;
+
+/* weft_tcp_connect() connects to a numeric IPv4 or IPv6 address (as
+ * weft_tcp_listen()) and port, the whole connect bounded by deadline_ns (a
+ * deadline already passed is WEFT_TIMED_OUT without trying). Errors:
+ * WEFT_INVALID_ARGUMENT, WEFT_TIMED_OUT, WEFT_CANCELED, WEFT_IO_ERROR
+ * (ECONNREFUSED, ENETUNREACH, ...), WEFT_OUT_OF_MEMORY. */
+WEFT_C_API weft_result weft_tcp_connect(const char* address, uint16_t port, int64_t deadline_ns,
+                                        weft_stream* out) WEFT_NOEXCEPT;
+
+/* weft_unix_connect() connects to a Unix-domain listener at `path` ('@':
+ * abstract); a listener whose queue is full is retried until deadline_ns.
+ * Errors: as weft_tcp_connect() (WEFT_IO_ERROR: ENOENT, ECONNREFUSED,
+ * ...); WEFT_INVALID_ARGUMENT also for an empty or too long path. */
+WEFT_C_API weft_result weft_unix_connect(const char* path, int64_t deadline_ns, weft_stream* out) WEFT_NOEXCEPT;
+
+/* weft_stream_read() reads what has arrived, up to len bytes into buf,
+ * waiting until deadline_ns while nothing has, and stores the count in
+ * *got (at least 1; len 0: 0 at once). The end of the stream is WEFT_EOF
+ * (the peer shut down its writing side or closed), also on every later
+ * read. Errors: WEFT_INVALID_ARGUMENT (buf NULL with len > 0, got NULL, a
+ * deadline below -1), WEFT_INVALID_HANDLE, WEFT_CLOSED, WEFT_TIMED_OUT,
+ * WEFT_CANCELED, WEFT_IO_ERROR (ECONNRESET, ...). Nothing was read on any
+ * of them. */
+WEFT_C_API weft_result weft_stream_read(weft_stream s, void* buf, size_t len, int64_t deadline_ns,
+                                        size_t* got) WEFT_NOEXCEPT;
+
+/* weft_stream_read_exact() reads exactly len bytes into buf, waiting until
+ * deadline_ns. *got (got may be NULL) is the count read, on every result
+ * but WEFT_INVALID_ARGUMENT: len on WEFT_OK, what had arrived on an error.
+ * Errors: as weft_stream_read(); WEFT_EOF when the stream ends first. */
+WEFT_C_API weft_result weft_stream_read_exact(weft_stream s, void* buf, size_t len, int64_t deadline_ns,
+                                              size_t* got) WEFT_NOEXCEPT;
+
+/* weft_stream_write_all() writes the len bytes of buf, waiting while the
+ * socket is full until deadline_ns. *written (may be NULL) is the count
+ * written, on every result but WEFT_INVALID_ARGUMENT. A peer that has gone
+ * is WEFT_IO_ERROR (EPIPE or ECONNRESET), never SIGPIPE. Errors:
+ * WEFT_INVALID_ARGUMENT (buf NULL with len > 0, a deadline below -1),
+ * WEFT_INVALID_HANDLE, WEFT_CLOSED, WEFT_TIMED_OUT, WEFT_CANCELED,
+ * WEFT_IO_ERROR. */
+WEFT_C_API weft_result weft_stream_write_all(weft_stream s, const void* buf, size_t len, int64_t deadline_ns,
+                                             size_t* written) WEFT_NOEXCEPT;
+
+/* weft_stream_shutdown_write() ends the writing side (the peer reads
+ * WEFT_EOF after what was written); reading goes on. Errors:
+ * WEFT_INVALID_ARGUMENT, WEFT_INVALID_HANDLE, WEFT_CLOSED, WEFT_IO_ERROR
+ * (ENOTCONN). */
+WEFT_C_API weft_result weft_stream_shutdown_write(weft_stream s) WEFT_NOEXCEPT;
+
+/* weft_stream_close() closes the socket (reads and writes waiting in tasks
+ * return WEFT_CLOSED); the handle stays valid until weft_stream_destroy().
+ * Closing twice is WEFT_OK. Errors: WEFT_INVALID_ARGUMENT,
+ * WEFT_INVALID_HANDLE, WEFT_IO_ERROR (close(2) failed; closed anyway). */
+WEFT_C_API weft_result weft_stream_close(weft_stream s) WEFT_NOEXCEPT;
+
+/* weft_stream_destroy() closes the stream if it is open and frees it; the
+ * handle is stale afterwards. Calls in progress keep the object until they
+ * return (WEFT_CLOSED). Errors: WEFT_INVALID_ARGUMENT, WEFT_INVALID_HANDLE. */
+WEFT_C_API weft_result weft_stream_destroy(weft_stream s) WEFT_NOEXCEPT;
+
+/* weft_stream_fd() stores the socket's file descriptor (non-blocking), for
+ * setsockopt() and getpeername(); it stays the stream's: do not close it,
+ * and do not use it after weft_stream_close() (its number may be reused).
+ * Errors: WEFT_INVALID_ARGUMENT, WEFT_INVALID_HANDLE, WEFT_CLOSED. */
+WEFT_C_API weft_result weft_stream_fd(weft_stream s, int* out) WEFT_NOEXCEPT;
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -16,7 +16,7 @@ namespace weft::capi {
 
 // kind tells the objects in the handle table apart, so that a handle of one
 // kind passed where another is expected is WEFT_INVALID_HANDLE.
-enum class kind : std::uint8_t { coroutine = 1, runtime, task, channel, mutex, cond };
+enum class kind : std::uint8_t { coroutine = 1, runtime, task, channel, mutex, cond, stream, listener };
 
 // object is the base of everything a handle names. refs counts the table's
 // reference (dropped by remove()) and one per call in progress (acquire()),

@@ -191,13 +191,15 @@ const char* weft_result_str(weft_result r) noexcept {
     case WEFT_STACK_ERROR: return "WEFT_STACK_ERROR: no stack could be had, or it is too small";
     case WEFT_TIMED_OUT: return "WEFT_TIMED_OUT: the deadline passed";
     case WEFT_CANCELED: return "WEFT_CANCELED: canceled (the body should return)";
-    case WEFT_CLOSED: return "WEFT_CLOSED: the channel is closed";
+    case WEFT_CLOSED: return "WEFT_CLOSED: the channel, stream or listener is closed";
     case WEFT_WOULD_BLOCK: return "WEFT_WOULD_BLOCK: the call would have to wait";
     case WEFT_NOT_ENOUGH_SPACE: return "WEFT_NOT_ENOUGH_SPACE: the coroutine's storage is too full or too empty";
     case WEFT_CALLBACK_FAILED: return "WEFT_CALLBACK_FAILED: a C++ exception escaped a body";
     case WEFT_STOPPING: return "WEFT_STOPPING: the runtime is stopping or stopped";
     case WEFT_SYSTEM_ERROR: return "WEFT_SYSTEM_ERROR: the system refused";
     case WEFT_UNKNOWN_ERROR: return "WEFT_UNKNOWN_ERROR: an unexpected C++ exception";
+    case WEFT_IO_ERROR: return "WEFT_IO_ERROR: the system reported an IO error (weft_last_errno)";
+    case WEFT_EOF: return "WEFT_EOF: the stream ended";
     }
     return "unknown result";
 }

@@ -1,0 +1,339 @@
+// The C API's sockets: weft's L6 io::listener and io::stream (TCP and
+// Unix-domain) behind handles, their error codes mapped to results, and the
+// errno of the last WEFT_IO_ERROR kept per thread.
+#include <sys/socket.h>
+
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <system_error>
+
+#include "capi.hpp"
+#include "weft/io/socket.hpp"
+
+namespace weft::capi {
+namespace {
+
+// The objects behind weft_stream and weft_listener.
+//
+//   CAPI-IO1  An io::stream or io::listener held by a C object is destroyed
+//             only by the object's last release(), after every call that
+//             acquired it has returned. *_destroy() takes the handle out of
+//             the table and closes the socket, which ends the waits of the
+//             calls in progress in tasks (operation_canceled, WEFT_CLOSED),
+//             but never runs the destructor under them. So weft/io/handle.hpp's
+//             rule (a socket is not moved or destroyed while another task
+//             uses it) holds for every C caller, and a call in progress
+//             never touches freed memory, whatever another thread destroys.
+struct strm final : object {
+    static constexpr kind kind_of = kind::stream;
+    explicit strm(io::stream st) noexcept : object(kind::stream), s(std::move(st)) {}
+    io::stream s;
+};
+
+struct lstn final : object {
+    static constexpr kind kind_of = kind::listener;
+    lstn(io::listener li, std::uint16_t p) noexcept : object(kind::listener), l(std::move(li)), port(p) {}
+    io::listener l;
+    // port is read at creation: weft_listener_port() never touches the
+    // socket, which another task may be closing.
+    const std::uint16_t port;
+};
+
+// The errno of the calling thread's last IO call (0 unless it returned
+// WEFT_IO_ERROR).
+//
+//   CAPI-IO2  The slot is written once per IO call, by the thread that
+//             returns from it, after the call's last suspension point, and
+//             always through last_errno_slot(), which the optimiser cannot
+//             see through (noinline and an asm barrier on the address): a
+//             task that moved to another worker while it waited writes the
+//             slot of the thread it returns on, never that of the thread it
+//             left (docs/safety.md, thread-local state across a yield).
+//             weft_last_errno() reads it without waiting, so a task that
+//             reads it before its next wait reads its own call's value.
+thread_local int last_errno_of_thread = 0;
+
+[[gnu::noinline]] int* last_errno_slot() noexcept {
+    int* p = &last_errno_of_thread;
+    asm volatile("" : "+r"(p));
+    return p;
+}
+
+io::clock::time_point deadline_of(const c_deadline& d) noexcept { return d.none ? io::no_deadline : d.at; }
+
+// io_result() maps an io error code to a result; for WEFT_IO_ERROR, err
+// gets the errno.
+//
+//   CAPI-IO3  bad_file_descriptor and operation_canceled come only from the
+//             io::handle itself (closed before the call, closed during its
+//             wait): IO-H1 keeps the fd open while an operation is inside
+//             it, so the kernel never reports EBADF on it. Both are
+//             WEFT_CLOSED. timed_out is WEFT_TIMED_OUT only once the call's
+//             own deadline has passed (a wait never ends before it); a
+//             kernel's ETIMEDOUT before then (a TCP connect or keep-alive
+//             that gave up) is WEFT_IO_ERROR with ETIMEDOUT.
+weft_result io_result(const std::error_code& ec, const c_deadline& d, int& err) noexcept {
+    if (!ec) return WEFT_OK;
+    if (ec == io::eof()) return WEFT_EOF;
+    if (ec == std::errc::bad_file_descriptor || ec == std::errc::operation_canceled) return WEFT_CLOSED;
+    if (ec == std::errc::timed_out && !d.none && io::clock::now() >= d.at) return WEFT_TIMED_OUT;
+    if (ec.category() == std::system_category() || ec.category() == std::generic_category()) {
+        err = ec.value();
+        return WEFT_IO_ERROR;
+    }
+    return WEFT_UNKNOWN_ERROR;
+}
+
+// io_call() runs an IO entry point's body f(err) at the C boundary
+// (guarded(): exceptions become codes, a cancellation WEFT_CANCELED) and
+// then records the errno for weft_last_errno() (CAPI-IO2).
+template <class F>
+weft_result io_call(F&& f) noexcept {
+    int err = 0;
+    const weft_result r = guarded([&] { return f(err); });
+    *last_errno_slot() = r == WEFT_IO_ERROR ? err : 0;
+    return r;
+}
+
+// tcp_endpoint() / unix_endpoint() read a C address; false if malformed.
+bool tcp_endpoint(const char* address, std::uint16_t port, io::endpoint& out) {
+    const std::string_view a(address);
+    try {
+        out = a.find(':') != std::string_view::npos ? io::endpoint::ipv6(a, port) : io::endpoint::ipv4(a, port);
+        return true;
+    } catch (const std::system_error&) {
+        return false;
+    }
+}
+
+bool unix_endpoint(const char* path, io::endpoint& out) {
+    const std::string_view p(path);
+    if (p.empty()) return false;
+    try {
+        out = io::endpoint::unix_path(p);
+        return true;
+    } catch (const std::system_error&) {
+        return false;
+    }
+}
+
+weft_result store(io::stream s, weft_stream* out) {
+    std::unique_ptr<strm> o(new strm(std::move(s)));
+    out->id = insert(o.get());
+    o.release();
+    return WEFT_OK;
+}
+
+weft_result listen_at(const io::endpoint& at, int backlog, weft_listener* out, int& err) {
+    std::error_code ec;
+    io::listener l = io::listener::bind(at, ec, backlog == 0 ? SOMAXCONN : backlog);
+    if (ec) return io_result(ec, c_deadline(WEFT_NO_DEADLINE), err);
+    const std::uint16_t port = l.local_endpoint().port();
+    std::unique_ptr<lstn> o(new lstn(std::move(l), port));
+    out->id = insert(o.get());
+    o.release();
+    return WEFT_OK;
+}
+
+weft_result connect_to(const io::endpoint& to, const c_deadline& d, weft_stream* out, int& err) {
+    std::error_code ec;
+    io::stream s = io::stream::connect(to, ec, deadline_of(d));
+    if (ec) return io_result(ec, d, err);
+    return store(std::move(s), out);
+}
+
+// close_result() is close()'s code as a result: a second close is WEFT_OK,
+// as for channels.
+weft_result close_result(const std::error_code& ec, int& err) noexcept {
+    if (ec == std::errc::bad_file_descriptor) return WEFT_OK;
+    return io_result(ec, c_deadline(WEFT_NO_DEADLINE), err);
+}
+
+}  // namespace
+}  // namespace weft::capi
+
+using namespace weft;
+using namespace weft::capi;
+
+extern "C" {
+
+weft_result weft_last_errno(int* out) noexcept {
+    if (!out) return WEFT_INVALID_ARGUMENT;
+    *out = *last_errno_slot();
+    return WEFT_OK;
+}
+
+// ---- listeners ---------------------------------------------------------------
+
+weft_result weft_tcp_listen(const char* address, uint16_t port, int backlog, weft_listener* out) noexcept {
+    return io_call([&](int& err) {
+        io::endpoint at;
+        if (!address || !out || backlog < 0 || !tcp_endpoint(address, port, at)) return WEFT_INVALID_ARGUMENT;
+        return listen_at(at, backlog, out, err);
+    });
+}
+
+weft_result weft_unix_listen(const char* path, int backlog, weft_listener* out) noexcept {
+    return io_call([&](int& err) {
+        io::endpoint at;
+        if (!path || !out || backlog < 0 || !unix_endpoint(path, at)) return WEFT_INVALID_ARGUMENT;
+        return listen_at(at, backlog, out, err);
+    });
+}
+
+weft_result weft_listener_port(weft_listener h, uint16_t* out) noexcept {
+    return io_call([&](int&) { return fetch<lstn>(h.id, out, [](lstn& l) { return l.port; }); });
+}
+
+weft_result weft_listener_accept(weft_listener h, int64_t deadline_ns, weft_stream* out) noexcept {
+    return io_call([&](int& err) {
+        const c_deadline d(deadline_ns);
+        if (!out || !d.valid) return WEFT_INVALID_ARGUMENT;
+        return with<lstn>(h.id, [&](lstn& l) {
+            std::error_code ec;
+            io::stream s = l.l.accept(ec, deadline_of(d));
+            if (ec) return io_result(ec, d, err);
+            return store(std::move(s), out);
+        });
+    });
+}
+
+weft_result weft_listener_close(weft_listener h) noexcept {
+    return io_call([&](int& err) { return with<lstn>(h.id, [&](lstn& l) { return close_result(l.l.close(), err); }); });
+}
+
+weft_result weft_listener_destroy(weft_listener h) noexcept {
+    // Accepts under way keep the listener alive; closing it ends their
+    // waits (CAPI-IO1).
+    return io_call([&](int&) {
+        return removing<lstn>(h.id, [](lstn& l) {
+            (void)l.l.close();
+            return WEFT_OK;
+        });
+    });
+}
+
+// ---- streams -----------------------------------------------------------------
+
+weft_result weft_tcp_connect(const char* address, uint16_t port, int64_t deadline_ns, weft_stream* out) noexcept {
+    return io_call([&](int& err) {
+        const c_deadline d(deadline_ns);
+        io::endpoint to;
+        if (!address || !out || !d.valid || !tcp_endpoint(address, port, to)) return WEFT_INVALID_ARGUMENT;
+        return connect_to(to, d, out, err);
+    });
+}
+
+weft_result weft_unix_connect(const char* path, int64_t deadline_ns, weft_stream* out) noexcept {
+    return io_call([&](int& err) {
+        const c_deadline d(deadline_ns);
+        io::endpoint to;
+        if (!path || !out || !d.valid || !unix_endpoint(path, to)) return WEFT_INVALID_ARGUMENT;
+        return connect_to(to, d, out, err);
+    });
+}
+
+weft_result weft_stream_read(weft_stream h, void* buf, size_t len, int64_t deadline_ns, size_t* got) noexcept {
+    return io_call([&](int& err) {
+        const c_deadline d(deadline_ns);
+        if ((!buf && len) || !got || !d.valid) return WEFT_INVALID_ARGUMENT;
+        return with<strm>(h.id, [&](strm& s) {
+            if (!s.s.is_open()) return WEFT_CLOSED;
+            if (len == 0) {
+                *got = 0;
+                return WEFT_OK;
+            }
+            std::error_code ec;
+            const std::size_t n = s.s.read_some(std::span(static_cast<std::byte*>(buf), len), ec, deadline_of(d));
+            if (ec) return io_result(ec, d, err);
+            if (n == 0) return WEFT_EOF;
+            *got = n;
+            return WEFT_OK;
+        });
+    });
+}
+
+weft_result weft_stream_read_exact(weft_stream h, void* buf, size_t len, int64_t deadline_ns, size_t* got) noexcept {
+    // The loop is read_exact()'s, here so that `count` survives a
+    // cancellation in the middle (the unwind stops in io_call()).
+    std::size_t count = 0;
+    const weft_result r = io_call([&](int& err) {
+        const c_deadline d(deadline_ns);
+        if ((!buf && len) || !d.valid) return WEFT_INVALID_ARGUMENT;
+        return with<strm>(h.id, [&](strm& s) {
+            if (!s.s.is_open()) return WEFT_CLOSED;
+            const std::span<std::byte> all(static_cast<std::byte*>(buf), len);
+            while (count < len) {
+                std::error_code ec;
+                const std::size_t n = s.s.read_some(all.subspan(count), ec, deadline_of(d));
+                if (ec) return io_result(ec, d, err);
+                if (n == 0) return WEFT_EOF;
+                count += n;
+            }
+            return WEFT_OK;
+        });
+    });
+    if (got && r != WEFT_INVALID_ARGUMENT) *got = count;
+    return r;
+}
+
+weft_result weft_stream_write_all(weft_stream h, const void* buf, size_t len, int64_t deadline_ns,
+                                  size_t* written) noexcept {
+    std::size_t count = 0;
+    const weft_result r = io_call([&](int& err) {
+        const c_deadline d(deadline_ns);
+        if ((!buf && len) || !d.valid) return WEFT_INVALID_ARGUMENT;
+        return with<strm>(h.id, [&](strm& s) {
+            if (!s.s.is_open()) return WEFT_CLOSED;
+            const std::span<const std::byte> all(static_cast<const std::byte*>(buf), len);
+            while (count < len) {
+                std::error_code ec;
+                const std::size_t n = s.s.write_some(all.subspan(count), ec, deadline_of(d));
+                if (ec) return io_result(ec, d, err);
+                count += n;
+            }
+            return WEFT_OK;
+        });
+    });
+    if (written && r != WEFT_INVALID_ARGUMENT) *written = count;
+    return r;
+}
+
+weft_result weft_stream_shutdown_write(weft_stream h) noexcept {
+    return io_call([&](int& err) {
+        return with<strm>(h.id, [&](strm& s) {
+            return io_result(s.s.shutdown(io::shutdown_kind::write), c_deadline(WEFT_NO_DEADLINE), err);
+        });
+    });
+}
+
+weft_result weft_stream_close(weft_stream h) noexcept {
+    return io_call([&](int& err) { return with<strm>(h.id, [&](strm& s) { return close_result(s.s.close(), err); }); });
+}
+
+weft_result weft_stream_destroy(weft_stream h) noexcept {
+    // Reads and writes under way keep the stream alive; closing it ends
+    // their waits (CAPI-IO1).
+    return io_call([&](int&) {
+        return removing<strm>(h.id, [](strm& s) {
+            (void)s.s.close();
+            return WEFT_OK;
+        });
+    });
+}
+
+weft_result weft_stream_fd(weft_stream h, int* out) noexcept {
+    return io_call([&](int&) {
+        if (!out) return WEFT_INVALID_ARGUMENT;
+        return with<strm>(h.id, [&](strm& s) {
+            const int fd = s.s.native().native_handle();
+            if (fd < 0) return WEFT_CLOSED;
+            *out = fd;
+            return WEFT_OK;
+        });
+    });
+}
+
+}  // extern "C"
