@@ -9,9 +9,11 @@
 //      a task_group (weft/task_group.hpp); "/backend" calls a second TCP
 //      service over loopback and answers with what it said;
 //   3. graceful shutdown on SIGINT or SIGTERM (weft/io/signal.hpp): stop
-//      accepting (close the listener), let requests in flight finish, let
-//      idle keep-alive connections notice and close, then
-//      runtime::shutdown(deadline) cancels whatever is still there.
+//      accepting (close the listener), let requests in flight finish, wake
+//      idle keep-alive connections at once (each waits in a select over its
+//      socket's readiness and a channel closed at shutdown,
+//      weft/io/select.hpp), then runtime::shutdown(deadline) cancels
+//      whatever is still there.
 //
 // Modes:
 //   no arguments    the self-check: the server on 127.0.0.1 port 0, client
@@ -28,10 +30,13 @@
 // the buffering gives for free. It is the runtime that is being shown.
 
 #include <weft/io/buffered.hpp>
+#include <weft/io/select.hpp>
 #include <weft/io/signal.hpp>
 #include <weft/io/socket.hpp>
 #include <weft/runtime.hpp>
+#include <weft/sync/channel.hpp>
 #include <weft/sync/event.hpp>
+#include <weft/sync/select.hpp>
 #include <weft/task_group.hpp>
 
 #include <array>
@@ -51,12 +56,13 @@ namespace io = weft::io;
 
 namespace {
 
-// The server's shared state: two listeners and the "stopping" flag that
-// idle connections look at between requests.
+// The server's shared state: two listeners, the "stopping" flag that
+// answers look at, and `closing`, which idle connections select on.
 struct server {
     io::tcp_listener web = io::tcp_listener::bind(io::endpoint::loopback_v4(0));
     io::tcp_listener backend = io::tcp_listener::bind(io::endpoint::loopback_v4(0));
     weft::event stopping;
+    weft::channel<int> closing{0};  // never sent to; closed at shutdown
     std::atomic<long> requests{0};
 };
 
@@ -80,20 +86,24 @@ std::string_view trim(std::string_view s) {
 }
 
 // 1. read_request() reads the next request. Between requests a connection
-//    is idle: it waits for the first byte in slices of 100 ms and gives up
-//    once the server is stopping. A request, once begun, has 10 s.
-//    false: the connection is over (closed, broken, bad, or stopping).
-bool read_request(io::buffered_reader<io::tcp_stream>& in, request& r, const weft::event& stopping) {
+//    is idle: unless the client's next request is already buffered, it
+//    waits until the socket is readable (data, or the client closed) or
+//    the server is stopping, whichever comes first: a select over the
+//    socket's readiness and `closing`, a channel closed at shutdown (a
+//    closed channel is always ready, as Go's `done` channels are). A
+//    request, once begun, has 10 s. false: the connection is over (closed,
+//    broken, bad, or stopping).
+bool read_request(io::buffered_reader<io::tcp_stream>& in, request& r, weft::channel<int>& closing) {
     std::error_code ec;
-    for (;;) {
-        const auto first = in.peek(ec, io::after(100ms));  // nothing is lost when it times out
-        if (!ec) {
-            if (first.empty()) return false;  // the client closed
-            break;
-        }
-        if (ec != std::errc::timed_out || stopping.is_set()) return false;
+    if (in.buffered().empty()) {
+        bool stop = false;
+        weft::select(io::on_readable(in.stream().native()),
+                     weft::on_recv(closing, [&](std::optional<int>) { stop = true; }));
+        if (stop) return false;
     }
     const auto deadline = io::after(10s);
+    const auto first = in.peek(ec, deadline);
+    if (ec || first.empty()) return false;  // broken, or the client closed
     std::string line;
     in.read_line(line, ec, deadline);
     if (ec) return false;
@@ -178,7 +188,7 @@ void serve_connection(server& sv, io::tcp_stream s) {
     io::buffered_writer out(s);
     request r;
     std::error_code ec;
-    while (read_request(in, r, sv.stopping)) {
+    while (read_request(in, r, sv.closing)) {
         const auto [code, body] = route(sv, r);
         sv.requests.fetch_add(1, std::memory_order_relaxed);
         const bool keep = r.keep_alive && !sv.stopping.is_set();
@@ -195,7 +205,7 @@ void serve_connection(server& sv, io::tcp_stream s) {
 
 // accept_loop() serves until the listener is closed. Each connection is a
 // child of `conns`, so leaving the loop waits for the requests in flight:
-// the connections end by themselves (idle ones within 100 ms). Then the
+// the connections end by themselves (idle ones at once). Then the
 // backend, which they may still have been calling, is closed too.
 void accept_loop(server& sv) {
     weft::task_group conns;
@@ -315,6 +325,7 @@ int main(int argc, char** argv) {
         const int s = stop_signals.wait();
         // Stop accepting; the accept loop waits for its connections.
         sv.stopping.set();
+        sv.closing.close();  // wakes every idle connection's select
         (void)sv.web.close();
         return s;
     });

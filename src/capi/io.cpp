@@ -151,6 +151,24 @@ weft_result close_result(const std::error_code& ec, int& err) noexcept {
     return io_result(ec, c_deadline(WEFT_NO_DEADLINE), err);
 }
 
+// close_in() and destroy_in() are weft_listener_close / _destroy and
+// weft_stream_close / _destroy for the object type T and its socket member.
+// Calls under way keep the object alive past a destroy; closing the socket
+// ends their waits (CAPI-IO1).
+template <class T, auto Socket>
+weft_result close_in(std::uint64_t id) noexcept {
+    return io_call([&](int& err) { return with<T>(id, [&](T& o) { return close_result((o.*Socket).close(), err); }); });
+}
+template <class T, auto Socket>
+weft_result destroy_in(std::uint64_t id) noexcept {
+    return io_call([&](int&) {
+        return removing<T>(id, [](T& o) {
+            (void)(o.*Socket).close();
+            return WEFT_OK;
+        });
+    });
+}
+
 }  // namespace
 }  // namespace weft::capi
 
@@ -200,20 +218,9 @@ weft_result weft_listener_accept(weft_listener h, int64_t deadline_ns, weft_stre
     });
 }
 
-weft_result weft_listener_close(weft_listener h) noexcept {
-    return io_call([&](int& err) { return with<lstn>(h.id, [&](lstn& l) { return close_result(l.l.close(), err); }); });
-}
+weft_result weft_listener_close(weft_listener h) noexcept { return close_in<lstn, &lstn::l>(h.id); }
 
-weft_result weft_listener_destroy(weft_listener h) noexcept {
-    // Accepts under way keep the listener alive; closing it ends their
-    // waits (CAPI-IO1).
-    return io_call([&](int&) {
-        return removing<lstn>(h.id, [](lstn& l) {
-            (void)l.l.close();
-            return WEFT_OK;
-        });
-    });
-}
+weft_result weft_listener_destroy(weft_listener h) noexcept { return destroy_in<lstn, &lstn::l>(h.id); }
 
 // ---- streams -----------------------------------------------------------------
 
@@ -309,20 +316,9 @@ weft_result weft_stream_shutdown_write(weft_stream h) noexcept {
     });
 }
 
-weft_result weft_stream_close(weft_stream h) noexcept {
-    return io_call([&](int& err) { return with<strm>(h.id, [&](strm& s) { return close_result(s.s.close(), err); }); });
-}
+weft_result weft_stream_close(weft_stream h) noexcept { return close_in<strm, &strm::s>(h.id); }
 
-weft_result weft_stream_destroy(weft_stream h) noexcept {
-    // Reads and writes under way keep the stream alive; closing it ends
-    // their waits (CAPI-IO1).
-    return io_call([&](int&) {
-        return removing<strm>(h.id, [](strm& s) {
-            (void)s.s.close();
-            return WEFT_OK;
-        });
-    });
-}
+weft_result weft_stream_destroy(weft_stream h) noexcept { return destroy_in<strm, &strm::s>(h.id); }
 
 weft_result weft_stream_fd(weft_stream h, int* out) noexcept {
     return io_call([&](int&) {
