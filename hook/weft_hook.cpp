@@ -1,7 +1,7 @@
 // weft_hook.cpp: libweft_hook.so, the opt-in interposers (hook/README.md).
 // Linked or preloaded, it defines read, write, recv, send, recvfrom, sendto,
 // readv, writev, connect, accept,
-// accept4, poll, sleep, usleep, nanosleep, close and fcntl (plus socket,
+// accept4, poll, select, sleep, usleep, nanosleep, close and fcntl (plus socket,
 // socketpair, pipe and pipe2, which only forget stale table entries), and
 // calls the real ones found with dlsym(RTLD_NEXT). Without a registered
 // bridge (weft_hook.h) every one of them calls straight through.
@@ -20,12 +20,15 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/select.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <vector>
 #include <climits>
 #include <cerrno>
 #include <cstdarg>
@@ -59,6 +62,7 @@ struct real_fns {
     int (*accept)(int, sockaddr*, socklen_t*);
     int (*accept4)(int, sockaddr*, socklen_t*, int);
     int (*poll)(pollfd*, nfds_t, int);
+    int (*select)(int, fd_set*, fd_set*, fd_set*, timeval*);
     unsigned (*sleep)(unsigned);
     int (*usleep)(useconds_t);
     int (*nanosleep)(const timespec*, timespec*);
@@ -85,6 +89,7 @@ real_fns load() noexcept {
     r.accept = next<decltype(r.accept)>("accept");
     r.accept4 = next<decltype(r.accept4)>("accept4");
     r.poll = next<decltype(r.poll)>("poll");
+    r.select = next<decltype(r.select)>("select");
     r.sleep = next<decltype(r.sleep)>("sleep");
     r.usleep = next<decltype(r.usleep)>("usleep");
     r.nanosleep = next<decltype(r.nanosleep)>("nanosleep");
@@ -510,6 +515,71 @@ WEFT_HOOK_EXPORT int poll(pollfd* fds, nfds_t nfds, int timeout) {
         const int n = real().poll(fds, nfds, 0);
         if (n != 0) return n;
     }
+}
+
+// select(): the same wait as poll() above (one fd in one direction parks
+// on it; more poll every millisecond), over the fd_sets turned into a
+// pollfd array: readfds POLLIN, writefds POLLOUT, exceptfds POLLPRI. As
+// Linux's select(2) does, it returns the number of bits left set, counts
+// POLLHUP and POLLERR as readable (and POLLERR as writable), fails with
+// EBADF for an fd that is not open, and leaves the time not slept in
+// *timeout. A zero timeout, and any call outside a task, goes straight to
+// select(2).
+WEFT_HOOK_EXPORT int select(int nfds, fd_set* rd, fd_set* wr, fd_set* ex, timeval* timeout) {
+    const weft_hook_ops* ops = active();
+    if (!ops || !ops->inside() || (timeout && timeout->tv_sec == 0 && timeout->tv_usec == 0))
+        return real().select(nfds, rd, wr, ex, timeout);
+    if (nfds < 0 || nfds > FD_SETSIZE || (timeout && (timeout->tv_sec < 0 || timeout->tv_usec < 0))) {
+        errno = EINVAL;
+        return -1;
+    }
+    long long deadline = -1;
+    int ms = -1;
+    if (timeout) {
+        const long long ns = static_cast<long long>(timeout->tv_sec) * 1'000'000'000LL + timeout->tv_usec * 1000LL;
+        deadline = now_ns() + ns;
+        const long long m = (ns + 999'999) / 1'000'000;
+        ms = m > INT_MAX ? INT_MAX : static_cast<int>(m);
+    }
+    std::vector<pollfd> fds;
+    for (int fd = 0; fd < nfds; ++fd) {
+        short ev = 0;
+        if (rd && FD_ISSET(fd, rd)) ev |= POLLIN;
+        if (wr && FD_ISSET(fd, wr)) ev |= POLLOUT;
+        if (ex && FD_ISSET(fd, ex)) ev |= POLLPRI;
+        if (ev) fds.push_back(pollfd{fd, ev, 0});
+    }
+    const int r = poll(fds.data(), fds.size(), ms);  // the hook's poll(), above
+    if (r < 0) return -1;
+    for (const pollfd& p : fds)
+        if (p.revents & POLLNVAL) {
+            errno = EBADF;
+            return -1;
+        }
+    if (rd) FD_ZERO(rd);
+    if (wr) FD_ZERO(wr);
+    if (ex) FD_ZERO(ex);
+    int bits = 0;
+    for (const pollfd& p : fds) {
+        if ((p.events & POLLIN) && (p.revents & (POLLIN | POLLHUP | POLLERR))) {
+            FD_SET(p.fd, rd);
+            ++bits;
+        }
+        if ((p.events & POLLOUT) && (p.revents & (POLLOUT | POLLERR))) {
+            FD_SET(p.fd, wr);
+            ++bits;
+        }
+        if ((p.events & POLLPRI) && (p.revents & POLLPRI)) {
+            FD_SET(p.fd, ex);
+            ++bits;
+        }
+    }
+    if (timeout) {
+        const long long left = deadline - now_ns();
+        timeout->tv_sec = left > 0 ? static_cast<time_t>(left / 1'000'000'000LL) : 0;
+        timeout->tv_usec = left > 0 ? static_cast<suseconds_t>(left % 1'000'000'000LL / 1000) : 0;
+    }
+    return bits;
 }
 
 WEFT_HOOK_EXPORT unsigned sleep(unsigned s) {

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -423,6 +424,78 @@ TEST_P(hook_test, poll_parks_on_one_fd_and_falls_back_for_several) {
         w2.join();
         pollfd none[2] = {{a.r, POLLIN, 0}, {a.w, 0, 0}};
         EXPECT_EQ(::poll(none, 2, 15), 0);
+    });
+}
+
+// select(2) inside a task is the hooked poll(): one fd in one direction
+// parks the task (with 0 workers a blocking select would stop the writer
+// from ever running), the sets come back holding only what is ready, the
+// timeout is kept and what is left of it written back, and a closed fd is
+// EBADF, as with the real select.
+TEST_P(hook_test, select_parks_and_keeps_its_contract_inside_tasks) {
+    runtime rt(options());
+    rt.block_on([] {
+        pipe_fds a, b;
+        auto w = spawn([&] {
+            this_task::sleep_for(10ms);
+            EXPECT_EQ(::write(a.w, "x", 1), 1);
+        });
+        fd_set rd;
+        FD_ZERO(&rd);
+        FD_SET(a.r, &rd);
+        FD_SET(b.r, &rd);
+        timeval tv{10, 0};
+        // Two fds: the polling fallback; only a.r comes back.
+        EXPECT_EQ(::select(std::max(a.r, b.r) + 1, &rd, nullptr, nullptr, &tv), 1);
+        EXPECT_TRUE(FD_ISSET(a.r, &rd));
+        EXPECT_FALSE(FD_ISSET(b.r, &rd));
+        EXPECT_LE(tv.tv_sec, 10);
+        EXPECT_GT(tv.tv_sec + tv.tv_usec, 0);  // time was left, and written back
+        w.join();
+        char c;
+        EXPECT_EQ(::read(a.r, &c, 1), 1);
+        // One fd: parks until another task writes.
+        auto w2 = spawn([&] {
+            this_task::sleep_for(10ms);
+            EXPECT_EQ(::write(b.w, "y", 1), 1);
+        });
+        FD_ZERO(&rd);
+        FD_SET(b.r, &rd);
+        EXPECT_EQ(::select(b.r + 1, &rd, nullptr, nullptr, nullptr), 1);
+        EXPECT_TRUE(FD_ISSET(b.r, &rd));
+        w2.join();
+        EXPECT_EQ(::read(b.r, &c, 1), 1);
+        // A writable pipe and a timeout that passes.
+        fd_set wr;
+        FD_ZERO(&rd);
+        FD_ZERO(&wr);
+        FD_SET(a.r, &rd);
+        FD_SET(a.w, &wr);
+        EXPECT_EQ(::select(std::max(a.r, a.w) + 1, &rd, &wr, nullptr, nullptr), 1);
+        EXPECT_FALSE(FD_ISSET(a.r, &rd));
+        EXPECT_TRUE(FD_ISSET(a.w, &wr));
+        FD_ZERO(&rd);
+        FD_SET(a.r, &rd);
+        timeval short_tv{0, 20'000};
+        const auto t0 = std::chrono::steady_clock::now();
+        EXPECT_EQ(::select(a.r + 1, &rd, nullptr, nullptr, &short_tv), 0);
+        EXPECT_GE(std::chrono::steady_clock::now() - t0, 20ms);
+        EXPECT_FALSE(FD_ISSET(a.r, &rd));
+        EXPECT_EQ(short_tv.tv_sec, 0);
+        EXPECT_EQ(short_tv.tv_usec, 0);
+        // A closed fd is EBADF; a bad nfds is EINVAL.
+        const int gone = ::dup(a.r);
+        ASSERT_GE(gone, 0);
+        ASSERT_EQ(::close(gone), 0);
+        FD_ZERO(&rd);
+        FD_SET(gone, &rd);
+        timeval tv2{1, 0};
+        errno = 0;
+        EXPECT_EQ(::select(gone + 1, &rd, nullptr, nullptr, &tv2), -1);
+        EXPECT_EQ(errno, EBADF);
+        errno = 0;
+        EXPECT_EQ(::select(-1, nullptr, nullptr, nullptr, &tv2), -1);
+        EXPECT_EQ(errno, EINVAL);
     });
 }
 
