@@ -502,7 +502,8 @@ WEFT_C_API weft_result weft_listener_destroy(weft_listener l) WEFT_NOEXCEPT;
 /* weft_tcp_connect() connects to a numeric IPv4 or IPv6 address (as
  * weft_tcp_listen()) and port, the whole connect bounded by deadline_ns (a
  * deadline already passed is WEFT_TIMED_OUT without trying). Errors:
- * WEFT_INVALID_ARGUMENT, WEFT_TIMED_OUT, WEFT_CANCELED, WEFT_IO_ERROR
+ * WEFT_INVALID_ARGUMENT (address or out NULL, address not numeric, port
+ * 0, a deadline below -1), WEFT_TIMED_OUT, WEFT_CANCELED, WEFT_IO_ERROR
  * (ECONNREFUSED, ENETUNREACH, ...), WEFT_OUT_OF_MEMORY. */
 WEFT_C_API weft_result weft_tcp_connect(const char* address, uint16_t port, int64_t deadline_ns,
                                         weft_stream* out) WEFT_NOEXCEPT;
@@ -517,8 +518,9 @@ WEFT_C_API weft_result weft_unix_connect(const char* path, int64_t deadline_ns, 
  * waiting until deadline_ns while nothing has, and stores the count in
  * *got (at least 1; len 0: 0 at once). The end of the stream is WEFT_EOF
  * (the peer shut down its writing side or closed), also on every later
- * read. Errors: WEFT_INVALID_ARGUMENT (buf NULL with len > 0, got NULL, a
- * deadline below -1), WEFT_INVALID_HANDLE, WEFT_CLOSED, WEFT_TIMED_OUT,
+ * read. Errors: WEFT_INVALID_ARGUMENT (buf NULL with len > 0, len above
+ * PTRDIFF_MAX, got NULL, a deadline below -1), WEFT_INVALID_HANDLE,
+ * WEFT_CLOSED, WEFT_TIMED_OUT,
  * WEFT_CANCELED, WEFT_IO_ERROR (ECONNRESET, ...). Nothing was read on any
  * of them. */
 WEFT_C_API weft_result weft_stream_read(weft_stream s, void* buf, size_t len, int64_t deadline_ns,
@@ -535,9 +537,9 @@ WEFT_C_API weft_result weft_stream_read_exact(weft_stream s, void* buf, size_t l
  * socket is full until deadline_ns. *written (may be NULL) is the count
  * written, on every result but WEFT_INVALID_ARGUMENT. A peer that has gone
  * is WEFT_IO_ERROR (EPIPE or ECONNRESET), never SIGPIPE. Errors:
- * WEFT_INVALID_ARGUMENT (buf NULL with len > 0, a deadline below -1),
- * WEFT_INVALID_HANDLE, WEFT_CLOSED, WEFT_TIMED_OUT, WEFT_CANCELED,
- * WEFT_IO_ERROR. */
+ * WEFT_INVALID_ARGUMENT (buf NULL with len > 0, len above PTRDIFF_MAX, a
+ * deadline below -1), WEFT_INVALID_HANDLE, WEFT_CLOSED, WEFT_TIMED_OUT,
+ * WEFT_CANCELED, WEFT_IO_ERROR. */
 WEFT_C_API weft_result weft_stream_write_all(weft_stream s, const void* buf, size_t len, int64_t deadline_ns,
                                              size_t* written) WEFT_NOEXCEPT;
 

@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <string_view>
@@ -29,12 +30,14 @@ namespace {
 struct strm final : object {
     static constexpr kind kind_of = kind::stream;
     explicit strm(io::stream st) noexcept : object(kind::stream), s(std::move(st)) {}
+    io::socket_base& socket() noexcept { return s; }
     io::stream s;
 };
 
 struct lstn final : object {
     static constexpr kind kind_of = kind::listener;
     lstn(io::listener li, std::uint16_t p) noexcept : object(kind::listener), l(std::move(li)), port(p) {}
+    io::socket_base& socket() noexcept { return l; }
     io::listener l;
     // port is read at creation: weft_listener_port() never touches the
     // socket, which another task may be closing.
@@ -97,6 +100,12 @@ weft_result io_call(F&& f) noexcept {
     return r;
 }
 
+// too_long() is a byte count no C object can have (above PTRDIFF_MAX: in
+// practice a negative number converted to size_t). Such a len is
+// WEFT_INVALID_ARGUMENT rather than a span the kernel would read or write
+// past the caller's buffer.
+constexpr bool too_long(std::size_t len) noexcept { return len > static_cast<std::size_t>(PTRDIFF_MAX); }
+
 // tcp_endpoint() / unix_endpoint() read a C address; false if malformed.
 bool tcp_endpoint(const char* address, std::uint16_t port, io::endpoint& out) {
     const std::string_view a(address);
@@ -151,19 +160,51 @@ weft_result close_result(const std::error_code& ec, int& err) noexcept {
     return io_result(ec, c_deadline(WEFT_NO_DEADLINE), err);
 }
 
-// close_in() and destroy_in() are weft_listener_close / _destroy and
-// weft_stream_close / _destroy for the object type T and its socket member.
-// Calls under way keep the object alive past a destroy; closing the socket
-// ends their waits (CAPI-IO1).
-template <class T, auto Socket>
-weft_result close_in(std::uint64_t id) noexcept {
-    return io_call([&](int& err) { return with<T>(id, [&](T& o) { return close_result((o.*Socket).close(), err); }); });
+// transfer() is weft_stream_read_exact()'s and weft_stream_write_all()'s
+// loop: step (a read_some or write_some) until len bytes have moved; a step
+// that moves nothing without an error ends it with on_zero (WEFT_EOF for a
+// read). The loop is here rather than io::stream's read_exact() /
+// write_all() so that `count` survives a cancellation in the middle (the
+// unwind stops in io_call()); it is stored in *count_out on every result
+// but WEFT_INVALID_ARGUMENT.
+template <class Byte, class Step>
+weft_result transfer(std::uint64_t h, Byte* buf, std::size_t len, std::int64_t deadline_ns, std::size_t* count_out,
+                     weft_result on_zero, Step step) noexcept {
+    std::size_t count = 0;
+    const weft_result r = io_call([&](int& err) {
+        const c_deadline d(deadline_ns);
+        if ((!buf && len) || too_long(len) || !d.valid) return WEFT_INVALID_ARGUMENT;
+        return with<strm>(h, [&](strm& s) {
+            if (!s.s.is_open()) return WEFT_CLOSED;
+            const std::span<Byte> all(buf, len);
+            while (count < len) {
+                std::error_code ec;
+                const std::size_t n = step(s.s, all.subspan(count), ec, deadline_of(d));
+                if (ec) return io_result(ec, d, err);
+                if (n == 0) return on_zero;
+                count += n;
+            }
+            return WEFT_OK;
+        });
+    });
+    if (count_out && r != WEFT_INVALID_ARGUMENT) *count_out = count;
+    return r;
 }
-template <class T, auto Socket>
-weft_result destroy_in(std::uint64_t id) noexcept {
+
+// close_handle<T>() / destroy_handle<T>() are weft_stream_close() /
+// weft_listener_close() and the two destroys. A destroy closes the socket,
+// which ends the waits of the calls under way; their references keep the
+// object alive until they return (CAPI-IO1).
+template <class T>
+weft_result close_handle(std::uint64_t h) noexcept {
+    return io_call([&](int& err) { return with<T>(h, [&](T& o) { return close_result(o.socket().close(), err); }); });
+}
+
+template <class T>
+weft_result destroy_handle(std::uint64_t h) noexcept {
     return io_call([&](int&) {
-        return removing<T>(id, [](T& o) {
-            (void)(o.*Socket).close();
+        return removing<T>(h, [](T& o) {
+            (void)o.socket().close();
             return WEFT_OK;
         });
     });
@@ -218,9 +259,9 @@ weft_result weft_listener_accept(weft_listener h, int64_t deadline_ns, weft_stre
     });
 }
 
-weft_result weft_listener_close(weft_listener h) noexcept { return close_in<lstn, &lstn::l>(h.id); }
+weft_result weft_listener_close(weft_listener h) noexcept { return close_handle<lstn>(h.id); }
 
-weft_result weft_listener_destroy(weft_listener h) noexcept { return destroy_in<lstn, &lstn::l>(h.id); }
+weft_result weft_listener_destroy(weft_listener h) noexcept { return destroy_handle<lstn>(h.id); }
 
 // ---- streams -----------------------------------------------------------------
 
@@ -228,7 +269,9 @@ weft_result weft_tcp_connect(const char* address, uint16_t port, int64_t deadlin
     return io_call([&](int& err) {
         const c_deadline d(deadline_ns);
         io::endpoint to;
-        if (!address || !out || !d.valid || !tcp_endpoint(address, port, to)) return WEFT_INVALID_ARGUMENT;
+        // Port 0 names no peer (it is "any port" only to a listener).
+        if (!address || !out || port == 0 || !d.valid || !tcp_endpoint(address, port, to))
+            return WEFT_INVALID_ARGUMENT;
         return connect_to(to, d, out, err);
     });
 }
@@ -245,7 +288,7 @@ weft_result weft_unix_connect(const char* path, int64_t deadline_ns, weft_stream
 weft_result weft_stream_read(weft_stream h, void* buf, size_t len, int64_t deadline_ns, size_t* got) noexcept {
     return io_call([&](int& err) {
         const c_deadline d(deadline_ns);
-        if ((!buf && len) || !got || !d.valid) return WEFT_INVALID_ARGUMENT;
+        if ((!buf && len) || too_long(len) || !got || !d.valid) return WEFT_INVALID_ARGUMENT;
         return with<strm>(h.id, [&](strm& s) {
             if (!s.s.is_open()) return WEFT_CLOSED;
             if (len == 0) {
@@ -263,49 +306,21 @@ weft_result weft_stream_read(weft_stream h, void* buf, size_t len, int64_t deadl
 }
 
 weft_result weft_stream_read_exact(weft_stream h, void* buf, size_t len, int64_t deadline_ns, size_t* got) noexcept {
-    // The loop is read_exact()'s, here so that `count` survives a
-    // cancellation in the middle (the unwind stops in io_call()).
-    std::size_t count = 0;
-    const weft_result r = io_call([&](int& err) {
-        const c_deadline d(deadline_ns);
-        if ((!buf && len) || !d.valid) return WEFT_INVALID_ARGUMENT;
-        return with<strm>(h.id, [&](strm& s) {
-            if (!s.s.is_open()) return WEFT_CLOSED;
-            const std::span<std::byte> all(static_cast<std::byte*>(buf), len);
-            while (count < len) {
-                std::error_code ec;
-                const std::size_t n = s.s.read_some(all.subspan(count), ec, deadline_of(d));
-                if (ec) return io_result(ec, d, err);
-                if (n == 0) return WEFT_EOF;
-                count += n;
-            }
-            return WEFT_OK;
+    return transfer(
+        h.id, static_cast<std::byte*>(buf), len, deadline_ns, got, WEFT_EOF,
+        [](io::stream& s, std::span<std::byte> b, std::error_code& ec, io::clock::time_point d) {
+            return s.read_some(b, ec, d);
         });
-    });
-    if (got && r != WEFT_INVALID_ARGUMENT) *got = count;
-    return r;
 }
 
 weft_result weft_stream_write_all(weft_stream h, const void* buf, size_t len, int64_t deadline_ns,
                                   size_t* written) noexcept {
-    std::size_t count = 0;
-    const weft_result r = io_call([&](int& err) {
-        const c_deadline d(deadline_ns);
-        if ((!buf && len) || !d.valid) return WEFT_INVALID_ARGUMENT;
-        return with<strm>(h.id, [&](strm& s) {
-            if (!s.s.is_open()) return WEFT_CLOSED;
-            const std::span<const std::byte> all(static_cast<const std::byte*>(buf), len);
-            while (count < len) {
-                std::error_code ec;
-                const std::size_t n = s.s.write_some(all.subspan(count), ec, deadline_of(d));
-                if (ec) return io_result(ec, d, err);
-                count += n;
-            }
-            return WEFT_OK;
+    // write_some() moves at least one byte or fails: on_zero is never used.
+    return transfer(
+        h.id, static_cast<const std::byte*>(buf), len, deadline_ns, written, WEFT_UNKNOWN_ERROR,
+        [](io::stream& s, std::span<const std::byte> b, std::error_code& ec, io::clock::time_point d) {
+            return s.write_some(b, ec, d);
         });
-    });
-    if (written && r != WEFT_INVALID_ARGUMENT) *written = count;
-    return r;
 }
 
 weft_result weft_stream_shutdown_write(weft_stream h) noexcept {
@@ -316,9 +331,9 @@ weft_result weft_stream_shutdown_write(weft_stream h) noexcept {
     });
 }
 
-weft_result weft_stream_close(weft_stream h) noexcept { return close_in<strm, &strm::s>(h.id); }
+weft_result weft_stream_close(weft_stream h) noexcept { return close_handle<strm>(h.id); }
 
-weft_result weft_stream_destroy(weft_stream h) noexcept { return destroy_in<strm, &strm::s>(h.id); }
+weft_result weft_stream_destroy(weft_stream h) noexcept { return destroy_handle<strm>(h.id); }
 
 weft_result weft_stream_fd(weft_stream h, int* out) noexcept {
     return io_call([&](int&) {

@@ -1,16 +1,21 @@
 /* io_test.c: the C API's TCP and Unix-domain streams and listeners, every
  * call and its misuses, from tasks (0 and 2 workers) and a plain thread,
- * built as C11. Network only on 127.0.0.1; Unix-domain sockets only in the
- * abstract namespace (no files); every wait has a deadline or is ended by
- * the test. */
+ * built as C11. Network only on 127.0.0.1 and ::1; Unix-domain sockets in
+ * the abstract namespace and in a temporary directory the test removes;
+ * every wait has a deadline or is ended by the test, also the calls that
+ * must fail at once (a wrong implementation fails the check, never
+ * hangs). */
 #define _POSIX_C_SOURCE 200809L
+#include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "c_test.h"
@@ -81,61 +86,95 @@ static void every_call_checks_its_arguments(void) {
     weft_stream s;
     char buf[8];
     char long_path[200];
+    char long_address[100]; /* longer than any numeric address */
     memset(long_path, 'x', sizeof long_path - 1);
     long_path[sizeof long_path - 1] = '\0';
+    memset(long_address, '1', sizeof long_address - 1);
+    long_address[sizeof long_address - 1] = '\0';
     CHECK_RESULT(weft_last_errno(NULL), WEFT_INVALID_ARGUMENT);
 
+    l.id = 4242; /* not written on WEFT_INVALID_ARGUMENT */
     CHECK_RESULT(weft_tcp_listen(NULL, 0, 0, &l), WEFT_INVALID_ARGUMENT);
     CHECK_RESULT(weft_tcp_listen("127.0.0.1", 0, 0, NULL), WEFT_INVALID_ARGUMENT);
     CHECK_RESULT(weft_tcp_listen("localhost", 0, 0, &l), WEFT_INVALID_ARGUMENT); /* numeric only */
+    CHECK_RESULT(weft_tcp_listen("", 0, 0, &l), WEFT_INVALID_ARGUMENT);
     CHECK_RESULT(weft_tcp_listen("127.0.0", 0, 0, &l), WEFT_INVALID_ARGUMENT);
+    CHECK_RESULT(weft_tcp_listen("256.0.0.1", 0, 0, &l), WEFT_INVALID_ARGUMENT);
+    CHECK_RESULT(weft_tcp_listen("127.0.0.1:80", 0, 0, &l), WEFT_INVALID_ARGUMENT); /* the port is its own argument */
     CHECK_RESULT(weft_tcp_listen("::zz", 0, 0, &l), WEFT_INVALID_ARGUMENT);
     CHECK_RESULT(weft_tcp_listen("[::1]", 0, 0, &l), WEFT_INVALID_ARGUMENT); /* no brackets */
+    CHECK_RESULT(weft_tcp_listen(long_address, 0, 0, &l), WEFT_INVALID_ARGUMENT);
     CHECK_RESULT(weft_tcp_listen("127.0.0.1", 0, -1, &l), WEFT_INVALID_ARGUMENT);
+    CHECK_RESULT(weft_tcp_listen("127.0.0.1", 0, INT_MIN, &l), WEFT_INVALID_ARGUMENT);
     CHECK_RESULT(weft_unix_listen(NULL, 0, &l), WEFT_INVALID_ARGUMENT);
     CHECK_RESULT(weft_unix_listen("@x", 0, NULL), WEFT_INVALID_ARGUMENT);
     CHECK_RESULT(weft_unix_listen("", 0, &l), WEFT_INVALID_ARGUMENT);
     CHECK_RESULT(weft_unix_listen(long_path, 0, &l), WEFT_INVALID_ARGUMENT);
     CHECK_RESULT(weft_unix_listen("@x", -1, &l), WEFT_INVALID_ARGUMENT);
+    CHECK(l.id == 4242);
+    CHECK(last_errno() == 0); /* WEFT_INVALID_ARGUMENT is no system error */
 
+    s.id = 4242;
     CHECK_RESULT(weft_tcp_connect(NULL, 1, WEFT_NO_DEADLINE, &s), WEFT_INVALID_ARGUMENT);
     CHECK_RESULT(weft_tcp_connect("127.0.0.1", 1, WEFT_NO_DEADLINE, NULL), WEFT_INVALID_ARGUMENT);
     CHECK_RESULT(weft_tcp_connect("127.0.0.1", 1, -2, &s), WEFT_INVALID_ARGUMENT);
+    CHECK_RESULT(weft_tcp_connect("127.0.0.1", 1, INT64_MIN, &s), WEFT_INVALID_ARGUMENT);
+    CHECK_RESULT(weft_tcp_connect("127.0.0.1", 0, now_ns() + LONG, &s), WEFT_INVALID_ARGUMENT); /* no peer has port 0 */
+    CHECK_RESULT(weft_tcp_connect("::1", 0, now_ns() + LONG, &s), WEFT_INVALID_ARGUMENT);
     CHECK_RESULT(weft_tcp_connect("nope", 1, WEFT_NO_DEADLINE, &s), WEFT_INVALID_ARGUMENT);
+    CHECK_RESULT(weft_tcp_connect("", 1, WEFT_NO_DEADLINE, &s), WEFT_INVALID_ARGUMENT);
+    CHECK_RESULT(weft_tcp_connect("[::1]", 1, WEFT_NO_DEADLINE, &s), WEFT_INVALID_ARGUMENT);
+    CHECK_RESULT(weft_tcp_connect("127.0.0.1:1", 1, WEFT_NO_DEADLINE, &s), WEFT_INVALID_ARGUMENT);
+    CHECK_RESULT(weft_tcp_connect(long_address, 1, WEFT_NO_DEADLINE, &s), WEFT_INVALID_ARGUMENT);
     CHECK_RESULT(weft_unix_connect(NULL, WEFT_NO_DEADLINE, &s), WEFT_INVALID_ARGUMENT);
     CHECK_RESULT(weft_unix_connect("@x", WEFT_NO_DEADLINE, NULL), WEFT_INVALID_ARGUMENT);
     CHECK_RESULT(weft_unix_connect("@x", -2, &s), WEFT_INVALID_ARGUMENT);
     CHECK_RESULT(weft_unix_connect("", WEFT_NO_DEADLINE, &s), WEFT_INVALID_ARGUMENT);
     CHECK_RESULT(weft_unix_connect(long_path, WEFT_NO_DEADLINE, &s), WEFT_INVALID_ARGUMENT);
+    CHECK(s.id == 4242);
+    CHECK(last_errno() == 0);
 
-    /* A live listener and stream: null pointers and bad deadlines. */
+    /* A live listener and stream: null pointers, bad sizes and bad
+     * deadlines. Nothing is queued or readable, so a call that missed its
+     * check would wait: each has a deadline that fails the check instead
+     * of hanging. A huge backlog is cut to the system's limit. */
     weft_stream a, b;
     uint16_t port = 0;
     int fd = -1;
     size_t got = 77;
-    CHECK_OK(weft_tcp_listen("127.0.0.1", 0, 4, &l));
+    const size_t huge[] = {SIZE_MAX, (size_t)-4, (size_t)PTRDIFF_MAX + 1};
+    CHECK_OK(weft_tcp_listen("127.0.0.1", 0, INT_MAX, &l));
     CHECK_OK(weft_listener_port(l, &port));
     CHECK_OK(weft_tcp_connect("127.0.0.1", port, now_ns() + LONG, &a));
     CHECK_OK(weft_listener_accept(l, now_ns() + LONG, &b));
     CHECK_RESULT(weft_listener_port(l, NULL), WEFT_INVALID_ARGUMENT);
-    CHECK_RESULT(weft_listener_accept(l, WEFT_NO_DEADLINE, NULL), WEFT_INVALID_ARGUMENT);
+    CHECK_RESULT(weft_listener_accept(l, now_ns() + LONG, NULL), WEFT_INVALID_ARGUMENT);
     CHECK_RESULT(weft_listener_accept(l, -2, &s), WEFT_INVALID_ARGUMENT);
-    CHECK_RESULT(weft_stream_read(a, NULL, 4, WEFT_NO_DEADLINE, &got), WEFT_INVALID_ARGUMENT);
-    CHECK_RESULT(weft_stream_read(a, buf, 4, WEFT_NO_DEADLINE, NULL), WEFT_INVALID_ARGUMENT);
+    CHECK_RESULT(weft_stream_read(a, NULL, 4, now_ns() + LONG, &got), WEFT_INVALID_ARGUMENT);
+    CHECK_RESULT(weft_stream_read(a, buf, 4, now_ns() + LONG, NULL), WEFT_INVALID_ARGUMENT);
     CHECK_RESULT(weft_stream_read(a, buf, 4, -2, &got), WEFT_INVALID_ARGUMENT);
-    CHECK_RESULT(weft_stream_read_exact(a, NULL, 4, WEFT_NO_DEADLINE, &got), WEFT_INVALID_ARGUMENT);
+    CHECK_RESULT(weft_stream_read_exact(a, NULL, 4, now_ns() + LONG, &got), WEFT_INVALID_ARGUMENT);
     CHECK_RESULT(weft_stream_read_exact(a, buf, 4, -2, &got), WEFT_INVALID_ARGUMENT);
-    CHECK_RESULT(weft_stream_write_all(a, NULL, 4, WEFT_NO_DEADLINE, &got), WEFT_INVALID_ARGUMENT);
+    CHECK_RESULT(weft_stream_write_all(a, NULL, 4, now_ns() + LONG, &got), WEFT_INVALID_ARGUMENT);
     CHECK_RESULT(weft_stream_write_all(a, "abcd", 4, -2, &got), WEFT_INVALID_ARGUMENT);
+    /* A size no object has (a negative count converted, most likely). */
+    for (size_t i = 0; i < sizeof huge / sizeof huge[0]; ++i) {
+        CHECK_RESULT(weft_stream_read(a, buf, huge[i], now_ns() + LONG, &got), WEFT_INVALID_ARGUMENT);
+        CHECK_RESULT(weft_stream_read_exact(a, buf, huge[i], now_ns() + LONG, &got), WEFT_INVALID_ARGUMENT);
+        CHECK_RESULT(weft_stream_write_all(a, "abcd", huge[i], now_ns() + LONG, &got), WEFT_INVALID_ARGUMENT);
+    }
     CHECK(got == 77); /* not written on WEFT_INVALID_ARGUMENT */
     CHECK_RESULT(weft_stream_fd(a, NULL), WEFT_INVALID_ARGUMENT);
+    /* None of them sent anything: b has nothing to read. */
+    CHECK_RESULT(weft_stream_read(b, buf, sizeof buf, 0, &got), WEFT_TIMED_OUT);
+    CHECK(got == 77);
     /* len 0 needs no buffer and does not wait. */
-    CHECK_OK(weft_stream_read(a, NULL, 0, WEFT_NO_DEADLINE, &got));
+    CHECK_OK(weft_stream_read(a, NULL, 0, now_ns() + LONG, &got));
     CHECK(got == 0);
     got = 77;
-    CHECK_OK(weft_stream_read_exact(a, NULL, 0, WEFT_NO_DEADLINE, &got));
+    CHECK_OK(weft_stream_read_exact(a, NULL, 0, now_ns() + LONG, &got));
     CHECK(got == 0);
-    CHECK_OK(weft_stream_write_all(a, NULL, 0, WEFT_NO_DEADLINE, NULL));
+    CHECK_OK(weft_stream_write_all(a, NULL, 0, now_ns() + LONG, NULL));
     CHECK_OK(weft_stream_fd(a, &fd));
     CHECK(fd >= 0);
 
@@ -190,13 +229,13 @@ static void every_call_checks_its_arguments(void) {
     CHECK_OK(weft_stream_close(a));
     CHECK_OK(weft_stream_close(a));
     got = 77;
-    CHECK_RESULT(weft_stream_read(a, buf, 1, WEFT_NO_DEADLINE, &got), WEFT_CLOSED);
-    CHECK_RESULT(weft_stream_read(a, buf, 0, WEFT_NO_DEADLINE, &got), WEFT_CLOSED);
+    CHECK_RESULT(weft_stream_read(a, buf, 1, now_ns() + LONG, &got), WEFT_CLOSED);
+    CHECK_RESULT(weft_stream_read(a, buf, 0, now_ns() + LONG, &got), WEFT_CLOSED);
     CHECK(got == 77);
-    CHECK_RESULT(weft_stream_read_exact(a, buf, 1, WEFT_NO_DEADLINE, &got), WEFT_CLOSED);
+    CHECK_RESULT(weft_stream_read_exact(a, buf, 1, now_ns() + LONG, &got), WEFT_CLOSED);
     CHECK(got == 0);
     got = 77;
-    CHECK_RESULT(weft_stream_write_all(a, buf, 1, WEFT_NO_DEADLINE, &got), WEFT_CLOSED);
+    CHECK_RESULT(weft_stream_write_all(a, buf, 1, now_ns() + LONG, &got), WEFT_CLOSED);
     CHECK(got == 0);
     CHECK_RESULT(weft_stream_shutdown_write(a), WEFT_CLOSED);
     CHECK_RESULT(weft_stream_fd(a, &fd), WEFT_CLOSED);
@@ -209,6 +248,12 @@ static void every_call_checks_its_arguments(void) {
     CHECK_RESULT(weft_stream_close(a), WEFT_INVALID_HANDLE);
     CHECK_RESULT(weft_stream_fd(a, &fd), WEFT_INVALID_HANDLE);
     CHECK_RESULT(weft_stream_destroy(a), WEFT_INVALID_HANDLE);
+    /* Arguments are checked before the handle is looked at. */
+    CHECK_RESULT(weft_stream_read(a, NULL, 1, WEFT_NO_DEADLINE, &got), WEFT_INVALID_ARGUMENT);
+    CHECK_RESULT(weft_stream_read(a, buf, 1, WEFT_NO_DEADLINE, NULL), WEFT_INVALID_ARGUMENT);
+    CHECK_RESULT(weft_stream_read_exact(a, buf, SIZE_MAX, WEFT_NO_DEADLINE, &got), WEFT_INVALID_ARGUMENT);
+    CHECK_RESULT(weft_stream_write_all(a, buf, 1, -2, &got), WEFT_INVALID_ARGUMENT);
+    CHECK_RESULT(weft_stream_fd(a, NULL), WEFT_INVALID_ARGUMENT);
     CHECK_OK(weft_stream_destroy(b)); /* destroy closes an open stream */
 
     /* A closed listener keeps its port; accept is WEFT_CLOSED. */
@@ -223,6 +268,9 @@ static void every_call_checks_its_arguments(void) {
     CHECK_RESULT(weft_listener_accept(l, WEFT_NO_DEADLINE, &s), WEFT_INVALID_HANDLE);
     CHECK_RESULT(weft_listener_close(l), WEFT_INVALID_HANDLE);
     CHECK_RESULT(weft_listener_destroy(l), WEFT_INVALID_HANDLE);
+    CHECK_RESULT(weft_listener_port(l, NULL), WEFT_INVALID_ARGUMENT);
+    CHECK_RESULT(weft_listener_accept(l, WEFT_NO_DEADLINE, NULL), WEFT_INVALID_ARGUMENT);
+    CHECK_RESULT(weft_listener_accept(l, -2, &s), WEFT_INVALID_ARGUMENT);
     CHECK(last_errno() == 0); /* the last IO call did not return WEFT_IO_ERROR */
 }
 
@@ -288,30 +336,77 @@ static void finish_echo(weft_stream s, weft_task server, struct echo* e, size_t 
     CHECK_OK(weft_stream_destroy(s));
 }
 
+/* echo_client talks to an echo server task over TCP at the numeric
+ * loopback address arg ("127.0.0.1" or "::1"). */
 static void echo_client(void* arg) {
-    (void)arg;
+    const char* address = arg;
+    const int ipv6 = strchr(address, ':') != NULL;
     struct echo e;
     memset(&e, 0, sizeof e);
-    CHECK_OK(weft_tcp_listen("127.0.0.1", 0, 0, &e.l));
+    CHECK_OK(weft_tcp_listen(address, 0, 0, &e.l));
     CHECK_OK(weft_listener_port(e.l, &e.port));
+    CHECK(e.port != 0);
+    weft_listener twice; /* SO_REUSEADDR does not share a listening port */
+    CHECK_RESULT(weft_tcp_listen(address, e.port, 0, &twice), WEFT_IO_ERROR);
+    CHECK(last_errno() == EADDRINUSE);
     weft_task server;
     CHECK_OK(weft_spawn(echo_server, &e, NULL, &server));
     weft_stream s;
-    CHECK_OK(weft_tcp_connect("127.0.0.1", e.port, now_ns() + LONG, &s));
-    /* The fd is the socket's: an option set through it reads back. */
+    CHECK_OK(weft_tcp_connect(address, e.port, now_ns() + LONG, &s));
+    /* The fd is the socket's: an option set through it reads back, and its
+     * peer is the listener's address and port. */
     int fd = -1, on = 1, value = 0;
     socklen_t len = sizeof value;
     CHECK_OK(weft_stream_fd(s, &fd));
     CHECK(setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on) == 0);
     CHECK(getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &value, &len) == 0);
     CHECK(value != 0);
+    struct sockaddr_storage peer;
+    socklen_t peer_len = sizeof peer;
+    CHECK(getpeername(fd, (struct sockaddr*)&peer, &peer_len) == 0);
+    if (ipv6) {
+        const struct sockaddr_in6* p6 = (const struct sockaddr_in6*)&peer;
+        CHECK(p6->sin6_family == AF_INET6 && ntohs(p6->sin6_port) == e.port);
+        CHECK(memcmp(&p6->sin6_addr, &in6addr_loopback, sizeof in6addr_loopback) == 0);
+    } else {
+        const struct sockaddr_in* p4 = (const struct sockaddr_in*)&peer;
+        CHECK(p4->sin_family == AF_INET && ntohs(p4->sin_port) == e.port);
+        CHECK(ntohl(p4->sin_addr.s_addr) == INADDR_LOOPBACK);
+    }
     echo_exchange(s, chunks);
     finish_echo(s, server, &e, (size_t)chunk * chunks);
     CHECK_OK(weft_listener_destroy(e.l));
 }
 
-static void echo_over_loopback_tcp_0_workers(void) { run_in_task(0, echo_client, NULL); }
-static void echo_over_loopback_tcp_2_workers(void) { run_in_task(2, echo_client, NULL); }
+static char loopback_v4[] = "127.0.0.1";
+static char loopback_v6[] = "::1";
+
+static void echo_over_loopback_tcp_0_workers(void) { run_in_task(0, echo_client, loopback_v4); }
+static void echo_over_loopback_tcp_2_workers(void) { run_in_task(2, echo_client, loopback_v4); }
+
+/* ipv6_loopback() says whether ::1 can be listened on: a host or
+ * container without IPv6 gives EADDRNOTAVAIL (no ::1 on lo) or
+ * EAFNOSUPPORT (IPv6 off); anything else fails the test. */
+static int ipv6_loopback(void) {
+    weft_listener l;
+    const weft_result r = weft_tcp_listen(loopback_v6, 0, 0, &l);
+    if (r == WEFT_OK) {
+        CHECK_OK(weft_listener_destroy(l));
+        return 1;
+    }
+    CHECK_RESULT(r, WEFT_IO_ERROR);
+    const int e = last_errno();
+    CHECK(e == EADDRNOTAVAIL || e == EAFNOSUPPORT);
+    printf("  (no IPv6 loopback here: %s; skipped)\n", strerror(e));
+    return 0;
+}
+
+static void echo_over_ipv6_loopback_0_workers(void) {
+    if (ipv6_loopback()) run_in_task(0, echo_client, loopback_v6);
+}
+static void echo_over_ipv6_loopback_2_workers(void) {
+    if (ipv6_loopback()) run_in_task(2, echo_client, loopback_v6);
+}
 
 /* The client on the main thread (no task: its waits block in poll), the
  * server a task of a 2-worker runtime. */
@@ -369,6 +464,26 @@ static void unix_domain_echo_with(unsigned workers) {
 }
 static void unix_domain_echo_0_workers(void) { unix_domain_echo_with(0); }
 static void unix_domain_echo_2_workers(void) { unix_domain_echo_with(2); }
+
+/* The same at a file path, in a directory of the test's own that it
+ * removes: the socket file outlives its listener (the program removes
+ * it), and a path with no socket is ENOENT. */
+static void unix_file_echo_with(unsigned workers) {
+    char dir[] = "/tmp/weft-c-io-test-XXXXXX";
+    char path[64];
+    struct stat st;
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof path, "%s/echo.sock", dir);
+    run_in_task(workers, unix_echo_client, path);
+    CHECK(stat(path, &st) == 0 && S_ISSOCK(st.st_mode)); /* not removed by the listener */
+    CHECK(unlink(path) == 0);
+    weft_stream s;
+    CHECK_RESULT(weft_unix_connect(path, now_ns() + LONG, &s), WEFT_IO_ERROR);
+    CHECK(last_errno() == ENOENT);
+    CHECK(rmdir(dir) == 0);
+}
+static void unix_domain_echo_at_a_file_path_0_workers(void) { unix_file_echo_with(0); }
+static void unix_domain_echo_at_a_file_path_2_workers(void) { unix_file_echo_with(2); }
 
 /* ---- deadlines, end of stream --------------------------------------------- */
 
@@ -467,6 +582,9 @@ static void peer_closes_early(void* arg) {
     }
     CHECK_RESULT(r, WEFT_IO_ERROR);
     CHECK(e == EPIPE || e == ECONNRESET);
+    /* The connection is gone: there is no writing side left to end. */
+    CHECK_RESULT(weft_stream_shutdown_write(a), WEFT_IO_ERROR);
+    CHECK(last_errno() == ENOTCONN);
     CHECK_OK(weft_stream_destroy(a));
 }
 
@@ -549,25 +667,25 @@ static void close_under_blocked_calls(void* arg) {
     /* close: the handle stays, closed. */
     CHECK_OK(weft_tcp_listen("127.0.0.1", 0, 0, &b.l));
     block_and_end(&b, blocked_accept, close_listener);
-    CHECK_RESULT(weft_listener_accept(b.l, WEFT_NO_DEADLINE, &s), WEFT_CLOSED);
+    CHECK_RESULT(weft_listener_accept(b.l, now_ns() + LONG, &s), WEFT_CLOSED);
     CHECK_OK(weft_listener_destroy(b.l));
     /* destroy: the call in progress ends WEFT_CLOSED, the handle is stale. */
     CHECK_OK(weft_tcp_listen("127.0.0.1", 0, 0, &b.l));
     block_and_end(&b, blocked_accept, destroy_listener);
-    CHECK_RESULT(weft_listener_accept(b.l, WEFT_NO_DEADLINE, &s), WEFT_INVALID_HANDLE);
+    CHECK_RESULT(weft_listener_accept(b.l, now_ns() + LONG, &s), WEFT_INVALID_HANDLE);
     /* The same for a read. */
     weft_stream peer;
     char c;
     size_t got;
     connected_pair(&b.s, &peer);
     block_and_end(&b, blocked_read, close_stream);
-    CHECK_RESULT(weft_stream_read(b.s, &c, 1, WEFT_NO_DEADLINE, &got), WEFT_CLOSED);
+    CHECK_RESULT(weft_stream_read(b.s, &c, 1, now_ns() + LONG, &got), WEFT_CLOSED);
     CHECK_OK(weft_stream_destroy(b.s));
     CHECK_RESULT(weft_stream_read(peer, &c, 1, now_ns() + LONG, &got), WEFT_EOF); /* it was closed */
     CHECK_OK(weft_stream_destroy(peer));
     connected_pair(&b.s, &peer);
     block_and_end(&b, blocked_read, destroy_stream);
-    CHECK_RESULT(weft_stream_read(b.s, &c, 1, WEFT_NO_DEADLINE, &got), WEFT_INVALID_HANDLE);
+    CHECK_RESULT(weft_stream_read(b.s, &c, 1, now_ns() + LONG, &got), WEFT_INVALID_HANDLE);
     CHECK_OK(weft_stream_destroy(peer));
 }
 
@@ -624,14 +742,55 @@ static void cancel_a_blocked_read(void* arg) {
 static void a_task_canceled_in_a_read_gets_canceled_0_workers(void) { run_in_task(0, cancel_a_blocked_read, NULL); }
 static void a_task_canceled_in_a_read_gets_canceled_2_workers(void) { run_in_task(2, cancel_a_blocked_read, NULL); }
 
+/* ---- a stream outlives the runtime it waited in --------------------------- */
+
+static void read_times_out(void* arg) {
+    weft_stream* s = arg;
+    char c;
+    size_t got = 77;
+    CHECK_RESULT(weft_stream_read(*s, &c, 1, now_ns() + 5 * MS, &got), WEFT_TIMED_OUT);
+    CHECK(got == 77);
+}
+
+static void read_in_another_runtime(void* arg) {
+    weft_stream* s = arg;
+    char c;
+    size_t got = 77;
+    CHECK_RESULT(weft_stream_read(*s, &c, 1, now_ns() + LONG, &got), WEFT_IO_ERROR);
+    CHECK(last_errno() == EINVAL);
+    CHECK(got == 77);
+}
+
+/* A stream first waited on by a task belongs to that runtime's reactor.
+ * Once the runtime is destroyed, a task of another runtime that would wait
+ * on it gets WEFT_IO_ERROR with EINVAL, a plain thread still uses it, and
+ * destroying it frees what the first runtime kept for it (valgrind's fd
+ * and leak checks see that). */
+static void a_stream_outlives_the_runtime_it_waited_in(void) {
+    weft_stream a, b;
+    connected_pair(&a, &b);
+    run_in_task(2, read_times_out, &a);
+    run_in_task(0, read_in_another_runtime, &a);
+    char buf[2];
+    CHECK_OK(weft_stream_write_all(b, "ok", 2, now_ns() + LONG, NULL));
+    read_n(a, buf, 2);
+    CHECK(buf[0] == 'o' && buf[1] == 'k');
+    CHECK_OK(weft_stream_destroy(a));
+    CHECK_OK(weft_stream_destroy(b));
+}
+
 int main(void) {
     RUN(result_str_names_the_io_codes);
     RUN(every_call_checks_its_arguments);
     RUN(echo_over_loopback_tcp_0_workers);
     RUN(echo_over_loopback_tcp_2_workers);
+    RUN(echo_over_ipv6_loopback_0_workers);
+    RUN(echo_over_ipv6_loopback_2_workers);
     RUN(a_plain_thread_talks_to_a_server_task);
     RUN(unix_domain_echo_0_workers);
     RUN(unix_domain_echo_2_workers);
+    RUN(unix_domain_echo_at_a_file_path_0_workers);
+    RUN(unix_domain_echo_at_a_file_path_2_workers);
     RUN(deadlines_time_out_never_early_0_workers);
     RUN(deadlines_time_out_never_early_2_workers);
     RUN(end_of_stream_is_weft_eof_0_workers);
@@ -645,6 +804,7 @@ int main(void) {
     RUN(closing_wakes_a_blocked_accept_or_read_2_workers);
     RUN(a_task_canceled_in_a_read_gets_canceled_0_workers);
     RUN(a_task_canceled_in_a_read_gets_canceled_2_workers);
+    RUN(a_stream_outlives_the_runtime_it_waited_in);
     printf("io_test: %d tests passed\n", c_tests_passed);
     return 0;
 }
