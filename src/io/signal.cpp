@@ -5,9 +5,9 @@
 //          before it writes the eventfd). A signal_set keeps, per signal,
 //          seen[s]: the count it has reported up to, first the count when
 //          the set was made. s is pending in the set while counts[s] >
-//          seen[s]; a wait takes it by a compare-exchange of seen[s] from
-//          the value it read to counts[s] (all the deliveries so far: they
-//          are coalesced), so each delivery is reported once per set, by one
+//          seen[s]; a take, under the set's lock (IO-S2), sets seen[s] to
+//          counts[s] (all the deliveries so far: they are coalesced), so
+//          each delivery is reported once per set, by one
 //          wait, and to every set independently. The counters are the truth;
 //          the eventfd only wakes.
 //   IO-S2  The waiters of a set wait in its queue `q`, under its spin lock
@@ -33,9 +33,7 @@
 //          touches a set that is gone.
 //
 // A handler running on another thread may write the eventfd at any time, so
-// the eventfd is never closed; the dup each reader turn waits on is its own
-// (a handle belongs to the runtime of its first waiter, and each turn may be
-// a different runtime's task or a plain thread).
+// the eventfd is never closed.
 
 #include "weft/io/signal.hpp"
 
@@ -180,32 +178,27 @@ void acquire(int sig) {
 
 struct signal_set::state {
     std::uint64_t mask = 0;
-    std::array<std::atomic<std::uint64_t>, NSIG> seen{};  // IO-S1
-    weft::spin_lock mu;                                   // IO-S2: q, and every take()
-    weft::wait_queue q{weft::wait_queue::off_stack};      // IO-S2: the waiters
-    state* prev = nullptr;                                // the registry's list (IO-S3)
+    std::array<std::uint64_t, NSIG> seen{};           // IO-S1; under mu (set before the state is shared)
+    weft::spin_lock mu;                               // IO-S2: q, seen, every take()
+    weft::wait_queue q{weft::wait_queue::off_stack};  // IO-S2: the waiters
+    state* prev = nullptr;                            // the registry's list (IO-S3)
     state* next = nullptr;
 
-    // take() is a pending signal, taken (IO-S1), or 0. Under mu (IO-S2).
-    int take() noexcept {
-        for (int sig = 1; sig <= max_signal; ++sig) {
-            if (!(mask >> (sig - 1) & 1)) continue;
-            const std::uint64_t c = slots[static_cast<std::size_t>(sig)].count.load(std::memory_order_seq_cst);
-            auto& s = seen[static_cast<std::size_t>(sig)];
-            if (s.load(std::memory_order_relaxed) < c) {
-                s.store(c, std::memory_order_relaxed);
+    // pending() is the lowest signal of the set that take() would report,
+    // or 0. Under mu.
+    [[nodiscard]] int pending() const noexcept {
+        for (int sig = 1; sig <= max_signal; ++sig)
+            if ((mask >> (sig - 1) & 1) &&
+                seen[static_cast<std::size_t>(sig)] < slots[static_cast<std::size_t>(sig)].count.load(std::memory_order_seq_cst))
                 return sig;
-            }
-        }
         return 0;
     }
-    // pending() says whether take() would find a signal. Under mu.
-    [[nodiscard]] bool pending() const noexcept {
-        for (int sig = 1; sig <= max_signal; ++sig)
-            if ((mask >> (sig - 1) & 1) && seen[static_cast<std::size_t>(sig)].load(std::memory_order_relaxed) <
-                                               slots[static_cast<std::size_t>(sig)].count.load(std::memory_order_seq_cst))
-                return true;
-        return false;
+    // take() is a pending signal, taken (IO-S1: every delivery so far is
+    // coalesced into it), or 0. Under mu (IO-S2).
+    int take() noexcept {
+        const int sig = pending();
+        if (sig) seen[static_cast<std::size_t>(sig)] = slots[static_cast<std::size_t>(sig)].count.load(std::memory_order_seq_cst);
+        return sig;
     }
 };
 
@@ -316,9 +309,8 @@ signal_set::signal_set(std::span<const int> signals) {
         // IO-S1: deliveries from here on are this set's (the handler is in place).
         for (int sig = 1; sig <= max_signal; ++sig)
             if (mask >> (sig - 1) & 1)
-                st->seen[static_cast<std::size_t>(sig)].store(
-                    slots[static_cast<std::size_t>(sig)].count.load(std::memory_order_seq_cst),
-                    std::memory_order_relaxed);
+                st->seen[static_cast<std::size_t>(sig)] =
+                    slots[static_cast<std::size_t>(sig)].count.load(std::memory_order_seq_cst);
     }
     {
         set_registry& reg = the_sets();
