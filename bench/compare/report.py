@@ -236,7 +236,8 @@ class Runner:
         a = self.args
         for world, path in (("cpp", a.bin), ("cpp-sharefp", a.bin_sharefp)):
             if not path or not os.access(path, os.X_OK):
-                self.worlds[world] = dict(missing="not built" if path else "no binary given")
+                why = "not built" if path else (a.sharefp_missing if world == "cpp-sharefp" and a.sharefp_missing else "no binary given")
+                self.worlds[world] = dict(missing=why)
                 continue
             out = subprocess.run([path, "--list"], capture_output=True, text=True, check=True).stdout
             info = json.loads(out)
@@ -1120,6 +1121,7 @@ def main():
     ap.add_argument("--go-bin", help="weft_bench_go")
     ap.add_argument("--hp-bin", help="weft_bench_hp_callgrind (default: next to --bin)")
     ap.add_argument("--go-missing", help="why there is no Go binary")
+    ap.add_argument("--sharefp-missing", help="why there is no --bin-sharefp")
     ap.add_argument("--out", required=True, help="directory for latest.md/json/csv and the charts")
     ap.add_argument("--reps", type=int, help="repetitions (default 7, quick 5; at least 5 by the rules)")
     ap.add_argument("--cpu", type=int, default=1, help="CPU to pin to (taskset -c)")
