@@ -516,6 +516,10 @@ struct hooks {
         guard_check(t);
         worker* w = worker_of(t);
         w->switched = true;
+        // WATCHDOG-D4: the running-task slot is cleared before the task is
+        // published (it may then run, end and be freed elsewhere while a
+        // watchdog sample lands on this worker before run_task() returns).
+        w->set_current(nullptr);
         list_idle(w, t);
         arrive_switched(t);  // TASK-R1, SHRINK-S1
     }
@@ -554,6 +558,7 @@ struct hooks {
         guard_check(t);
         worker* w = worker_of(t);
         w->switched = true;
+        w->set_current(nullptr);  // WATCHDOG-D4, as in after_park(): a thief may run it next
         requeue(w, t);
     }
 };

@@ -25,9 +25,14 @@
 //                its own thread is in the handler, so reading its id and name there
 //                is safe. The monitor never dereferences a task. The worker's
 //                running-task slot names a task only while the worker holds a
-//                reference to it: finish_task() clears the slot before it drops
-//                its reference (TSan caught a sample, delivered late, reading a
-//                task freed by its joiner).
+//                reference to it, or the task cannot run anywhere else:
+//                finish_task() clears the slot before it drops its reference
+//                (TSan caught a sample, delivered late, reading a task freed by
+//                its joiner), and the after-switch hooks that publish a task
+//                that parked or yielded (after_park(), after_yield()) clear it
+//                before the task can be woken or stolen, run and end on another
+//                worker (TSan caught that too, in a CI run of 2026-11-29:
+//                observe_test.stalls_ending_while_sampled_..., 2 workers).
 
 #include "observe.hpp"
 
