@@ -511,15 +511,21 @@ struct hooks {
         w->idle_fifo.push_back(t);
         ++w->idle_count;
     }
+    // left() is the worker's side of a task that suspended back to it
+    // (after_park, after_yield): run_task() learns it from `switched`, and
+    // the running-task slot is cleared before the hook publishes the task,
+    // which may then run, end and be freed elsewhere while a watchdog sample
+    // lands on this worker before run_task() returns (WATCHDOG-D4).
+    static worker* left(task_record* t) noexcept {
+        worker* w = worker_of(t);
+        w->switched = true;
+        w->set_current(nullptr);
+        return w;
+    }
     static void after_park(void* p) noexcept {
         auto* t = static_cast<task_record*>(p);
         guard_check(t);
-        worker* w = worker_of(t);
-        w->switched = true;
-        // WATCHDOG-D4: the running-task slot is cleared before the task is
-        // published (it may then run, end and be freed elsewhere while a
-        // watchdog sample lands on this worker before run_task() returns).
-        w->set_current(nullptr);
+        worker* w = left(t);
         list_idle(w, t);
         arrive_switched(t);  // TASK-R1, SHRINK-S1
     }
@@ -556,10 +562,7 @@ struct hooks {
     static void after_yield(void* p) noexcept {
         auto* t = static_cast<task_record*>(p);
         guard_check(t);
-        worker* w = worker_of(t);
-        w->switched = true;
-        w->set_current(nullptr);  // WATCHDOG-D4, as in after_park(): a thief may run it next
-        requeue(w, t);
+        requeue(left(t), t);
     }
 };
 

@@ -339,10 +339,7 @@ void runtime_core::run_task(worker* w, task_record* t) {
         w->pinned.push(t);
         return;
     }
-    if (w->switched) {  // a hook has handed it on: hands off (it may run elsewhere now)
-        w->set_current(nullptr);
-        return;
-    }
+    if (w->switched) return;  // a hook has handed it on (and cleared w->current(): hooks::left())
     // After hand-offs the fiber that came back is the last task switched
     // to, not t.
     t = w->current();
