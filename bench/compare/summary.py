@@ -146,7 +146,7 @@ def dates(results):
                          "instruction counts"),
                         ("runtime", "the runtime: R1-R7 against Go and Boost.Fiber, idle CPU"),
                         ("async", "C++20 tasks next to stackful ones (A1-A4)"),
-                        ("r8", "R8, the echo server against Go and Boost.Asio"),
+                        ("r8", "R8, the echo server against Go, Boost.Asio, Tokio and monoio"),
                         ("http", "the HTTP example server against Go net/http under wrk (informational)"),
                         ("scale", "issue 26's scale scenarios SC1-SC8: idle tasks, timers, deadlines against Go, "
                          "Tokio and Boost.Fiber")]:

@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """R8 (echo) of the peer report's IO section: weft's echo server against a Go
-server (goroutine per connection, net package) and a Boost.Asio server
-(Boost 1.74, C++20 co_spawn / use_awaitable), all on 127.0.0.1, all driven by
-the same load generator (bench/compare/io/loadgen, Go, standard library).
+server (goroutine per connection, net package), a Boost.Asio server (Boost
+1.74, C++20 co_spawn / use_awaitable), a Tokio server (task per connection;
+bench/compare/tokio-runtime/src/echo.rs) and a monoio server (io_uring,
+thread per core; bench/compare/io/echo_monoio), all on 127.0.0.1, all driven
+by the same load generator (bench/compare/io/loadgen, Go, standard library).
+A peer that is not built is left out with the reason (--missing).
 
 Scenarios: {50, 1,000} connections x {64 B, 4 KiB} messages, ping-pong (each
 connection writes a message, reads it back, checks it, again), in two rows:
@@ -285,6 +288,10 @@ def main():
     ap.add_argument("--weft", default=os.path.join(ROOT, "build/bench/bench/weft_bench_echo"))
     ap.add_argument("--go", default=os.path.join(ROOT, "build/bench/weft_bench_echo_go"))
     ap.add_argument("--asio", default=os.path.join(ROOT, "build/bench/bench/weft_bench_echo_asio"))
+    ap.add_argument("--tokio", default=os.path.join(ROOT, "build/bench/cargo-target/release/weft_bench_echo_tokio"))
+    ap.add_argument("--monoio", default=os.path.join(ROOT, "build/bench/cargo-monoio/release/weft_bench_echo_monoio"))
+    ap.add_argument("--missing", action="append", default=[], metavar="NAME=WHY",
+                    help="a server that is not available, and why (the report says so)")
     ap.add_argument("--loadgen", default=os.path.join(ROOT, "build/bench/weft_bench_loadgen"))
     ap.add_argument("--quick", action="store_true", help="1 repetition, 0.5 s windows (CI)")
     ap.add_argument("--reps", type=int, default=None, help="repetitions (default 5, --quick 1)")
@@ -294,7 +301,7 @@ def main():
     ap.add_argument("--rows", default="1core,2workers")
     ap.add_argument("--conns", default="50,1000")
     ap.add_argument("--sizes", default="64,4096")
-    ap.add_argument("--servers", default="weft,go,asio")
+    ap.add_argument("--servers", default="weft,go,asio,tokio,monoio")
     ap.add_argument("--out", default=None, help="default bench/results (--quick: build/bench/results)")
     ap.add_argument("--log", default=os.path.join(ROOT, "build/bench/r8-log.txt"))
     args = ap.parse_args()
@@ -320,9 +327,20 @@ def main():
 
     servers = {}
     missing = {}
+    told = {}
+    for m in args.missing:
+        name, sep, why = m.partition("=")
+        if not sep:
+            ap.error(f"--missing wants NAME=WHY, got {m!r}")
+        told[name] = why
     for name in [s for s in args.servers.split(",") if s]:
-        path = getattr(args, name)
-        if os.access(path, os.X_OK):
+        path = getattr(args, name, None)
+        if path is None:
+            ap.error(f"--servers: unknown server {name!r}")
+        if name in told:
+            missing[name] = told[name]
+            log(f"r8: {name}: {missing[name]}")
+        elif os.access(path, os.X_OK):
             servers[name] = path
         else:
             missing[name] = f"not built ({os.path.relpath(path, ROOT)} is missing)"
@@ -345,7 +363,7 @@ def main():
         if name == "go":
             env["GOMAXPROCS"] = str(workers)
             return [servers[name], "-port", "0", "-max-seconds", str(max_seconds)], env
-        flag = "--threads" if name == "asio" else "--workers"
+        flag = "--threads" if name == "asio" else "--workers"  # weft, tokio, monoio: --workers
         return [servers[name], "--port", "0", flag, str(workers), "--max-seconds", str(max_seconds)], env
 
     scenarios = [(row, c, s) for row in rows for c in conns_list for s in sizes]
@@ -462,9 +480,10 @@ def main():
         lines.append("")
         lines.append("### Targets (per-repetition ratios, median [min, max])")
         lines.append("")
-        lines.append("| row | conns | size | weft/go rps (>= 1.3) | weft/asio rps (>= 1.1) | weft/go p99 (<= 0.7) "
-                     "| weft/go CPU per req | weft/asio CPU per req |")
-        lines.append("|---|---:|---:|---|---|---|---:|---:|")
+        cpu_peers = [n for n in servers if n != "weft"]
+        lines.append("| row | conns | size | weft/go rps (>= 1.3) | weft/asio rps (>= 1.1) | weft/go p99 (<= 0.7) | "
+                     + " | ".join(f"weft/{n} CPU per req" for n in cpu_peers) + " |")
+        lines.append("|---|---:|---:|---|---|---|" + "---:|" * len(cpu_peers))
 
         def verdict(r, want, le=False):
             if r is None:
@@ -499,12 +518,12 @@ def main():
             t = {"row": row, "conns": conns, "size": size,
                  "rps_vs_go": paired("go", "rps"), "rps_vs_asio": paired("asio", "rps"),
                  "p99_vs_go": paired("go", "p99_us"),
-                 "cpu_vs_go": paired("go", "cpu"), "cpu_vs_asio": paired("asio", "cpu")}
+                 **{f"cpu_vs_{n}": paired(n, "cpu") for n in cpu_peers}}
             targets.append(t)
             lines.append(f"| {row} | {conns:,} | {size:,} | {verdict(t['rps_vs_go'], TARGETS['rps_vs_go'])} "
                          f"| {verdict(t['rps_vs_asio'], TARGETS['rps_vs_asio'])} "
-                         f"| {verdict(t['p99_vs_go'], TARGETS['p99_vs_go'], le=True)} "
-                         f"| {plain(t['cpu_vs_go'])} | {plain(t['cpu_vs_asio'])} |")
+                         f"| {verdict(t['p99_vs_go'], TARGETS['p99_vs_go'], le=True)} | "
+                         + " | ".join(plain(t[f"cpu_vs_{n}"]) for n in cpu_peers) + " |")
     if failures:
         lines.append("")
         lines.append("### Failures")
