@@ -1,12 +1,12 @@
 // file.cpp: weft/io/file.hpp. Inside a task whose runtime's reactor is
 // io_uring, read_at / write_at are IORING_OP_READ / WRITE (src/io/uring.cpp,
-// URING-U7); on epoll each call runs whole on the blocking pool (one pool round
+// URING-U7, through detail::run_op() in reactor.cpp); on epoll each call runs whole on the blocking pool (one pool round
 // trip per call, not per retry); outside a task pread / pwrite are called
 // directly. Either way a task never blocks its worker on a disk.
 //
 //   IO-F1  An operation submitted to the ring (an op_state on this frame) is
 //          over only when its completion has arrived (op.done, set under
-//          op.mu by op_state::complete()); ring_io() never returns or unwinds
+//          op.mu by op_state::complete()); run_op() (reactor.cpp) never returns or unwinds
 //          before that, whatever ends its wait: the kernel may write the buffer
 //          (and reads op) until then, also after a cancel. It waits twice at
 //          most. The first wait (w1: cancellable, with the deadline) is linked
@@ -57,66 +57,10 @@ detail::backend* ring_backend() {
     return b.supports_ops() ? &b : nullptr;
 }
 
-// ring_op is a submitted operation and the two waiters of IO-F1, together off
-// a shared stack (WAITER-V4 in weft/waiter.hpp): the completion writes them while
-// the task is suspended.
-struct ring_op {
-    detail::op_state op;
-    weft::waiter w1, w2;
-
-    // prepare() sets op up for one read or write of at most op_max bytes.
-    void prepare(detail::op_state::kind k, int fd, void* buf, std::size_t len, std::uint64_t offset) noexcept {
-        op.op = k;
-        op.fd = fd;
-        op.buf = buf;
-        op.len = static_cast<std::uint32_t>(std::min(len, op_max));
-        op.offset = offset;
-        op.done = false;
-        op.res = 0;
-    }
-};
-
-// ring_io() submits the operation in r and waits for its completion (IO-F1);
-// returns its result (a count or -errno), -ETIMEDOUT if the deadline passed
-// and the op was canceled. Unwinds (after the completion) if the task is
-// canceled.
-int ring_io(detail::backend& b, ring_op& r, clock::time_point deadline) {
-    detail::op_state& op = r.op;
-    if (const int rc = b.start_op(&op); rc < 0) return rc;  // nothing submitted
-    weft::waiter& w1 = r.w1;
-    {
-        std::lock_guard g(op.mu);
-        if (op.done) return op.res;
-        w1.arm(true);
-        op.w = &w1;
-    }
-    const auto out = w1.wait(deadline == no_deadline ? nullptr : &deadline);
-    if (out == weft::waiter::outcome::notified) return op.res;  // WAITER-V2: written before wake()
-    bool pending;
-    {
-        std::lock_guard g(op.mu);
-        op.w = nullptr;  // WAITER-V3: w1 ended itself; the completion will not claim it
-        pending = !op.done;
-    }
-    if (pending) {
-        b.cancel_op(&op);
-        weft::waiter& w2 = r.w2;
-        bool wait2 = false;
-        {
-            std::lock_guard g(op.mu);
-            if (!op.done) {
-                w2.arm(false);  // IO-F1: neither a cancellation nor a deadline ends it
-                op.w = &w2;
-                wait2 = true;
-            }
-        }
-        if (wait2) (void)w2.wait(nullptr);  // notified: only the completion claims w2
-    }
-    if (out == weft::waiter::outcome::canceled) weft::throw_canceled();
-    // Timed out. Canceled in time (ECANCELED; EINTR from an io-wq worker the
-    // cancel interrupted): timed_out. Completed anyway: its result.
-    if (op.res == -ECANCELED || op.res == -EINTR) return -ETIMEDOUT;
-    return op.res;
+// prepare() sets r up for one read or write of at most op_max bytes.
+void prepare(detail::ring_op& r, detail::op_state::kind k, int fd, void* buf, std::size_t len,
+             std::uint64_t offset) noexcept {
+    r.prepare(k, fd, buf, static_cast<std::uint32_t>(std::min(len, op_max)), offset);
 }
 
 // cannot_start() is what read_at() / write_at() check before starting: the file
@@ -145,10 +89,10 @@ std::size_t read_into(int fd, std::span<std::byte> buf, std::uint64_t offset, st
         // SHRINK-A2: the kernel writes or reads the caller's buffer, which may be
         // in the task's frames, while the task is parked.
         weft::detail::stack_pin pin;
-        weft::detail::stable<ring_op> r;
+        weft::detail::stable<detail::ring_op> r;
         for (;;) {
-            r->prepare(detail::op_state::read, fd, buf.data(), buf.size(), offset);
-            const int res = ring_io(*b, *r, deadline);
+            prepare(*r, detail::op_state::read, fd, buf.data(), buf.size(), offset);
+            const int res = detail::run_op(*b, *r, deadline);
             if (res >= 0) return static_cast<std::size_t>(res);
             if (res == -EINTR) continue;
             ec = {-res, std::system_category()};
@@ -178,12 +122,12 @@ std::size_t write_from(int fd, std::span<const std::byte> buf, std::uint64_t off
         // SHRINK-A2: the kernel writes or reads the caller's buffer, which may be
         // in the task's frames, while the task is parked.
         weft::detail::stack_pin pin;
-        weft::detail::stable<ring_op> r;
+        weft::detail::stable<detail::ring_op> r;
         std::size_t done = 0;
         while (done < buf.size()) {
-            r->prepare(detail::op_state::write, fd, const_cast<std::byte*>(buf.data() + done), buf.size() - done,
-                       offset + done);
-            const int res = ring_io(*b, *r, deadline);
+            prepare(*r, detail::op_state::write, fd, const_cast<std::byte*>(buf.data() + done), buf.size() - done,
+                    offset + done);
+            const int res = detail::run_op(*b, *r, deadline);
             if (res > 0) {
                 done += static_cast<std::size_t>(res);
                 continue;

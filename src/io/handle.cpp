@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <string>
 #include <utility>
@@ -180,7 +181,68 @@ std::error_code handle::registration_in(weft::detail::runtime_core* core, detail
     return {};
 }
 
+// IO-R2  On a runtime whose reactor is the owner ring (one worker, io_uring,
+//        src/io/uring.cpp URING-O1), a task's read_some() of a socket (or of a
+//        handle not yet known not to be one) with a stack of its own submits
+//        IORING_OP_RECV into the caller's buffer and waits for its completion
+//        (detail::run_op(), IO-F1 and REACTOR-R7): no recv(2) that finds nothing,
+//        no readiness event, and the submission rides on the worker's next poll.
+//        Its results are read_some()'s: a count (0 at the end of the stream),
+//        timed_out when the deadline passed first (an op that completed anyway
+//        gives its data), operation_canceled when the handle is closed meanwhile,
+//        the errno otherwise. ENOTSOCK marks the handle not a socket and EAGAIN
+//        (a kernel that hands the wait back) goes on by readiness (IO-R1), or
+//        gives operation_canceled if the handle was closed meanwhile. A task
+//        canceled while the receive was out gets the bytes it received, if any
+//        (they left the socket), and unwinds at its next wait (run_op()). The
+//        stack stays pinned while the kernel may write the buffer (SHRINK-A2).
+bool handle::ring_recv(std::span<std::byte> buf, std::error_code& ec, clock::time_point deadline, std::size_t& n) {
+    weft::detail::runtime_core* core = weft::detail::current_core("weft::io::handle::read_some()");
+    detail::backend& b = detail::reactor_of(core)->get_backend();
+    if (!b.supports_recv()) return false;
+    op g(*this);
+    n = 0;
+    if (!g) {
+        ec = std::make_error_code(std::errc::bad_file_descriptor);
+        return true;
+    }
+    detail::registration* r = nullptr;
+    if ((ec = registration_in(core, r))) return true;
+    weft::detail::stack_pin pin;
+    weft::detail::stable<detail::ring_op> o;
+    const auto len = static_cast<std::uint32_t>(std::min<std::size_t>(buf.size(), std::size_t{1} << 30));
+    for (;;) {
+        o->prepare(detail::op_state::recv, raw(), buf.data(), len, 0);
+        const int res = detail::run_op(b, *o, deadline, r, seq_);
+        if (res >= 0) {
+            n = static_cast<std::size_t>(res);
+            return true;
+        }
+        if (res == -ENOTSOCK || res == -EAGAIN) {
+            if (res == -ENOTSOCK) kind_.store(2, std::memory_order_relaxed);
+            // On by readiness (IO-R1), unless the handle was closed while the
+            // op was out: that is REACTOR-R5's outcome.
+            std::lock_guard l(r->mu);
+            if (!r->closed && r->seq == seq_) return false;
+            ec = std::make_error_code(std::errc::operation_canceled);
+            return true;
+        }
+        switch (res) {
+        case -EINTR: continue;
+        case -ETIMEDOUT: ec = std::make_error_code(std::errc::timed_out); return true;
+        case -ECANCELED: ec = std::make_error_code(std::errc::operation_canceled); return true;
+        default: ec = {-res, std::system_category()}; return true;
+        }
+    }
+}
+
 std::size_t handle::read_some(std::span<std::byte> buf, std::error_code& ec, clock::time_point deadline) {
+    if (!buf.empty() && kind_.load(std::memory_order_relaxed) != 2 && weft::detail::current_task() &&
+        !weft::detail::on_shared_stack()) {
+        ec.clear();
+        std::size_t n = 0;
+        if (ring_recv(buf, ec, deadline, n)) return n;  // IO-R2
+    }
     // A socket is read with recv(2), not read(2): the same bytes, and a
     // shorter path through the kernel (read(2) goes through the VFS layer
     // and its access notification first; about 40 ns per call here, which
@@ -242,6 +304,7 @@ bool ready_poll(void* c, weft::waiter*& /*wake*/) {
 }
 void ready_link(void* c, weft::wait_node* n) {
     auto* k = static_cast<ready_core*>(c);
+    k->r->owner->arm_locked(k->r);  // REACTOR-R6 (under r->mu, like the push)
     k->r->q[k->dir].push_back(n);
     weft::detail::note_io_wait();
 }

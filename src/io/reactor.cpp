@@ -141,7 +141,7 @@ std::unique_ptr<weft::detail::poller> make_reactor(weft::detail::runtime_core* c
     // epoll's rate), or, with IORING_SETUP_COOP_TASKRUN, waits until that
     // thread next enters the kernel, which a sleeping worker may not do
     // (docs/io.md, "Backends").
-    if (o.io == io_backend::io_uring) b = make_uring_backend(why);
+    if (o.io == io_backend::io_uring) b = make_uring_backend(why, o.workers == 1, uring_off_from_env());
     if (!b) b = make_epoll_backend();
     ignore_sigpipe();
     return std::make_unique<reactor>(c, std::move(b), std::move(why));
@@ -156,11 +156,37 @@ std::unique_ptr<backend> make_uring_backend_with(unsigned, std::string& why) {
     why = "io_uring: weft was built without liburing";
     return nullptr;
 }
-std::unique_ptr<backend> make_uring_backend(std::string& why) { return make_uring_backend_with(0, why); }
+std::unique_ptr<backend> make_uring_backend(std::string& why, bool, unsigned) {
+    return make_uring_backend_with(0, why);
+}
 #endif
 
+unsigned uring_off_from_env() noexcept {
+    const char* v = std::getenv("WEFT_IO_URING_OFF");
+    if (!v) return 0;
+    static constexpr struct {
+        const char* name;
+        unsigned bit;
+    } names[] = {{"defer_taskrun", off_defer_taskrun},
+                 {"coop_taskrun", off_coop_taskrun},
+                 {"owner_ring", off_owner_ring},
+                 {"recv_op", off_recv_op}};
+    unsigned off = 0;
+    const std::string_view all(v);
+    std::size_t i = 0;
+    while (i <= all.size()) {
+        std::size_t j = all.find(',', i);
+        if (j == std::string_view::npos) j = all.size();
+        const std::string_view one = all.substr(i, j - i);
+        for (const auto& n : names)
+            if (one == n.name) off |= n.bit;
+        i = j + 1;
+    }
+    return off;
+}
+
 reactor::reactor(weft::detail::runtime_core* core, std::unique_ptr<backend> b, std::string fallback)
-    : core_(core), backend_(std::move(b)), fallback_(std::move(fallback)) {}
+    : core_(core), backend_(std::move(b)), fallback_(std::move(fallback)), features_(backend_->features()) {}
 
 reactor::~reactor() = default;
 
@@ -187,6 +213,8 @@ registration* reactor::acquire(int fd, std::uint32_t& seq) {
         r->closed = false;
         r->always_ready = false;
         r->ready[0] = r->ready[1] = false;
+        r->armed = !backend_->lazy();  // REACTOR-R6
+        r->ops = nullptr;
         seq = r->seq;
     }
     if (std::error_code ec = backend_->add(r, token(r, seq))) {
@@ -220,6 +248,8 @@ void reactor::retire(registration* r) noexcept {
         {
             std::lock_guard g(r->mu);
             r->closed = true;
+            // REACTOR-R7: every linked op is canceled; its task unlinks it.
+            for (op_state* op = r->ops; op; op = op->next_op) backend_->cancel_op(op);
             for (int d = 0; d < 2; ++d) {
                 n[d] = 0;
                 while (n[d] < 16) {
@@ -231,7 +261,7 @@ void reactor::retire(registration* r) noexcept {
                 }
                 if (!r->q[d].empty()) more = true;
             }
-            watched = !r->always_ready;
+            watched = !r->always_ready && r->armed;  // REACTOR-R6
         }
         for (int d = 0; d < 2; ++d)
             for (std::size_t i = 0; i < n[d]; ++i) woken[d][i]->w->wake();
@@ -289,6 +319,76 @@ reactor* reactor_of(weft::detail::runtime_core* c) {
 
 std::uint64_t ops_completed(weft::detail::runtime_core* c) { return reactor_of(c)->get_backend().ops_completed(); }
 
+int run_op(backend& b, ring_op& r, clock::time_point deadline, registration* reg, std::uint32_t seq) {
+    op_state& op = r.op;
+    if (reg) {  // REACTOR-R7: linked and submitted under one hold of reg->mu
+        std::lock_guard g(reg->mu);
+        if (reg->closed || reg->seq != seq) return -ECANCELED;
+        if (const int rc = b.start_op(&op); rc < 0) return rc;  // nothing submitted
+        op.next_op = reg->ops;
+        reg->ops = &op;
+    } else if (const int rc = b.start_op(&op); rc < 0) {
+        return rc;
+    }
+    // unlink() ends REACTOR-R7's link, after the completion.
+    auto unlink = [&] {
+        if (!reg) return;
+        std::lock_guard g(reg->mu);
+        for (op_state** p = &reg->ops; *p; p = &(*p)->next_op) {
+            if (*p == &op) {
+                *p = op.next_op;
+                break;
+            }
+        }
+    };
+    weft::waiter& w1 = r.w1;
+    {
+        std::lock_guard g(op.mu);
+        if (op.done) {
+            unlink();
+            return op.res;
+        }
+        w1.arm(true);
+        op.w = &w1;
+    }
+    if (reg) weft::detail::note_io_wait();  // a socket's wait, as wait() counts them
+    const auto out = w1.wait(deadline == no_deadline ? nullptr : &deadline);
+    if (out == weft::waiter::outcome::notified) {  // WAITER-V2: res written before wake()
+        unlink();
+        return op.res;
+    }
+    bool pending;
+    {
+        std::lock_guard g(op.mu);
+        op.w = nullptr;  // WAITER-V3: w1 ended itself; the completion will not claim it
+        pending = !op.done;
+    }
+    if (pending) {
+        b.cancel_op(&op);
+        weft::waiter& w2 = r.w2;
+        bool wait2 = false;
+        {
+            std::lock_guard g(op.mu);
+            if (!op.done) {
+                w2.arm(false);  // IO-F1: neither a cancellation nor a deadline ends it
+                op.w = &w2;
+                wait2 = true;
+            }
+        }
+        if (wait2) (void)w2.wait(nullptr);  // notified: only the completion claims w2
+    }
+    unlink();
+    // A receive that completed with data anyway returns it, also to a task
+    // being canceled (REACTOR-R7): those bytes left the socket, and the
+    // cancellation, still pending, ends the task's next wait instead.
+    if (out == weft::waiter::outcome::canceled && !(reg && op.res > 0)) weft::throw_canceled();
+    if (out == weft::waiter::outcome::canceled) return op.res;
+    // Timed out. Canceled in time (ECANCELED; EINTR from an io-wq worker the
+    // cancel interrupted): timed_out. Completed anyway: its result.
+    if (op.res == -ECANCELED || op.res == -EINTR) return -ETIMEDOUT;
+    return op.res;
+}
+
 std::error_code wait(registration* r, std::uint32_t seq, int dir, clock::time_point deadline) {
     weft::detail::stable<weft::one_wait> st;  // WAITER-V4
     weft::waiter& w = st->w;
@@ -301,6 +401,7 @@ std::error_code wait(registration* r, std::uint32_t seq, int dir, clock::time_po
             r->ready[dir] = false;
             return {};
         }
+        r->owner->arm_locked(r);  // REACTOR-R6
         w.arm();
         r->q[dir].push_back(&node);
     }

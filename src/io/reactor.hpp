@@ -21,7 +21,22 @@
 //               events both directions;
 //   REACTOR-R5  close (retire()) marks the registration closed and wakes every
 //               waiter with ECANCELED under its lock; a wait that starts later finds
-//               it closed, or a different sequence number, and returns ECANCELED.
+//               it closed, or a different sequence number, and returns ECANCELED;
+//   REACTOR-R6  a registration is `armed` (its backend watches the fd) before any
+//               waiter of it sleeps: add() arms at once, except on a lazy backend
+//               (the owner ring, URING-O5), where arm_locked() arms under r->mu by
+//               the first wait that finds no kept edge; the backend's watch reports
+//               the fd's current state when it starts, so an edge between the
+//               waiter's EAGAIN and the arming is not lost. retire() removes only
+//               an armed registration;
+//   REACTOR-R7  a ring operation on the fd (a receive) is linked to `ops` under r->mu
+//               only while the registration is open with the op's sequence number,
+//               and submitted under the same hold; retire() marks it closed and
+//               cancels every linked op under r->mu, so an op either sees it closed
+//               and is never submitted, or is submitted before the cancel (same
+//               thread, or the owner ring's FIFO mailbox, URING-O2) and ends with
+//               -ECANCELED or its result. The op's task unlinks it under r->mu after
+//               its completion, before its frame ends.
 #pragma once
 
 #include <atomic>
@@ -43,6 +58,7 @@
 namespace weft::io::detail {
 
 class reactor;
+struct op_state;
 
 // errno_code() is errno as a std::error_code (system category).
 inline std::error_code errno_code() noexcept { return {errno, std::system_category()}; }
@@ -63,7 +79,7 @@ auto or_throw(const char* what, F&& f) {
     return r;
 }
 
-// registration is one watched fd (REACTOR-R1 - REACTOR-R5). Guarded by mu except where noted.
+// registration is one watched fd (REACTOR-R1 - REACTOR-R7). Guarded by mu except where noted.
 struct alignas(64) registration {
     weft::spin_lock mu;
     int fd = -1;
@@ -71,19 +87,22 @@ struct alignas(64) registration {
     bool ready[2] = {false, false};  // REACTOR-R3: [0] readable, [1] writable
     bool closed = true;
     bool always_ready = false;  // a regular file: epoll cannot watch it, it never blocks
+    bool armed = false;         // REACTOR-R6: the backend watches fd (a lazy backend arms on the first wait)
+    op_state* ops = nullptr;    // REACTOR-R7: ring operations in flight on fd, linked through op_state::next_op
     weft::wait_queue q[2];
     reactor* owner = nullptr;   // set once, when the chunk is made
     registration* next_free = nullptr;  // guarded by the reactor's free_mu
 };
 
 // op_state is one read or write at an offset that a backend carries out
-// itself (io_uring: IORING_OP_READ / IORING_OP_WRITE), for io::file. It
+// itself (io_uring: IORING_OP_READ / IORING_OP_WRITE), for io::file, or one
+// receive on a socket (IORING_OP_RECV, handle::read_some on the owner ring). It
 // lives on the submitting task's stack and must stay there until `done`
 // (IO-F1 in file.cpp): the kernel writes `buf` until the completion arrives,
 // also after a cancel. Fields above `mu` are written before start_op() and
 // only read by the backend; `w`, `done` and `res` are guarded by `mu`.
 struct alignas(8) op_state {
-    enum kind : std::uint8_t { read, write };
+    enum kind : std::uint8_t { read, write, recv };
     kind op = read;
     int fd = -1;
     void* buf = nullptr;
@@ -94,6 +113,7 @@ struct alignas(8) op_state {
     weft::waiter* w = nullptr;  // the armed waiter to claim on completion, or null
     bool done = false;          // the completion has arrived; the op is over
     int res = 0;                // the CQE's res: a count or -errno
+    op_state* next_op = nullptr;  // REACTOR-R7: guarded by the registration's mu while linked
 
     // complete() is the completion (once per op, from the polling thread,
     // outside the backend's locks): writes res and done, then claims the
@@ -149,13 +169,43 @@ public:
     // ops_completed() counts the completions handed to op_state::complete()
     // (tests observe that file IO really went through the ring).
     [[nodiscard]] virtual std::uint64_t ops_completed() const noexcept { return 0; }
+
+    // A lazy backend (REACTOR-R6) only checks the fd in add() and starts
+    // watching it in arm(), which the reactor calls under r->mu before the
+    // first waiter of r sleeps. arm() must not block or take r->mu.
+    [[nodiscard]] virtual bool lazy() const noexcept { return false; }
+    virtual void arm(registration* r, std::uint64_t token) noexcept {
+        (void)r;
+        (void)token;
+    }
+    // supports_recv() says whether start_op() takes op_state::recv (the
+    // owner ring: handle::read_some submits its receive instead of trying
+    // recv(2) and waiting for readiness). cancel_op() of such an op may be
+    // called under the registration's mu (REACTOR-R7).
+    [[nodiscard]] virtual bool supports_recv() const noexcept { return false; }
+    // features() says what the backend uses and what the kernel refused,
+    // for io::backend_info.
+    [[nodiscard]] virtual std::string features() const { return name(); }
 };
+
+// Parts of the io_uring backend that can be turned off (WEFT_IO_URING_OFF,
+// a comma-separated list of these names; tests force each fallback):
+enum uring_off : unsigned {
+    off_defer_taskrun = 1,  // "defer_taskrun": IORING_SETUP_SINGLE_ISSUER + DEFER_TASKRUN
+    off_coop_taskrun = 2,   // "coop_taskrun": IORING_SETUP_COOP_TASKRUN
+    off_owner_ring = 4,     // "owner_ring": the shared ring even for one worker
+    off_recv_op = 8,        // "recv_op": receive by readiness, not IORING_OP_RECV
+};
+// uring_off_from_env() parses WEFT_IO_URING_OFF; unknown names are ignored.
+unsigned uring_off_from_env() noexcept;
 
 // make_epoll_backend() is the epoll backend; throws std::system_error.
 std::unique_ptr<backend> make_epoll_backend();
 // make_uring_backend() is the io_uring backend, or null with `why` set when
 // io_uring cannot be used here (not built in, or io_uring_setup failed).
-std::unique_ptr<backend> make_uring_backend(std::string& why);
+// `owner`: the runtime polls from one thread only (one worker), so the
+// backend may be the owner ring (URING-O1); `off`: uring_off bits.
+std::unique_ptr<backend> make_uring_backend(std::string& why, bool owner = false, unsigned off = 0);
 // make_uring_backend_with() is make_uring_backend() with `entries` SQ
 // entries; tests force a setup failure with it (entries = 1 << 30: EINVAL),
 // hence exported from a shared libweft (internal all the same).
@@ -189,11 +239,20 @@ public:
     [[nodiscard]] const char* backend_name() const noexcept { return backend_->name(); }
     [[nodiscard]] backend& get_backend() const noexcept { return *backend_; }
     [[nodiscard]] const std::string& fallback_reason() const noexcept { return fallback_; }
+    [[nodiscard]] const std::string& features() const noexcept { return features_; }
+    // arm_locked() is REACTOR-R6: called under r->mu before a waiter of r sleeps.
+    void arm_locked(registration* r) noexcept {
+        if (!r->armed) {
+            r->armed = true;
+            backend_->arm(r, token(r, r->seq));
+        }
+    }
 
 private:
     weft::detail::runtime_core* core_;
     std::unique_ptr<backend> backend_;
     std::string fallback_;
+    std::string features_;  // backend_->features(), kept for backend_info's pointer
     std::mutex free_mu;
     registration* free_ = nullptr;
     std::vector<std::unique_ptr<registration[]>> chunks_;  // REACTOR-R1
@@ -204,6 +263,32 @@ reactor* reactor_of(weft::detail::runtime_core* c);
 
 // ops_completed() is reactor_of(c)->get_backend().ops_completed(), for tests.
 WEFT_API std::uint64_t ops_completed(weft::detail::runtime_core* c);
+
+// ring_op is a submitted operation and the two waiters of IO-F1 (file.cpp),
+// together off a shared stack (WAITER-V4 in weft/waiter.hpp): the completion
+// writes them while the task is suspended.
+struct ring_op {
+    op_state op;
+    weft::waiter w1, w2;
+    void prepare(op_state::kind k, int fd, void* buf, std::uint32_t len, std::uint64_t offset) noexcept {
+        op.op = k;
+        op.fd = fd;
+        op.buf = buf;
+        op.len = len;
+        op.offset = offset;
+        op.done = false;
+        op.res = 0;
+        op.next_op = nullptr;
+    }
+};
+
+// run_op() submits r's operation to b and waits for its completion (IO-F1 in
+// file.cpp); returns its result (a count or -errno), -ETIMEDOUT if the
+// deadline passed and the op was canceled. Unwinds (after the completion) if
+// the task is canceled. With `reg`, the op is linked to that registration
+// (acquired with `seq`) while in flight and retire() cancels it (REACTOR-R7):
+// -ECANCELED if the registration is closed, before or during the op.
+int run_op(backend& b, ring_op& r, clock::time_point deadline, registration* reg = nullptr, std::uint32_t seq = 0);
 
 // wait() waits on r (acquired with `seq`) for one direction
 // (0 readable, 1 writable) from inside a task; see handle::wait().

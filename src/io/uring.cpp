@@ -56,12 +56,51 @@
 //             buffer until then. A submit that fails at the ring level turns the
 //             op's SQE, still unconsumed, into a NOP, so it never runs later.
 
+//
+// The owner ring (owner_backend, for a runtime whose only poller is one thread):
+//
+//   URING-O1  one thread, the owner, makes every io_uring_enter() of the ring and
+//             is the only one to touch its SQ and CQ: the first thread that polls.
+//             The reactor makes this backend only for workers = 1, whose one
+//             worker is then the only poller (runtime SCHED-I2). With
+//             SINGLE_ISSUER the ring is created disabled (R_DISABLED) and the
+//             owner enables it, which makes the owner the kernel's single issuer;
+//   URING-O2  another thread (and the owner before its first poll) hands its
+//             request (arm a poll, cancel, start an op) to the mailbox under
+//             mbox_mu_ and interrupts the owner; the owner moves the mailbox to the
+//             SQ in order at the start of each poll. The owner's own SQEs follow
+//             program order; so a request made after another, on whatever thread,
+//             reaches the SQ after it (REACTOR-R7 relies on it for a cancel after
+//             its op, made under one registration lock);
+//   URING-O3  submissions are batched: an SQE written by the owner is submitted by
+//             its next poll, in the io_uring_enter() that also reaps and, when the
+//             worker has nothing to run, waits (the runtime polls between tasks
+//             every io_interval tasks and before it sleeps, SCHED-I1/I2). A poll
+//             with a zero timeout enters the kernel only if an SQE is queued or the
+//             kernel flags deferred work or a CQ overflow (IORING_SQ_TASKRUN,
+//             IORING_SQ_CQ_OVERFLOW; with TASKRUN_FLAG, else every time);
+//   URING-O4  interrupt() from another thread stores kicked_ then loads waiting_
+//             (seq_cst); the owner, before it blocks, stores waiting_ then
+//             exchanges kicked_ (seq_cst). Either the owner sees the kick and does
+//             not block, or the interrupter sees it waiting and writes the
+//             eventfd, on which the ring always has a read pending (re-queued
+//             after each completion): that completion ends the wait;
+//   URING-O5  polls are armed lazily (REACTOR-R6): add() only checks the fd
+//             (URING-U5); the first wait that has to sleep arms the multishot poll,
+//             so a socket that is only read by IORING_OP_RECV has no poll;
+//   URING-O6  setup asks for SINGLE_ISSUER + DEFER_TASKRUN (+ TASKRUN_FLAG), then
+//             COOP_TASKRUN + TASKRUN_FLAG, then no flags; each refusal, and each
+//             level turned off by WEFT_IO_URING_OFF, is named in features() (io::
+//             backend_info); if no level works, the shared ring is tried, and then
+//             the reactor falls back to epoll with the reason.
+
 #if WEFT_HAVE_LIBURING
 
 #include <fcntl.h>
 #include <liburing.h>
 #include <poll.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -71,6 +110,8 @@
 #include <cerrno>
 #include <cstring>
 #include <mutex>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "reactor.hpp"
@@ -203,6 +244,8 @@ public:
         interrupt_locked();
     }
     [[nodiscard]] const char* name() const noexcept override { return "io_uring"; }
+    [[nodiscard]] std::string features() const override { return features_; }
+    void set_features(std::string f) { features_ = std::move(f); }
 
     [[nodiscard]] bool supports_ops() const noexcept override { return true; }
 
@@ -380,6 +423,326 @@ private:
     std::mutex mu_;   // URING-U2
     std::vector<event> backlog_;
     std::atomic<std::uint64_t> ops_completed_{0};
+    std::string features_ = "io_uring shared ring";
+};
+
+
+// ---- the owner ring (URING-O1 - URING-O6) ------------------------------------
+
+// owner_backend is one ring that only its owner thread enters: the runtime's
+// only worker. Its readiness contract is the shared ring's (URING-U1, U3, U4,
+// U5 hold as written there, with "under mu_" read as "on the owner thread").
+class owner_backend final : public backend {
+public:
+    owner_backend() = default;
+    owner_backend(const owner_backend&) = delete;
+    owner_backend& operator=(const owner_backend&) = delete;
+
+    // init() sets the ring up with the best setup the kernel takes
+    // (URING-O6); false with `why` set when none works.
+    bool init(unsigned entries, unsigned off, std::string& why) {
+        struct level {
+            unsigned flags;
+            unsigned off_bit;
+            const char* name;
+        };
+        static constexpr level levels[] = {
+            {IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_TASKRUN_FLAG |
+                 IORING_SETUP_R_DISABLED,
+             off_defer_taskrun, "SINGLE_ISSUER+DEFER_TASKRUN"},
+            {IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG, off_coop_taskrun, "COOP_TASKRUN"},
+            {0, 0, "no task-run flags"},
+        };
+        features_ = "io_uring owner ring (one worker)";
+        for (const level& l : levels) {
+            if (l.off_bit & off) {
+                features_ += std::string("; ") + l.name + " turned off (WEFT_IO_URING_OFF)";
+                continue;
+            }
+            io_uring_params p{};
+            p.flags = IORING_SETUP_CQSIZE | l.flags;
+            p.cq_entries = std::max(cq_entries_min, entries * 4);
+            const int rc = ::io_uring_queue_init_params(entries, &ring_, &p);
+            if (rc < 0) {
+                features_ += std::string("; ") + l.name + " refused: " + std::strerror(-rc);
+                continue;
+            }
+            ring_ok_ = true;
+            disabled_ = l.flags & IORING_SETUP_R_DISABLED;
+            taskrun_flag_ = l.flags & IORING_SETUP_TASKRUN_FLAG;
+            features_ += std::string("; ") + l.name;
+            if (!(p.features & IORING_FEAT_EXT_ARG) || !(p.features & IORING_FEAT_NODROP) ||
+                !(p.features & IORING_FEAT_RSRC_TAGS)) {
+                why = "io_uring: the kernel lacks multishot poll or timed waits (needs Linux 5.13)";
+                return false;
+            }
+            break;
+        }
+        if (!ring_ok_) {
+            why = "io_uring: " + features_;
+            return false;
+        }
+        recv_ = !(off & off_recv_op);
+        features_ += recv_ ? "; IORING_OP_RECV for reads" : "; reads by readiness (recv_op turned off)";
+        features_ += "; batched submission";
+        probe_ = ::epoll_create1(EPOLL_CLOEXEC);
+        efd_ = ::eventfd(0, EFD_CLOEXEC);  // blocking: the ring's read of it waits (URING-O4)
+        if (probe_ < 0 || efd_ < 0) {
+            why = std::string("io_uring: epoll_create1 / eventfd: ") + std::strerror(errno);
+            return false;
+        }
+        return true;
+    }
+
+    ~owner_backend() override {
+        if (ring_ok_) ::io_uring_queue_exit(&ring_);
+        if (probe_ >= 0) ::close(probe_);
+        if (efd_ >= 0) ::close(efd_);
+    }
+
+    std::error_code add(registration* r, std::uint64_t token) noexcept override {
+        (void)token;  // URING-O5: armed by the first wait
+        const int fd = r->fd;
+        struct stat st {};
+        if (::fstat(fd, &st) != 0) return {errno, std::system_category()};
+        if (!S_ISSOCK(st.st_mode) && !S_ISFIFO(st.st_mode)) {  // URING-U5
+            epoll_event e{};
+            e.events = EPOLLIN;
+            if (::epoll_ctl(probe_, EPOLL_CTL_ADD, fd, &e) != 0) return {errno, std::system_category()};
+            (void)::epoll_ctl(probe_, EPOLL_CTL_DEL, fd, &e);
+        }
+        return {};
+    }
+    [[nodiscard]] bool lazy() const noexcept override { return true; }
+    void arm(registration* r, std::uint64_t token) noexcept override { submit({cmd::arm, r->fd, token, nullptr}); }
+
+    void remove(registration* r) noexcept override {
+        std::uint64_t token;
+        {
+            std::lock_guard g(r->mu);
+            token = reactor::token(r, r->seq);
+        }
+        submit({cmd::cancel, -1, token, nullptr});  // URING-U4
+    }
+
+    std::size_t wait(std::int64_t timeout_ns, reactor& re) noexcept override {
+        const auto me = std::this_thread::get_id();
+        if (!owned_) {  // URING-O1: the first poller owns the ring
+            owned_ = true;
+            // liburing 2.3 declares io_uring_enable_rings() but its library
+            // lacks it: the register call itself.
+            if (disabled_)
+                (void)::syscall(__NR_io_uring_register, ring_.ring_fd, IORING_REGISTER_ENABLE_RINGS, nullptr, 0);
+            owner_.store(me, std::memory_order_seq_cst);
+            queue_read_wake();
+        }
+        drain_mailbox();
+        bool block = timeout_ns != 0 && ::io_uring_cq_ready(&ring_) == 0;
+        if (block) {  // URING-O4
+            waiting_.store(true, std::memory_order_seq_cst);
+            if (kicked_.exchange(false, std::memory_order_seq_cst) || mbox_full_.load(std::memory_order_seq_cst)) {
+                block = false;
+                drain_mailbox();
+            }
+        }
+        if (block) {
+            __kernel_timespec ts{timeout_ns / 1'000'000'000, timeout_ns % 1'000'000'000};
+            io_uring_cqe* cqe = nullptr;
+            (void)::io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, timeout_ns > 0 ? &ts : nullptr, nullptr);
+            waiting_.store(false, std::memory_order_relaxed);
+        } else if (::io_uring_sq_ready(&ring_) != 0 || !taskrun_flag_ ||
+                   (IO_URING_READ_ONCE(*ring_.sq.kflags) & (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW))) {
+            (void)::io_uring_submit_and_get_events(&ring_);  // URING-O3
+        }
+        std::size_t woke = 0;
+        for (;;) {
+            io_uring_cqe* cqes[batch];
+            const unsigned n = ::io_uring_peek_batch_cqe(&ring_, cqes, batch);
+            if (n == 0) break;
+            event evs[batch];
+            std::size_t m = 0;
+            for (unsigned i = 0; i < n; ++i)
+                if (translate(cqes[i], evs[m])) ++m;
+            ::io_uring_cq_advance(&ring_, n);
+            for (std::size_t i = 0; i < m; ++i) {
+                if (op_state* op = evs[i].op) {
+                    ops_completed_.fetch_add(1, std::memory_order_relaxed);
+                    op->complete(evs[i].res);
+                    ++woke;
+                    continue;
+                }
+                woke += re.dispatch(evs[i].token, evs[i].bits);
+            }
+            if (n < batch) break;
+        }
+        return woke;
+    }
+
+    void interrupt() noexcept override {  // URING-O4
+        if (is_owner()) return;  // the owner is not waiting: it is here
+        kicked_.store(true, std::memory_order_seq_cst);
+        if (waiting_.load(std::memory_order_seq_cst)) {
+            const std::uint64_t one = 1;
+            (void)!::write(efd_, &one, sizeof one);
+        }
+    }
+    [[nodiscard]] const char* name() const noexcept override { return "io_uring"; }
+    [[nodiscard]] std::string features() const override { return features_; }
+    [[nodiscard]] bool supports_ops() const noexcept override { return true; }
+    [[nodiscard]] bool supports_recv() const noexcept override { return recv_; }
+
+    int start_op(op_state* op) noexcept override {
+        submit({cmd::op, -1, 0, op});
+        return 0;
+    }
+    void cancel_op(op_state* op) noexcept override { submit({cmd::cancel, -1, op_data(op), nullptr}); }
+    [[nodiscard]] std::uint64_t ops_completed() const noexcept override {
+        return ops_completed_.load(std::memory_order_relaxed);
+    }
+
+private:
+    static constexpr unsigned batch = 128;
+    static constexpr std::uint64_t ud_read_wake = internal_bit | 4;  // the eventfd's read (URING-O4)
+
+    // cmd is one request for the SQ (URING-O2).
+    struct cmd {
+        enum kind : std::uint8_t { arm, cancel, op } k;
+        int fd;
+        std::uint64_t data;  // arm: the token; cancel: the user_data to cancel
+        op_state* o;
+    };
+
+    [[nodiscard]] bool is_owner() const noexcept {
+        return owner_.load(std::memory_order_relaxed) == std::this_thread::get_id();
+    }
+
+    // submit() is URING-O2: the owner writes the SQE (sent by its next poll,
+    // URING-O3); another thread hands the request over and interrupts it.
+    void submit(const cmd& c) noexcept {
+        if (is_owner()) {
+            put(c);
+            return;
+        }
+        {
+            std::lock_guard g(mbox_mu_);
+            try {
+                mbox_.push_back(c);
+            } catch (...) {  // out of memory: a cancel or arm is lost; the waiter's deadline ends it
+                return;
+            }
+            mbox_full_.store(true, std::memory_order_seq_cst);
+        }
+        interrupt();
+    }
+
+    void drain_mailbox() noexcept {
+        if (!mbox_full_.load(std::memory_order_seq_cst)) return;
+        std::vector<cmd> took;
+        {
+            std::lock_guard g(mbox_mu_);
+            took.swap(mbox_);
+            mbox_full_.store(false, std::memory_order_relaxed);
+        }
+        for (const cmd& c : took) put(c);
+    }
+
+    // sqe() is a free SQE, submitting what is queued to make room.
+    io_uring_sqe* sqe() noexcept {
+        for (;;) {
+            if (io_uring_sqe* e = ::io_uring_get_sqe(&ring_)) return e;
+            (void)::io_uring_submit(&ring_);
+        }
+    }
+
+    // put() writes c's SQE (owner only).
+    void put(const cmd& c) noexcept {
+        io_uring_sqe* e = sqe();
+        switch (c.k) {
+        case cmd::arm: ::io_uring_prep_poll_multishot(e, c.fd, poll_mask); break;
+        case cmd::cancel: ::io_uring_prep_cancel64(e, c.data, 0); break;
+        case cmd::op: {
+            op_state* op = c.o;
+            if (op->op == op_state::read)
+                ::io_uring_prep_read(e, op->fd, op->buf, op->len, op->offset);
+            else if (op->op == op_state::write)
+                ::io_uring_prep_write(e, op->fd, op->buf, op->len, op->offset);
+            else
+                ::io_uring_prep_recv(e, op->fd, op->buf, op->len, 0);
+            ::io_uring_sqe_set_data64(e, op_data(op));
+            return;
+        }
+        }
+        ::io_uring_sqe_set_data64(e, c.k == cmd::arm ? c.data : ud_cancel);
+    }
+
+    void queue_read_wake() noexcept {
+        io_uring_sqe* e = sqe();
+        ::io_uring_prep_read(e, efd_, &efd_buf_, sizeof efd_buf_, 0);
+        ::io_uring_sqe_set_data64(e, ud_read_wake);
+    }
+
+    // translate() is translate_locked() of the shared ring, on the owner.
+    bool translate(const io_uring_cqe* cqe, event& e) noexcept {
+        const std::uint64_t ud = ::io_uring_cqe_get_data64(cqe);
+        const bool more = cqe->flags & IORING_CQE_F_MORE;
+        const int res = cqe->res;
+        if (ud & internal_bit) {
+            if (ud == ud_read_wake) {
+                queue_read_wake();
+                return false;
+            }
+            if (ud == ud_wake || ud == ud_remove || ud == ud_cancel) return false;
+            e.token = 0;
+            e.bits = 0;
+            e.op = reinterpret_cast<op_state*>(static_cast<std::uintptr_t>(ud & ~internal_bit));
+            e.res = res;
+            return true;
+        }
+        e.op = nullptr;
+        e.res = 0;
+        if (!more && (res >= 0 || res == -ECANCELED || res == -ENOMEM || res == -EAGAIN)) rearm(ud);
+        e.token = ud;
+        e.bits = 0;
+        if (res < 0) {
+            if (res == -ECANCELED || res == -ENOMEM || res == -EAGAIN) return false;
+            e.bits = ev_read | ev_write | ev_error;
+            return true;
+        }
+        const auto m = static_cast<unsigned>(res);
+        if (m & (POLLIN | POLLRDHUP | POLLPRI)) e.bits |= ev_read;
+        if (m & POLLOUT) e.bits |= ev_write;
+        if (m & (POLLERR | POLLHUP)) e.bits |= ev_error;
+        return e.bits != 0;
+    }
+
+    void rearm(std::uint64_t token) noexcept {  // URING-U3, on the owner
+        constexpr std::uint64_t seq_mask = (1u << reactor::seq_bits) - 1;
+        auto* r = reinterpret_cast<registration*>(static_cast<std::uintptr_t>(token >> reactor::seq_bits) << 6);
+        int fd;
+        {
+            std::lock_guard g(r->mu);
+            if (r->closed || (r->seq & seq_mask) != (token & seq_mask)) return;
+            fd = r->fd;
+        }
+        put({cmd::arm, fd, token, nullptr});
+    }
+
+    io_uring ring_{};
+    bool ring_ok_ = false;
+    bool disabled_ = false;      // R_DISABLED: the owner enables it (URING-O1)
+    bool taskrun_flag_ = false;  // the kernel flags deferred work (URING-O3)
+    bool recv_ = true;
+    bool owned_ = false;  // owner only
+    std::atomic<std::thread::id> owner_{};
+    std::atomic<bool> waiting_{false}, kicked_{false};  // URING-O4
+    int probe_ = -1;  // URING-U5
+    int efd_ = -1;    // URING-O4
+    std::uint64_t efd_buf_ = 0;
+    weft::spin_lock mbox_mu_;  // URING-O2
+    std::vector<cmd> mbox_;
+    std::atomic<bool> mbox_full_{false};
+    std::string features_;
+    std::atomic<std::uint64_t> ops_completed_{0};
 };
 
 }  // namespace
@@ -390,7 +753,20 @@ std::unique_ptr<backend> make_uring_backend_with(unsigned entries, std::string& 
     return b;
 }
 
-std::unique_ptr<backend> make_uring_backend(std::string& why) { return make_uring_backend_with(default_entries, why); }
+std::unique_ptr<backend> make_uring_backend(std::string& why, bool owner, unsigned off) {
+    std::string note = "; more than one thread polls (workers != 1): readiness by multishot poll, operations for files";
+    if (owner && (off & off_owner_ring)) note = "; owner_ring turned off (WEFT_IO_URING_OFF)";
+    if (owner && !(off & off_owner_ring)) {
+        auto b = std::make_unique<owner_backend>();
+        std::string owner_why;
+        if (b->init(default_entries, off, owner_why)) return b;
+        note = "; owner ring refused (" + owner_why + ")";  // URING-O6: the shared ring next
+    }
+    auto b = std::make_unique<uring_backend>();
+    if (!b->init(default_entries, why)) return nullptr;
+    b->set_features("io_uring shared ring" + note);
+    return b;
+}
 
 }  // namespace weft::io::detail
 

@@ -286,6 +286,10 @@ def draw_chart(path_base, scenarios, servers, summary):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--weft", default=os.path.join(ROOT, "build/bench/bench/weft_bench_echo"))
+    # weft_epoll / weft_uring: the same binary as weft with its backend forced
+    # (--io epoll / io_uring); weft itself runs with --io auto.
+    ap.add_argument("--weft_epoll", default=None)
+    ap.add_argument("--weft_uring", default=None)
     ap.add_argument("--go", default=os.path.join(ROOT, "build/bench/weft_bench_echo_go"))
     ap.add_argument("--asio", default=os.path.join(ROOT, "build/bench/bench/weft_bench_echo_asio"))
     ap.add_argument("--tokio", default=os.path.join(ROOT, "build/bench/cargo-target/release/weft_bench_echo_tokio"))
@@ -333,6 +337,8 @@ def main():
         if not sep:
             ap.error(f"--missing wants NAME=WHY, got {m!r}")
         told[name] = why
+    args.weft_epoll = args.weft_epoll or args.weft
+    args.weft_uring = args.weft_uring or args.weft
     for name in [s for s in args.servers.split(",") if s]:
         path = getattr(args, name, None)
         if path is None:
@@ -364,7 +370,8 @@ def main():
             env["GOMAXPROCS"] = str(workers)
             return [servers[name], "-port", "0", "-max-seconds", str(max_seconds)], env
         flag = "--threads" if name == "asio" else "--workers"  # weft, tokio, monoio: --workers
-        return [servers[name], "--port", "0", flag, str(workers), "--max-seconds", str(max_seconds)], env
+        extra = {"weft_epoll": ["--io", "epoll"], "weft_uring": ["--io", "io_uring"]}.get(name, [])
+        return [servers[name], "--port", "0", flag, str(workers), "--max-seconds", str(max_seconds)] + extra, env
 
     scenarios = [(row, c, s) for row in rows for c in conns_list for s in sizes]
     state0 = machine_state()

@@ -175,6 +175,10 @@ private:
     // runtime `core`, made by the first wait (inside an op); an error if the
     // handle is closing meanwhile or belongs to another runtime's reactor.
     std::error_code registration_in(weft::detail::runtime_core* core, detail::registration*& r);
+    // ring_recv() is read_some() by the owner ring's IORING_OP_RECV (IO-R2 in
+    // src/io/handle.cpp); false when that does not apply and read_some()
+    // goes on by readiness.
+    bool ring_recv(std::span<std::byte> buf, std::error_code& ec, clock::time_point deadline, std::size_t& n);
     void detach() noexcept;
     std::error_code final_close() noexcept;
     bool begin_close(std::uint32_t extra) noexcept;
