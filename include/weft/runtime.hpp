@@ -53,11 +53,14 @@ namespace weft {
 using unhandled_handler = void (*)(const task_info& task, std::exception_ptr e) noexcept;
 
 // io_backend chooses how a runtime waits for IO (weft/io/, docs/io.md).
-//   automatic  epoll (docs/io.md, "Backends", says why);
+//   automatic  io_uring's owner ring for one worker (workers = 1), epoll
+//              otherwise (docs/io.md, "Backends", gives the measurements);
 //   epoll      epoll, edge-triggered;
-//   io_uring   io_uring (liburing); when io_uring_setup() fails (EPERM in
-//              containers, ENOSYS on old kernels) the runtime falls back to
-//              epoll and io::backend_info() says why.
+//   io_uring   io_uring (liburing): for one worker a ring only that worker
+//              enters, for more (or workers = 0) one shared ring; when
+//              io_uring_setup() fails (EPERM in containers, ENOSYS on old
+//              kernels) the runtime falls back to epoll and
+//              io::backend_info() says why.
 enum class io_backend : unsigned char { automatic, epoll, io_uring };
 
 // stall_report is what the starvation watchdog (runtime_options::watchdog)

@@ -182,22 +182,30 @@ std::error_code handle::registration_in(weft::detail::runtime_core* core, detail
 }
 
 // IO-R2  On a runtime whose reactor is the owner ring (one worker, io_uring,
-//        src/io/uring.cpp URING-O1), a task's read_some() of a socket (or of a
-//        handle not yet known not to be one) with a stack of its own submits
-//        IORING_OP_RECV into the caller's buffer and waits for its completion
+//        src/io/uring.cpp URING-O1), a task with a stack of its own reads a
+//        socket (or a handle not yet known not to be one) by submitting
+//        IORING_OP_RECV into the caller's buffer and waiting for its completion
 //        (detail::run_op(), IO-F1 and REACTOR-R7): no recv(2) that finds nothing,
 //        no readiness event, and the submission rides on the worker's next poll.
-//        Its results are read_some()'s: a count (0 at the end of the stream),
-//        timed_out when the deadline passed first (an op that completed anyway
-//        gives its data), operation_canceled when the handle is closed meanwhile,
-//        the errno otherwise. ENOTSOCK marks the handle not a socket and EAGAIN
-//        (a kernel that hands the wait back) goes on by readiness (IO-R1), or
-//        gives operation_canceled if the handle was closed meanwhile. A task
-//        canceled while the receive was out gets the bytes it received, if any
-//        (they left the socket), and unwinds at its next wait (run_op()). The
-//        stack stays pinned while the kernel may write the buffer (SHRINK-A2).
-bool handle::ring_recv(std::span<std::byte> buf, std::error_code& ec, clock::time_point deadline, std::size_t& n) {
-    weft::detail::runtime_core* core = weft::detail::current_core("weft::io::handle::read_some()");
+//        (A receive that filled its buffer makes the next one try recv(2) first,
+//        as a readiness loop reads on while data lasts.) It writes with send(2)
+//        first (a reply usually fits the socket's buffer)
+//        and, on EAGAIN, with IORING_OP_SEND, which waits for room in the kernel:
+//        neither direction arms the registration's multishot poll, which would
+//        post a completion for every segment that arrives as well. Results are
+//        read_some()'s and write_some()'s: a count (a read's 0: the end of the
+//        stream), timed_out when the deadline passed first (an op that completed
+//        anyway gives its count), operation_canceled when the handle is closed
+//        meanwhile, the errno otherwise. ENOTSOCK marks the handle not a socket
+//        and EAGAIN (a kernel that hands the wait back) goes on by readiness
+//        (IO-R1), or gives operation_canceled if the handle was closed meanwhile.
+//        A task canceled while its op was out gets the count, if any (those bytes
+//        left or entered the socket), and unwinds at its next wait (run_op()).
+//        The stack stays pinned while the kernel may use the buffer (SHRINK-A2).
+bool handle::ring_io(bool send, std::span<std::byte> buf, std::error_code& ec, clock::time_point deadline,
+                     std::size_t& n) {
+    weft::detail::runtime_core* core =
+        weft::detail::current_core(send ? "weft::io::handle::write_some()" : "weft::io::handle::read_some()");
     detail::backend& b = detail::reactor_of(core)->get_backend();
     if (!b.supports_recv()) return false;
     op g(*this);
@@ -206,16 +214,56 @@ bool handle::ring_recv(std::span<std::byte> buf, std::error_code& ec, clock::tim
         ec = std::make_error_code(std::errc::bad_file_descriptor);
         return true;
     }
+    if (send) {
+        for (;;) {
+            const ssize_t r = ::send(raw(), buf.data(), buf.size(), MSG_NOSIGNAL);
+            if (r >= 0) {
+                n = static_cast<std::size_t>(r);
+                return true;
+            }
+            if (errno == EINTR) continue;
+            if (errno == ENOTSOCK) {
+                kind_.store(2, std::memory_order_relaxed);
+                return false;  // write(2) by readiness
+            }
+            if (errno != EAGAIN && errno != EWOULDBLOCK) {
+                ec = errno_code();
+                return true;
+            }
+            break;  // full: the ring's send waits for room
+        }
+    }
     detail::registration* r = nullptr;
     if ((ec = registration_in(core, r))) return true;
+    if (!send && r->full_read.load(std::memory_order_relaxed)) {
+        // The last receive filled its buffer: read what is probably there
+        // at once, as a readiness loop would, rather than a scheduler round
+        // trip per buffer (bulk transfers fill the peer's window otherwise).
+        for (;;) {
+            const ssize_t got = ::recv(raw(), buf.data(), buf.size(), 0);
+            if (got >= 0) {
+                n = static_cast<std::size_t>(got);
+                r->full_read.store(n == buf.size(), std::memory_order_relaxed);
+                return true;
+            }
+            if (errno == EINTR) continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK) {
+                ec = errno_code();
+                return true;
+            }
+            r->full_read.store(false, std::memory_order_relaxed);
+            break;
+        }
+    }
     weft::detail::stack_pin pin;
     weft::detail::stable<detail::ring_op> o;
     const auto len = static_cast<std::uint32_t>(std::min<std::size_t>(buf.size(), std::size_t{1} << 30));
     for (;;) {
-        o->prepare(detail::op_state::recv, raw(), buf.data(), len, 0);
+        o->prepare(send ? detail::op_state::send : detail::op_state::recv, raw(), buf.data(), len, 0);
         const int res = detail::run_op(b, *o, deadline, r, seq_);
         if (res >= 0) {
             n = static_cast<std::size_t>(res);
+            if (!send) r->full_read.store(n == len, std::memory_order_relaxed);
             return true;
         }
         if (res == -ENOTSOCK || res == -EAGAIN) {
@@ -236,12 +284,18 @@ bool handle::ring_recv(std::span<std::byte> buf, std::error_code& ec, clock::tim
     }
 }
 
+// ring_eligible() is IO-R2's condition on the call: a non-empty buffer, a
+// handle that may be a socket, inside a task with a stack of its own.
+bool handle::ring_eligible(std::size_t len) const noexcept {
+    return len != 0 && kind_.load(std::memory_order_relaxed) != 2 && weft::detail::current_task() &&
+           !weft::detail::on_shared_stack();
+}
+
 std::size_t handle::read_some(std::span<std::byte> buf, std::error_code& ec, clock::time_point deadline) {
-    if (!buf.empty() && kind_.load(std::memory_order_relaxed) != 2 && weft::detail::current_task() &&
-        !weft::detail::on_shared_stack()) {
+    if (ring_eligible(buf.size())) {
         ec.clear();
         std::size_t n = 0;
-        if (ring_recv(buf, ec, deadline, n)) return n;  // IO-R2
+        if (ring_io(false, buf, ec, deadline, n)) return n;  // IO-R2
     }
     // A socket is read with recv(2), not read(2): the same bytes, and a
     // shorter path through the kernel (read(2) goes through the VFS layer
@@ -261,6 +315,13 @@ std::size_t handle::read_some(std::span<std::byte> buf, std::error_code& ec, clo
 }
 
 std::size_t handle::write_some(std::span<const std::byte> buf, std::error_code& ec, clock::time_point deadline) {
+    if (ring_eligible(buf.size())) {
+        ec.clear();
+        std::size_t n = 0;
+        // IO-R2: the kernel only reads the buffer (IORING_OP_SEND).
+        if (ring_io(true, std::span<std::byte>(const_cast<std::byte*>(buf.data()), buf.size()), ec, deadline, n))
+            return n;
+    }
     const ssize_t n = retry_io(interest::writable, deadline, ec, [this, buf](int fd) {
         if (kind_.load(std::memory_order_relaxed) != 2) {
             const ssize_t r = ::send(fd, buf.data(), buf.size(), MSG_NOSIGNAL);
@@ -361,7 +422,7 @@ backend_info current_backend() {
     weft::detail::task_record* t = weft::detail::current_task();
     if (!t) return {};
     detail::reactor* re = detail::reactor_of(weft::detail::current_core("weft::io::current_backend()"));
-    return {re->backend_name(), re->fallback_reason().c_str()};
+    return {re->backend_name(), re->fallback_reason().c_str(), re->features().c_str()};
 }
 
 void check(std::error_code ec, const char* what) {

@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "weft/detail/sanitizer.hpp"
 #include "weft/detail/support.hpp"
 
 namespace weft::io::detail {
@@ -135,13 +136,23 @@ void ignore_sigpipe() noexcept {
 std::unique_ptr<weft::detail::poller> make_reactor(weft::detail::runtime_core* c, const runtime_options& o) {
     std::unique_ptr<backend> b;
     std::string why;
-    // automatic is epoll: io_uring serves readiness here (and files), and
-    // a poll's completion is task work of the thread that armed it, so
-    // each one interrupts that thread (the echo benchmark measured half
-    // epoll's rate), or, with IORING_SETUP_COOP_TASKRUN, waits until that
-    // thread next enters the kernel, which a sleeping worker may not do
-    // (docs/io.md, "Backends").
-    if (o.io == io_backend::io_uring) b = make_uring_backend(why, o.workers == 1, uring_off_from_env());
+    // automatic is the owner ring for one worker (a ring only that worker
+    // enters, URING-O1), where it was measured level with epoll or better
+    // (docs/io.md, "Backends"), and epoll otherwise: with more threads
+    // polling, an io_uring completion is task work of the thread that armed
+    // it, which interrupts that thread or, with COOP_TASKRUN, waits for it.
+    // A failed io_uring setup under automatic falls back like an explicit
+    // request, and says why.
+    const bool one = o.workers == 1;
+    // Under valgrind (a WEFT_VALGRIND build) automatic stays on epoll:
+    // memcheck does not see the kernel write a buffer through the ring, so
+    // every byte received would read as uninitialised.
+    bool valgrind = false;
+#if WEFT_VALGRIND
+    valgrind = RUNNING_ON_VALGRIND != 0;
+#endif
+    if (o.io == io_backend::io_uring || (o.io == io_backend::automatic && one && !valgrind))
+        b = make_uring_backend(why, one, uring_off_from_env());
     if (!b) b = make_epoll_backend();
     ignore_sigpipe();
     return std::make_unique<reactor>(c, std::move(b), std::move(why));
@@ -215,6 +226,7 @@ registration* reactor::acquire(int fd, std::uint32_t& seq) {
         r->ready[0] = r->ready[1] = false;
         r->armed = !backend_->lazy();  // REACTOR-R6
         r->ops = nullptr;
+        r->full_read.store(false, std::memory_order_relaxed);
         seq = r->seq;
     }
     if (std::error_code ec = backend_->add(r, token(r, seq))) {

@@ -89,6 +89,9 @@ struct alignas(64) registration {
     bool always_ready = false;  // a regular file: epoll cannot watch it, it never blocks
     bool armed = false;         // REACTOR-R6: the backend watches fd (a lazy backend arms on the first wait)
     op_state* ops = nullptr;    // REACTOR-R7: ring operations in flight on fd, linked through op_state::next_op
+    // A hint for IO-R2 (handle.cpp), no invariant: the last receive filled
+    // its buffer, so more is probably waiting and recv(2) goes first.
+    std::atomic<bool> full_read{false};
     weft::wait_queue q[2];
     reactor* owner = nullptr;   // set once, when the chunk is made
     registration* next_free = nullptr;  // guarded by the reactor's free_mu
@@ -96,13 +99,14 @@ struct alignas(64) registration {
 
 // op_state is one read or write at an offset that a backend carries out
 // itself (io_uring: IORING_OP_READ / IORING_OP_WRITE), for io::file, or one
-// receive on a socket (IORING_OP_RECV, handle::read_some on the owner ring). It
+// receive or send on a socket (IORING_OP_RECV / SEND, handle::read_some /
+// write_some on the owner ring, IO-R2). It
 // lives on the submitting task's stack and must stay there until `done`
 // (IO-F1 in file.cpp): the kernel writes `buf` until the completion arrives,
 // also after a cancel. Fields above `mu` are written before start_op() and
 // only read by the backend; `w`, `done` and `res` are guarded by `mu`.
 struct alignas(8) op_state {
-    enum kind : std::uint8_t { read, write, recv };
+    enum kind : std::uint8_t { read, write, recv, send };
     kind op = read;
     int fd = -1;
     void* buf = nullptr;
@@ -178,10 +182,9 @@ public:
         (void)r;
         (void)token;
     }
-    // supports_recv() says whether start_op() takes op_state::recv (the
-    // owner ring: handle::read_some submits its receive instead of trying
-    // recv(2) and waiting for readiness). cancel_op() of such an op may be
-    // called under the registration's mu (REACTOR-R7).
+    // supports_recv() says whether start_op() takes op_state::recv and
+    // send (the owner ring, IO-R2). cancel_op() of such an op may be called
+    // under the registration's mu (REACTOR-R7).
     [[nodiscard]] virtual bool supports_recv() const noexcept { return false; }
     // features() says what the backend uses and what the kernel refused,
     // for io::backend_info.
@@ -194,7 +197,7 @@ enum uring_off : unsigned {
     off_defer_taskrun = 1,  // "defer_taskrun": IORING_SETUP_SINGLE_ISSUER + DEFER_TASKRUN
     off_coop_taskrun = 2,   // "coop_taskrun": IORING_SETUP_COOP_TASKRUN
     off_owner_ring = 4,     // "owner_ring": the shared ring even for one worker
-    off_recv_op = 8,        // "recv_op": receive by readiness, not IORING_OP_RECV
+    off_recv_op = 8,        // "recv_op": sockets by readiness, not IORING_OP_RECV / SEND
 };
 // uring_off_from_env() parses WEFT_IO_URING_OFF; unknown names are ignored.
 unsigned uring_off_from_env() noexcept;

@@ -68,10 +68,13 @@
 //   URING-O2  another thread (and the owner before its first poll) hands its
 //             request (arm a poll, cancel, start an op) to the mailbox under
 //             mbox_mu_ and interrupts the owner; the owner moves the mailbox to the
-//             SQ in order at the start of each poll. The owner's own SQEs follow
-//             program order; so a request made after another, on whatever thread,
-//             reaches the SQ after it (REACTOR-R7 relies on it for a cancel after
-//             its op, made under one registration lock);
+//             SQ in order at the start of each poll and before each SQE of its
+//             own. So a request made after another, on whatever thread, reaches
+//             the SQ after it (REACTOR-R7 relies on it for a cancel after its op,
+//             made under one registration lock; and a stale cancel, handed over
+//             by a close on another thread after its op completed, reaches the
+//             SQ before the task's next op, which may have the same address and
+//             so the same user_data; models/uring_owner.pml);
 //   URING-O3  submissions are batched: an SQE written by the owner is submitted by
 //             its next poll, in the io_uring_enter() that also reaps and, when the
 //             worker has nothing to run, waits (the runtime polls between tasks
@@ -483,7 +486,8 @@ public:
             return false;
         }
         recv_ = !(off & off_recv_op);
-        features_ += recv_ ? "; IORING_OP_RECV for reads" : "; reads by readiness (recv_op turned off)";
+        features_ += recv_ ? "; sockets: IORING_OP_RECV, send(2) then IORING_OP_SEND"
+                           : "; sockets by readiness (recv_op turned off)";
         features_ += "; batched submission";
         probe_ = ::epoll_create1(EPOLL_CLOEXEC);
         efd_ = ::eventfd(0, EFD_CLOEXEC);  // blocking: the ring's read of it waits (URING-O4)
@@ -542,6 +546,7 @@ public:
             waiting_.store(true, std::memory_order_seq_cst);
             if (kicked_.exchange(false, std::memory_order_seq_cst) || mbox_full_.load(std::memory_order_seq_cst)) {
                 block = false;
+                waiting_.store(false, std::memory_order_relaxed);  // interrupts need not write the eventfd
                 drain_mailbox();
             }
         }
@@ -554,26 +559,26 @@ public:
                    (IO_URING_READ_ONCE(*ring_.sq.kflags) & (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW))) {
             (void)::io_uring_submit_and_get_events(&ring_);  // URING-O3
         }
+        // At most one batch per poll, as epoll_wait() takes at most 128
+        // events: the rest stay in the CQ for the next poll (which then does
+        // not block), so the tasks woken by one poll run before more are
+        // woken.
+        io_uring_cqe* cqes[batch];
+        const unsigned n = ::io_uring_peek_batch_cqe(&ring_, cqes, batch);
+        event evs[batch];
+        std::size_t m = 0;
+        for (unsigned i = 0; i < n; ++i)
+            if (translate(cqes[i], evs[m])) ++m;
+        ::io_uring_cq_advance(&ring_, n);
         std::size_t woke = 0;
-        for (;;) {
-            io_uring_cqe* cqes[batch];
-            const unsigned n = ::io_uring_peek_batch_cqe(&ring_, cqes, batch);
-            if (n == 0) break;
-            event evs[batch];
-            std::size_t m = 0;
-            for (unsigned i = 0; i < n; ++i)
-                if (translate(cqes[i], evs[m])) ++m;
-            ::io_uring_cq_advance(&ring_, n);
-            for (std::size_t i = 0; i < m; ++i) {
-                if (op_state* op = evs[i].op) {
-                    ops_completed_.fetch_add(1, std::memory_order_relaxed);
-                    op->complete(evs[i].res);
-                    ++woke;
-                    continue;
-                }
-                woke += re.dispatch(evs[i].token, evs[i].bits);
+        for (std::size_t i = 0; i < m; ++i) {
+            if (op_state* op = evs[i].op) {
+                ops_completed_.fetch_add(1, std::memory_order_relaxed);
+                op->complete(evs[i].res);
+                ++woke;
+                continue;
             }
-            if (n < batch) break;
+            woke += re.dispatch(evs[i].token, evs[i].bits);
         }
         return woke;
     }
@@ -591,10 +596,7 @@ public:
     [[nodiscard]] bool supports_ops() const noexcept override { return true; }
     [[nodiscard]] bool supports_recv() const noexcept override { return recv_; }
 
-    int start_op(op_state* op) noexcept override {
-        submit({cmd::op, -1, 0, op});
-        return 0;
-    }
+    int start_op(op_state* op) noexcept override { return submit({cmd::op, -1, 0, op}) ? 0 : -ENOMEM; }
     void cancel_op(op_state* op) noexcept override { submit({cmd::cancel, -1, op_data(op), nullptr}); }
     [[nodiscard]] std::uint64_t ops_completed() const noexcept override {
         return ops_completed_.load(std::memory_order_relaxed);
@@ -618,21 +620,27 @@ private:
 
     // submit() is URING-O2: the owner writes the SQE (sent by its next poll,
     // URING-O3); another thread hands the request over and interrupts it.
-    void submit(const cmd& c) noexcept {
+    bool submit(const cmd& c) noexcept {
         if (is_owner()) {
+            // URING-O2: what another thread handed over earlier goes first. A
+            // cancel that retire() made on another thread for an op that has
+            // completed since must not reach the SQ after a new op that has
+            // the same address (the next op of the same task frame).
+            drain_mailbox();
             put(c);
-            return;
+            return true;
         }
         {
             std::lock_guard g(mbox_mu_);
             try {
                 mbox_.push_back(c);
-            } catch (...) {  // out of memory: a cancel or arm is lost; the waiter's deadline ends it
-                return;
+            } catch (...) {  // out of memory: not handed over (start_op() says so)
+                return false;
             }
             mbox_full_.store(true, std::memory_order_seq_cst);
         }
         interrupt();
+        return true;
     }
 
     void drain_mailbox() noexcept {
@@ -666,8 +674,10 @@ private:
                 ::io_uring_prep_read(e, op->fd, op->buf, op->len, op->offset);
             else if (op->op == op_state::write)
                 ::io_uring_prep_write(e, op->fd, op->buf, op->len, op->offset);
-            else
+            else if (op->op == op_state::recv)
                 ::io_uring_prep_recv(e, op->fd, op->buf, op->len, 0);
+            else
+                ::io_uring_prep_send(e, op->fd, op->buf, op->len, MSG_NOSIGNAL);
             ::io_uring_sqe_set_data64(e, op_data(op));
             return;
         }

@@ -175,10 +175,12 @@ private:
     // runtime `core`, made by the first wait (inside an op); an error if the
     // handle is closing meanwhile or belongs to another runtime's reactor.
     std::error_code registration_in(weft::detail::runtime_core* core, detail::registration*& r);
-    // ring_recv() is read_some() by the owner ring's IORING_OP_RECV (IO-R2 in
-    // src/io/handle.cpp); false when that does not apply and read_some()
-    // goes on by readiness.
-    bool ring_recv(std::span<std::byte> buf, std::error_code& ec, clock::time_point deadline, std::size_t& n);
+    // ring_io() is read_some() / write_some() (send) by the owner ring's
+    // IORING_OP_RECV / IORING_OP_SEND (IO-R2 in src/io/handle.cpp); false
+    // when that does not apply and the call goes on by readiness.
+    bool ring_io(bool send, std::span<std::byte> buf, std::error_code& ec, clock::time_point deadline,
+                 std::size_t& n);
+    [[nodiscard]] bool ring_eligible(std::size_t len) const noexcept;
     void detach() noexcept;
     std::error_code final_close() noexcept;
     bool begin_close(std::uint32_t extra) noexcept;
@@ -227,6 +229,11 @@ struct backend_info {
     // runs instead, e.g. "io_uring_setup: Operation not permitted"; empty
     // when no fallback happened.
     const char* fallback_reason = "";
+    // features: what the backend uses and what the kernel refused, e.g.
+    // "io_uring owner ring (one worker); SINGLE_ISSUER+DEFER_TASKRUN;
+    // IORING_OP_RECV for reads; batched submission" (docs/io.md,
+    // "Backends"); "none" like name when there is no reactor.
+    const char* features = "none";
 };
 // current_backend() makes the calling task's runtime's reactor if needed
 // and describes it. Outside a task: {"none", ""}.

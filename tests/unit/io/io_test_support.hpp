@@ -12,6 +12,7 @@
 //                 own short-lived pipes);
 //   bytes()       a string's bytes as a span;
 //   pipe_pair     a pipe as two handles (read end r, write end w);
+//   socket_pair   the same over a Unix-domain socket pair;
 //   blocked_read()    a task suspended in a read_some() of a handle or
 //                 stream, whose join() is what the read gave;
 //   cancel_unwinds()  cancels a task blocked in a call and says whether its
@@ -20,6 +21,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <array>
@@ -79,6 +81,20 @@ struct pipe_pair {
     pipe_pair() {
         int fds[2];
         if (::pipe2(fds, O_CLOEXEC) != 0) throw std::system_error(errno, std::system_category(), "pipe2");
+        r = io::handle(fds[0]);
+        w = io::handle(fds[1]);
+    }
+};
+
+// socket_pair is a connected Unix-domain stream socket pair as two handles
+// (r, w: both ends are sockets, so reads on the io_uring owner ring are
+// IORING_OP_RECV, src/io/handle.cpp IO-R2, where a pipe's go by readiness).
+struct socket_pair {
+    io::handle r, w;
+    socket_pair() {
+        int fds[2];
+        if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
+            throw std::system_error(errno, std::system_category(), "socketpair");
         r = io::handle(fds[0]);
         w = io::handle(fds[1]);
     }

@@ -1,7 +1,10 @@
-// race_test.cpp: the races of an IO wait (reactor.hpp REACTOR-R3 - REACTOR-R5): readiness
+// race_test.cpp: the races of an IO wait (reactor.hpp REACTOR-R3 - REACTOR-R7): readiness
 // against the deadline, against close() from another task, and against
-// cancellation, each many times. Whatever wins, nothing is lost: data that
-// arrived stays readable, and every wait ends exactly once with one outcome.
+// cancellation, each many times, over a pipe (a readiness wait on every
+// backend) and over a socket pair (on the io_uring owner ring, one worker,
+// an IORING_OP_RECV in flight: handle.cpp IO-R2). Whatever wins, nothing is
+// lost: data that arrived stays readable, and every wait ends exactly once
+// with one outcome.
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -20,12 +23,13 @@ class io_race_test : public io_fixture {};
 
 int rounds() { return sanitized || under_user_mode_emulator() ? 100 : 1000; }
 
-TEST_P(io_race_test, readiness_against_the_deadline_loses_no_data) {
-    runtime rt(options());
+template <class Pair>
+void readiness_against_the_deadline(const runtime_options& o) {
+    runtime rt(o);
     const auto [got, timed_out] = rt.block_on([] {
         int got = 0, timed = 0;
         for (int i = 0; i < rounds(); ++i) {
-            pipe_pair p;
+            Pair p;
             const auto deadline = io::clock::now() + std::chrono::microseconds(50 + i % 100);
             auto writer = spawn([&p, i] {
                 if (i % 3) this_task::sleep_for(std::chrono::microseconds(i % 150));
@@ -50,12 +54,18 @@ TEST_P(io_race_test, readiness_against_the_deadline_loses_no_data) {
     EXPECT_EQ(got + timed_out, rounds());
 }
 
-TEST_P(io_race_test, close_against_readiness_ends_every_wait_once) {
-    runtime rt(options());
+TEST_P(io_race_test, readiness_against_the_deadline_loses_no_data) {
+    readiness_against_the_deadline<pipe_pair>(options());
+    readiness_against_the_deadline<socket_pair>(options());
+}
+
+template <class Pair>
+void close_against_readiness(const runtime_options& o) {
+    runtime rt(o);
     const int done = rt.block_on([] {
         int ended = 0;
         for (int i = 0; i < rounds(); ++i) {
-            pipe_pair p;
+            Pair p;
             std::atomic<bool> started{false};
             auto reader = spawn([&] {
                 std::array<std::byte, 4> buf{};
@@ -78,12 +88,18 @@ TEST_P(io_race_test, close_against_readiness_ends_every_wait_once) {
     EXPECT_EQ(done, rounds());
 }
 
-TEST_P(io_race_test, cancellation_against_readiness_keeps_the_data) {
-    runtime rt(options());
+TEST_P(io_race_test, close_against_readiness_ends_every_wait_once) {
+    close_against_readiness<pipe_pair>(options());
+    close_against_readiness<socket_pair>(options());
+}
+
+template <class Pair>
+void cancellation_against_readiness(const runtime_options& o) {
+    runtime rt(o);
     const int rest = rt.block_on([] {
         int ok = 0;
         for (int i = 0; i < rounds(); ++i) {
-            pipe_pair p;
+            Pair p;
             std::atomic<bool> started{false};
             auto reader = spawn([&] {
                 std::array<std::byte, 1> buf{};
@@ -108,6 +124,11 @@ TEST_P(io_race_test, cancellation_against_readiness_keeps_the_data) {
         return ok;
     });
     EXPECT_EQ(rest, rounds());
+}
+
+TEST_P(io_race_test, cancellation_against_readiness_keeps_the_data) {
+    cancellation_against_readiness<pipe_pair>(options());
+    cancellation_against_readiness<socket_pair>(options());
 }
 
 INSTANTIATE_TEST_SUITE_P(io, io_race_test, io_params(), io_param_name);

@@ -353,6 +353,78 @@ TEST_P(socket_test, canceling_a_task_blocked_in_read_unwinds_it) {
     });
 }
 
+// drain() reads from `from` until `want` bytes came or 30 s passed, and
+// checks that byte i is pattern(i): nothing lost, nothing twice, in order.
+std::size_t drain(io::stream& from, std::size_t want) {
+    std::vector<std::byte> buf(64 * 1024);
+    std::size_t got = 0;
+    const auto deadline = io::after(30s);
+    while (got < want) {
+        std::error_code ec;
+        const std::size_t n = from.read_some(buf, ec, deadline);
+        if (ec || n == 0) break;
+        for (std::size_t i = 0; i < n; ++i)
+            if (buf[i] != static_cast<std::byte>((got + i) % 251)) {
+                ADD_FAILURE() << "byte " << got + i << " is wrong";
+                return got;
+            }
+        got += n;
+    }
+    return got;
+}
+
+std::vector<std::byte> pattern(std::size_t n) {
+    std::vector<std::byte> v(n);
+    for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::byte>(i % 251);
+    return v;
+}
+
+TEST_P(socket_test, a_writer_blocked_on_a_full_socket_ends_by_deadline_close_or_cancel) {
+    // 16 MiB never fit the socket buffers while nobody reads: the writer
+    // waits for room (on the io_uring owner ring: an IORING_OP_SEND in
+    // flight, handle.cpp IO-R2). Each way out reports what it wrote, and the
+    // reader gets exactly those bytes.
+    const std::vector<std::byte> big = pattern(16u << 20);
+    on_connection([&big](io::listener&, io::stream& c, io::stream& s) {
+        std::error_code ec;
+        const auto deadline = io::after(50ms);
+        const std::size_t put = c.write_all(big, ec, deadline);
+        EXPECT_EQ(ec, std::errc::timed_out);
+        EXPECT_GT(put, 0u);
+        EXPECT_LT(put, big.size());
+        EXPECT_GE(io::clock::now(), deadline);
+        EXPECT_EQ(drain(s, put), put);
+    });
+    on_connection([&big](io::listener&, io::stream& c, io::stream& s) {
+        auto writer = spawn([&] {
+            std::error_code ec;
+            const std::size_t put = c.write_all(big, ec, io::after(30s));
+            return std::pair(put, ec);
+        });
+        while (writer.state() != task_state::waiting) this_task::yield();
+        EXPECT_FALSE(c.close());
+        const auto [put, ec] = writer.join();
+        EXPECT_EQ(ec, std::errc::operation_canceled);
+        EXPECT_LT(put, big.size());
+        EXPECT_EQ(drain(s, big.size()), put);  // then the end of the stream
+    });
+    on_connection([&big](io::listener&, io::stream& c, io::stream& s) {
+        std::atomic<std::size_t> put{0};
+        EXPECT_TRUE(cancel_unwinds([&] {
+            std::span<const std::byte> rest(big);
+            while (!rest.empty()) {
+                const std::size_t n = c.write_some(rest);
+                put += n;
+                rest = rest.subspan(n);
+            }
+        }));
+        EXPECT_GT(put.load(), 0u);
+        // What a canceled write had sent was counted: the peer gets exactly it.
+        EXPECT_FALSE(c.close());
+        EXPECT_EQ(drain(s, big.size()), put.load());
+    });
+}
+
 TEST_P(socket_test, read_exact_reports_eof_with_the_bytes_it_got) {
     on_connection([](io::listener&, io::stream& c, io::stream& s) {
         s.write_all(bytes("abc"), io::after(30s));

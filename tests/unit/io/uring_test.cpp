@@ -44,13 +44,17 @@ TEST(uring_setup, a_runtime_asking_for_io_uring_gets_it_when_the_kernel_allows) 
     const io::backend_info b = rt.block_on([] { return io::current_backend(); });
     EXPECT_STREQ(b.name, "io_uring");
     EXPECT_STREQ(b.fallback_reason, "");
-    // automatic picks epoll (docs/io.md, "Backends": io_uring's poll
-    // completions run as task work of the arming thread), and that is not
-    // a fallback.
-    runtime rt2;
-    const io::backend_info a = rt2.block_on([] { return io::current_backend(); });
-    EXPECT_STREQ(a.name, "epoll");
-    EXPECT_STREQ(a.fallback_reason, "");
+    // automatic picks the owner ring for one worker and epoll otherwise
+    // (docs/io.md, "Backends"); neither is a fallback.
+    for (const unsigned workers : {0u, 1u, 2u}) {
+        runtime rt2({.workers = workers});
+        const io::backend_info a = rt2.block_on([] { return io::current_backend(); });
+        EXPECT_STREQ(a.name, workers == 1 ? "io_uring" : "epoll") << workers << " workers";
+        EXPECT_STREQ(a.fallback_reason, "") << workers << " workers";
+        if (workers == 1) {
+            EXPECT_TRUE(std::string(a.features).find("owner ring") != std::string::npos) << a.features;
+        }
+    }
 }
 
 TEST(uring_setup, a_regular_file_is_always_ready_not_a_busy_poll) {
@@ -95,6 +99,132 @@ TEST(uring_setup, a_handle_first_used_by_a_thread_that_has_exited_keeps_working)
         EXPECT_EQ(p.r.read_some(buf, io::after(10s)), 2u) << "round " << i;
         writer.join();
     }
+}
+
+// ---- the owner ring (uring.cpp URING-O1 - URING-O6) -------------------------
+
+// scoped_uring_off sets WEFT_IO_URING_OFF for one scope (the reactor reads it
+// when it is made, on a runtime's first IO wait).
+struct scoped_uring_off {
+    explicit scoped_uring_off(const char* v) { ::setenv("WEFT_IO_URING_OFF", v, 1); }
+    ~scoped_uring_off() { ::unsetenv("WEFT_IO_URING_OFF"); }
+    scoped_uring_off(const scoped_uring_off&) = delete;
+    scoped_uring_off& operator=(const scoped_uring_off&) = delete;
+};
+
+bool has(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
+
+// echo_round_trips() runs n round trips over a socket pair between two
+// tasks of the calling task's runtime, and one file read through the ring;
+// returns the backend's features and how many ring operations completed.
+std::pair<std::string, std::uint64_t> echo_round_trips(int n) {
+    socket_pair p;
+    auto echo = spawn([&p, n] {
+        std::array<std::byte, 8> buf{};
+        for (int i = 0; i < n; ++i) {
+            const std::size_t got = p.r.read_some(buf, io::after(30s));
+            EXPECT_EQ(got, 1u);
+            (void)p.r.write_some(std::span<const std::byte>(buf.data(), got), io::after(30s));
+        }
+    });
+    for (int i = 0; i < n; ++i) {
+        const char c = static_cast<char>('a' + i % 26);
+        (void)p.w.write_some(bytes(std::string_view(&c, 1)), io::after(30s));
+        std::array<std::byte, 8> buf{};
+        EXPECT_EQ(p.w.read_some(buf, io::after(30s)), 1u);
+        EXPECT_EQ(static_cast<char>(buf[0]), c) << "round " << i;
+    }
+    echo.join();
+    const io::backend_info b = io::current_backend();
+    return {b.features, io::detail::ops_completed(weft::detail::current_core("uring_test"))};
+}
+
+TEST(uring_owner, one_worker_gets_the_owner_ring_and_says_what_it_uses) {
+    watchdog dog;
+    std::string why;
+    if (!uring_available(why)) GTEST_SKIP() << "no io_uring here: " << why;
+    runtime rt({.workers = 1, .io = io_backend::io_uring});
+    const auto [features, ops] = rt.block_on([] { return echo_round_trips(200); });
+    EXPECT_TRUE(has(features, "owner ring")) << features;
+    // The kernel's answer to each setup level is named: in use, or refused.
+    EXPECT_TRUE(has(features, "; SINGLE_ISSUER+DEFER_TASKRUN;") || has(features, "DEFER_TASKRUN refused: "))
+        << features;
+    EXPECT_TRUE(has(features, "sockets: IORING_OP_RECV")) << features;
+    // Both ends' reads were ring receives (200 each, less any that found the
+    // kernel handing the wait back).
+    EXPECT_GE(ops, 400u) << features;
+    // Two workers poll from either thread: the shared ring.
+    runtime rt2({.workers = 2, .io = io_backend::io_uring});
+    const auto [f2, ops2] = rt2.block_on([] { return echo_round_trips(50); });
+    EXPECT_TRUE(has(f2, "shared ring")) << f2;
+    EXPECT_EQ(ops2, 0u) << "the shared ring reads sockets by readiness";
+}
+
+TEST(uring_owner, each_fallback_can_be_forced_and_still_works) {
+    watchdog dog;
+    std::string why;
+    if (!uring_available(why)) GTEST_SKIP() << "no io_uring here: " << why;
+    const struct {
+        const char* off;
+        const char* expect;
+        bool recv_ops;
+    } cases[] = {
+        {"defer_taskrun", "DEFER_TASKRUN turned off (WEFT_IO_URING_OFF); COOP_TASKRUN;", true},
+        {"defer_taskrun,coop_taskrun", "COOP_TASKRUN turned off (WEFT_IO_URING_OFF); no task-run flags;", true},
+        {"recv_op", "sockets by readiness (recv_op turned off)", false},
+        {"owner_ring", "shared ring; owner_ring turned off", false},
+        {"no_such_part", "owner ring", true},  // unknown names are ignored
+    };
+    for (const auto& c : cases) {
+        scoped_uring_off off(c.off);
+        runtime rt({.workers = 1, .io = io_backend::io_uring});
+        const auto [features, ops] = rt.block_on([] { return echo_round_trips(100); });
+        EXPECT_TRUE(has(features, c.expect)) << c.off << ": " << features;
+        if (c.recv_ops)
+            EXPECT_GE(ops, 200u) << c.off << ": " << features;
+        else
+            EXPECT_EQ(ops, 0u) << c.off << ": " << features;
+    }
+}
+
+TEST(uring_owner, a_reader_is_canceled_by_a_close_from_a_plain_thread) {
+    // The close comes from a thread that is not the ring's owner: its cancel
+    // of the in-flight receive goes through the mailbox (URING-O2) and wakes
+    // the owner asleep in the ring (URING-O4).
+    watchdog dog;
+    runtime rt({.workers = 1, .io = io_backend::io_uring});
+    rt.block_on([] {
+        for (int i = 0; i < 20; ++i) {
+            socket_pair p;
+            auto reader = blocked_read(p.r);
+            std::thread([&p] { EXPECT_FALSE(p.r.close()); }).join();
+            const auto [n, ec] = reader.join();
+            EXPECT_EQ(n, 0u);
+            EXPECT_EQ(ec, std::errc::operation_canceled) << "round " << i;
+        }
+    });
+}
+
+TEST(uring_owner, spawns_from_outside_wake_a_worker_asleep_in_the_ring) {
+    // Each spawn from this (outside) thread must interrupt the worker, which
+    // sleeps in io_uring_enter() with nothing else to wake it (URING-O4): a
+    // lost interrupt hangs a join, and the watchdog fails the test.
+    watchdog dog;
+    runtime rt({.workers = 1, .io = io_backend::io_uring});
+    socket_pair p;
+    auto idle_reader = rt.spawn([&p] {
+        std::array<std::byte, 4> buf{};
+        std::error_code ec;
+        return p.r.read_some(buf, ec, io::after(60s));  // makes the ring; stays in it
+    });
+    const int n = sanitized || under_user_mode_emulator() ? 200 : 2000;
+    int sum = 0;
+    for (int i = 0; i < n; ++i) sum += rt.spawn([i] { return i % 7; }).join();
+    int want = 0;
+    for (int i = 0; i < n; ++i) want += i % 7;
+    EXPECT_EQ(sum, want);
+    (void)p.w.write_some(bytes("z"));
+    EXPECT_EQ(idle_reader.join(), 1u);
 }
 
 class uring_test : public io_fixture {};
