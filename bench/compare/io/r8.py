@@ -467,7 +467,14 @@ def main():
     ap.add_argument("--sizes", default="64,4096", help="message sizes in bytes (1..1048576), e.g. 64,4096,65536")
     ap.add_argument("--pipeline", default="1",
                     help="requests in flight per connection, a list (1: ping-pong), e.g. 1,16")
-    ap.add_argument("--servers", default="weft,go,asio,tokio,monoio")
+    ap.add_argument("--extra", default=None,
+                    help="scenarios run besides the --rows x --conns x --sizes x --pipeline product, as "
+                         "ROW/CONNS/SIZE/INFLIGHT items, comma-separated (default, full runs: the IOF4 bulk "
+                         "case 1core/50/65536/1 and the pipelined 1core/50/64/16, 1core/1000/64/16; "
+                         "--quick: none)")
+    ap.add_argument("--servers", default="weft,weft_epoll,go,asio,tokio,monoio",
+                    help="weft (the default backend: io_uring's owner ring on one worker, epoll on two), "
+                         "weft_epoll / weft_uring (the same binary, backend forced), go, asio, tokio, monoio")
     ap.add_argument("--iof-weft", default="weft", choices=["weft", "weft_epoll", "weft_uring"],
                     help="the weft server the IOF table measures (default weft, the default backend)")
     ap.add_argument("--out", default=None, help="default bench/results (--quick: build/bench/results)")
@@ -550,6 +557,15 @@ def main():
         return [servers[name], "--port", "0", flag, str(workers), "--max-seconds", str(max_seconds)] + extra, env
 
     scenarios = [(row, c, s, p) for row in rows for c in conns_list for s in sizes for p in pipes]
+    if args.extra is None:
+        args.extra = "" if args.quick else "1core/50/65536/1,1core/50/64/16,1core/1000/64/16"
+    for item in [x for x in args.extra.split(",") if x]:
+        parts = item.split("/")
+        if len(parts) != 4 or parts[0] not in ("1core", "2workers") or not all(p.isdigit() for p in parts[1:]):
+            ap.error(f"--extra wants ROW/CONNS/SIZE/INFLIGHT items, got {item!r}")
+        sc = (parts[0], int(parts[1]), int(parts[2]), int(parts[3]))
+        if sc not in scenarios:
+            scenarios.append(sc)
     state0 = machine_state()
     samples = []  # dicts
     failures = []

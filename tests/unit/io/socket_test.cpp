@@ -380,12 +380,18 @@ std::vector<std::byte> pattern(std::size_t n) {
 }
 
 TEST_P(socket_test, a_writer_blocked_on_a_full_socket_ends_by_deadline_close_or_cancel) {
-    // 16 MiB never fit the socket buffers while nobody reads: the writer
-    // waits for room (on the io_uring owner ring: an IORING_OP_SEND in
-    // flight, handle.cpp IO-R2). Each way out reports what it wrote, and the
-    // reader gets exactly those bytes.
-    const std::vector<std::byte> big = pattern(16u << 20);
-    on_connection([&big](io::listener&, io::stream& c, io::stream& s) {
+    // With the socket buffers made small, 2 MiB never fit while nobody
+    // reads: the writer waits for room (on the io_uring owner ring: an
+    // IORING_OP_SEND in flight, handle.cpp IO-R2). Each way out reports what
+    // it wrote, and the reader gets exactly those bytes.
+    const std::vector<std::byte> big = pattern(2u << 20);
+    const auto small_buffers = [](io::stream& c, io::stream& s) {
+        const int size = 64 * 1024;
+        ASSERT_EQ(::setsockopt(c.native().native_handle(), SOL_SOCKET, SO_SNDBUF, &size, sizeof size), 0);
+        ASSERT_EQ(::setsockopt(s.native().native_handle(), SOL_SOCKET, SO_RCVBUF, &size, sizeof size), 0);
+    };
+    on_connection([&](io::listener&, io::stream& c, io::stream& s) {
+        small_buffers(c, s);
         std::error_code ec;
         const auto deadline = io::after(50ms);
         const std::size_t put = c.write_all(big, ec, deadline);
@@ -395,7 +401,8 @@ TEST_P(socket_test, a_writer_blocked_on_a_full_socket_ends_by_deadline_close_or_
         EXPECT_GE(io::clock::now(), deadline);
         EXPECT_EQ(drain(s, put), put);
     });
-    on_connection([&big](io::listener&, io::stream& c, io::stream& s) {
+    on_connection([&](io::listener&, io::stream& c, io::stream& s) {
+        small_buffers(c, s);
         auto writer = spawn([&] {
             std::error_code ec;
             const std::size_t put = c.write_all(big, ec, io::after(30s));
@@ -408,7 +415,8 @@ TEST_P(socket_test, a_writer_blocked_on_a_full_socket_ends_by_deadline_close_or_
         EXPECT_LT(put, big.size());
         EXPECT_EQ(drain(s, big.size()), put);  // then the end of the stream
     });
-    on_connection([&big](io::listener&, io::stream& c, io::stream& s) {
+    on_connection([&](io::listener&, io::stream& c, io::stream& s) {
+        small_buffers(c, s);
         std::atomic<std::size_t> put{0};
         EXPECT_TRUE(cancel_unwinds([&] {
             std::span<const std::byte> rest(big);
