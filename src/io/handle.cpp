@@ -234,7 +234,7 @@ bool handle::ring_io(bool send, std::span<std::byte> buf, std::error_code& ec, c
         }
     }
     detail::registration* r = nullptr;
-    if ((ec = registration_in(core, r))) return true;
+    if (registration_in(core, r)) return false;  // readiness gives the error, after its attempt (IO-R1)
     if (!send && r->full_read.load(std::memory_order_relaxed)) {
         // The last receive filled its buffer: read what is probably there
         // at once, as a readiness loop would, rather than a scheduler round

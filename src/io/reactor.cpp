@@ -11,7 +11,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "weft/detail/sanitizer.hpp"
 #include "weft/detail/support.hpp"
@@ -354,14 +356,18 @@ int run_op(backend& b, ring_op& r, clock::time_point deadline, registration* reg
         }
     };
     weft::waiter& w1 = r.w1;
+    bool done_already;
     {
         std::lock_guard g(op.mu);
-        if (op.done) {
-            unlink();
-            return op.res;
+        done_already = op.done;
+        if (!done_already) {
+            w1.arm(true);
+            op.w = &w1;
         }
-        w1.arm(true);
-        op.w = &w1;
+    }
+    if (done_already) {  // completed during the submit itself
+        unlink();
+        return op.res;
     }
     if (reg) weft::detail::note_io_wait();  // a socket's wait, as wait() counts them
     const auto out = w1.wait(deadline == no_deadline ? nullptr : &deadline);

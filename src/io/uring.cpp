@@ -141,6 +141,53 @@ struct event {
     int res;
 };
 
+// refuse_unpollable() is URING-U5 for fd: EPERM (from epoll, via the probe
+// epoll instance) for a file without poll support; sockets and pipes skip
+// the probe.
+std::error_code refuse_unpollable(int probe, int fd) noexcept {
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) return {errno, std::system_category()};
+    if (!S_ISSOCK(st.st_mode) && !S_ISFIFO(st.st_mode)) {
+        epoll_event e{};
+        e.events = EPOLLIN;
+        if (::epoll_ctl(probe, EPOLL_CTL_ADD, fd, &e) != 0) return {errno, std::system_category()};
+        (void)::epoll_ctl(probe, EPOLL_CTL_DEL, fd, &e);
+    }
+    return {};
+}
+
+// poll_event() turns a poll's CQE (user_data = a token, URING-U1) into an
+// event for dispatch(); false when there is nothing to hand out. `rearm`
+// says whether the multishot poll ended and may be armed again (URING-U3).
+bool poll_event(std::uint64_t ud, int res, bool more, event& e, bool& rearm) noexcept {
+    e.op = nullptr;
+    e.res = 0;
+    e.token = ud;
+    e.bits = 0;
+    rearm = !more && (res >= 0 || res == -ECANCELED || res == -ENOMEM || res == -EAGAIN);
+    if (res < 0) {
+        if (res == -ECANCELED || res == -ENOMEM || res == -EAGAIN) return false;
+        e.bits = ev_read | ev_write | ev_error;  // EBADF and the like: the waiters retry and see it
+        return true;
+    }
+    const auto m = static_cast<unsigned>(res);
+    if (m & (POLLIN | POLLRDHUP | POLLPRI)) e.bits |= ev_read;
+    if (m & POLLOUT) e.bits |= ev_write;
+    if (m & (POLLERR | POLLHUP)) e.bits |= ev_error;
+    return e.bits != 0;
+}
+
+// open_fd() is the fd of the registration that `token` names if it is still
+// open with the token's sequence number (URING-U3: only then is its poll
+// armed again), else -1. Takes the registration's lock.
+int open_fd(std::uint64_t token) noexcept {
+    constexpr std::uint64_t seq_mask = (1u << reactor::seq_bits) - 1;
+    auto* r = reinterpret_cast<registration*>(static_cast<std::uintptr_t>(token >> reactor::seq_bits) << 6);
+    std::lock_guard g(r->mu);
+    if (r->closed || (r->seq & seq_mask) != (token & seq_mask)) return -1;
+    return r->fd;
+}
+
 class uring_backend final : public backend {
 public:
     uring_backend() = default;
@@ -183,14 +230,7 @@ public:
 
     std::error_code add(registration* r, std::uint64_t token) noexcept override {
         const int fd = r->fd;
-        struct stat st {};
-        if (::fstat(fd, &st) != 0) return {errno, std::system_category()};
-        if (!S_ISSOCK(st.st_mode) && !S_ISFIFO(st.st_mode)) {  // URING-U5
-            epoll_event e{};
-            e.events = EPOLLIN;
-            if (::epoll_ctl(probe_, EPOLL_CTL_ADD, fd, &e) != 0) return {errno, std::system_category()};
-            (void)::epoll_ctl(probe_, EPOLL_CTL_DEL, fd, &e);
-        }
+        if (const std::error_code ec = refuse_unpollable(probe_, fd)) return ec;  // URING-U5
         std::lock_guard g(mu_);
         if (const int rc = arm_locked(fd, token); rc < 0) return {-rc, std::system_category()};
         return {};
@@ -390,33 +430,14 @@ private:
             e.res = res;
             return true;
         }
-        e.op = nullptr;
-        e.res = 0;
-        if (!more && (res >= 0 || res == -ECANCELED || res == -ENOMEM || res == -EAGAIN)) rearm_locked(ud);
-        e.token = ud;
-        e.bits = 0;
-        if (res < 0) {
-            if (res == -ECANCELED || res == -ENOMEM || res == -EAGAIN) return false;
-            e.bits = ev_read | ev_write | ev_error;  // EBADF and the like: the waiters retry and see it
-            return true;
-        }
-        const auto m = static_cast<unsigned>(res);
-        if (m & (POLLIN | POLLRDHUP | POLLPRI)) e.bits |= ev_read;
-        if (m & POLLOUT) e.bits |= ev_write;
-        if (m & (POLLERR | POLLHUP)) e.bits |= ev_error;
-        return e.bits != 0;
+        bool rearm = false;
+        const bool out = poll_event(ud, res, more, e, rearm);
+        if (rearm) rearm_locked(ud);
+        return out;
     }
 
     void rearm_locked(std::uint64_t token) noexcept {
-        constexpr std::uint64_t seq_mask = (1u << reactor::seq_bits) - 1;
-        auto* r = reinterpret_cast<registration*>(static_cast<std::uintptr_t>(token >> reactor::seq_bits) << 6);
-        int fd;
-        {
-            std::lock_guard g(r->mu);
-            if (r->closed || (r->seq & seq_mask) != (token & seq_mask)) return;
-            fd = r->fd;
-        }
-        (void)arm_locked(fd, token);
+        if (const int fd = open_fd(token); fd >= 0) (void)arm_locked(fd, token);
     }
 
     io_uring ring_{};
@@ -505,17 +526,8 @@ public:
     }
 
     std::error_code add(registration* r, std::uint64_t token) noexcept override {
-        (void)token;  // URING-O5: armed by the first wait
-        const int fd = r->fd;
-        struct stat st {};
-        if (::fstat(fd, &st) != 0) return {errno, std::system_category()};
-        if (!S_ISSOCK(st.st_mode) && !S_ISFIFO(st.st_mode)) {  // URING-U5
-            epoll_event e{};
-            e.events = EPOLLIN;
-            if (::epoll_ctl(probe_, EPOLL_CTL_ADD, fd, &e) != 0) return {errno, std::system_category()};
-            (void)::epoll_ctl(probe_, EPOLL_CTL_DEL, fd, &e);
-        }
-        return {};
+        (void)token;                                // URING-O5: armed by the first wait
+        return refuse_unpollable(probe_, r->fd);  // URING-U5
     }
     [[nodiscard]] bool lazy() const noexcept override { return true; }
     void arm(registration* r, std::uint64_t token) noexcept override { submit({cmd::arm, r->fd, token, nullptr}); }
@@ -708,33 +720,12 @@ private:
             e.res = res;
             return true;
         }
-        e.op = nullptr;
-        e.res = 0;
-        if (!more && (res >= 0 || res == -ECANCELED || res == -ENOMEM || res == -EAGAIN)) rearm(ud);
-        e.token = ud;
-        e.bits = 0;
-        if (res < 0) {
-            if (res == -ECANCELED || res == -ENOMEM || res == -EAGAIN) return false;
-            e.bits = ev_read | ev_write | ev_error;
-            return true;
+        bool again = false;
+        const bool out = poll_event(ud, res, more, e, again);
+        if (again) {
+            if (const int fd = open_fd(ud); fd >= 0) put({cmd::arm, fd, ud, nullptr});  // URING-U3
         }
-        const auto m = static_cast<unsigned>(res);
-        if (m & (POLLIN | POLLRDHUP | POLLPRI)) e.bits |= ev_read;
-        if (m & POLLOUT) e.bits |= ev_write;
-        if (m & (POLLERR | POLLHUP)) e.bits |= ev_error;
-        return e.bits != 0;
-    }
-
-    void rearm(std::uint64_t token) noexcept {  // URING-U3, on the owner
-        constexpr std::uint64_t seq_mask = (1u << reactor::seq_bits) - 1;
-        auto* r = reinterpret_cast<registration*>(static_cast<std::uintptr_t>(token >> reactor::seq_bits) << 6);
-        int fd;
-        {
-            std::lock_guard g(r->mu);
-            if (r->closed || (r->seq & seq_mask) != (token & seq_mask)) return;
-            fd = r->fd;
-        }
-        put({cmd::arm, fd, token, nullptr});
+        return out;
     }
 
     io_uring ring_{};
