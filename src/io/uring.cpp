@@ -177,6 +177,23 @@ bool poll_event(std::uint64_t ud, int res, bool more, event& e, bool& rearm) noe
     return e.bits != 0;
 }
 
+// hand_out() gives n events out, outside every lock of the backend:
+// operations complete (URING-U7), polls' events go to dispatch(). Returns
+// how many waiters were woken.
+std::size_t hand_out(const event* evs, std::size_t n, reactor& re, std::atomic<std::uint64_t>& completed) noexcept {
+    std::size_t woke = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        if (op_state* op = evs[i].op) {
+            completed.fetch_add(1, std::memory_order_relaxed);
+            op->complete(evs[i].res);
+            ++woke;
+            continue;
+        }
+        woke += re.dispatch(evs[i].token, evs[i].bits);
+    }
+    return woke;
+}
+
 // open_fd() is the fd of the registration that `token` names if it is still
 // open with the token's sequence number (URING-U3: only then is its poll
 // armed again), else -1. Takes the registration's lock.
@@ -269,17 +286,7 @@ public:
                             sizeof arg);
             n = collect(evs, seen);
         }
-        std::size_t woke = 0;
-        for (std::size_t i = 0; i < n; ++i) {
-            if (op_state* op = evs[i].op) {  // URING-U7, outside mu_
-                ops_completed_.fetch_add(1, std::memory_order_relaxed);
-                op->complete(evs[i].res);
-                ++woke;
-                continue;
-            }
-            woke += re.dispatch(evs[i].token, evs[i].bits);
-        }
-        return woke;
+        return hand_out(evs, n, re, ops_completed_);  // URING-U7, outside mu_
     }
 
     void interrupt() noexcept override {  // URING-U6
@@ -582,17 +589,7 @@ public:
         for (unsigned i = 0; i < n; ++i)
             if (translate(cqes[i], evs[m])) ++m;
         ::io_uring_cq_advance(&ring_, n);
-        std::size_t woke = 0;
-        for (std::size_t i = 0; i < m; ++i) {
-            if (op_state* op = evs[i].op) {
-                ops_completed_.fetch_add(1, std::memory_order_relaxed);
-                op->complete(evs[i].res);
-                ++woke;
-                continue;
-            }
-            woke += re.dispatch(evs[i].token, evs[i].bits);
-        }
-        return woke;
+        return hand_out(evs, m, re, ops_completed_);
     }
 
     void interrupt() noexcept override {  // URING-O4
