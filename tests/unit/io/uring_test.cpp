@@ -187,6 +187,44 @@ TEST(uring_owner, each_fallback_can_be_forced_and_still_works) {
     }
 }
 
+TEST(uring_owner, copy_stack_tasks_go_by_readiness_and_lose_nothing) {
+    // A copy-stack task's frames are copied out while it waits, so the
+    // kernel must not write into them: its socket calls go by readiness
+    // (IO-R2), whatever the owner ring does for the default task beside it.
+    watchdog dog;
+    std::string why;
+    if (!uring_available(why)) GTEST_SKIP() << "no io_uring here: " << why;
+    runtime rt({.workers = 1, .io = io_backend::io_uring});
+    rt.block_on([] {
+        socket_pair p;
+        const std::uint64_t before = io::detail::ops_completed(weft::detail::current_core("uring_test"));
+        auto echo = spawn(
+            [&p] {
+                std::array<std::byte, 8> buf{};
+                for (int i = 0; i < 200; ++i) {
+                    const std::size_t got = p.r.read_some(buf, io::after(30s));
+                    EXPECT_EQ(got, 1u);
+                    (void)p.r.write_some(std::span<const std::byte>(buf.data(), got), io::after(30s));
+                }
+            },
+            spawn_options{.copy_stack = true});
+        int ok = 0;
+        for (int i = 0; i < 200; ++i) {
+            const char c = static_cast<char>('a' + i % 26);
+            (void)p.w.write_some(bytes(std::string_view(&c, 1)), io::after(30s));
+            std::array<std::byte, 8> buf{};
+            if (p.w.read_some(buf, io::after(30s)) == 1 && static_cast<char>(buf[0]) == c) ++ok;
+        }
+        echo.join();
+        EXPECT_EQ(ok, 200);
+        // The default task's 200 reads were ring receives; the copy-stack
+        // task's were not.
+        const std::uint64_t ops = io::detail::ops_completed(weft::detail::current_core("uring_test")) - before;
+        EXPECT_GE(ops, 200u);
+        EXPECT_LT(ops, 400u);
+    });
+}
+
 TEST(uring_owner, a_reader_is_canceled_by_a_close_from_a_plain_thread) {
     // The close comes from a thread that is not the ring's owner: its cancel
     // of the in-flight receive goes through the mailbox (URING-O2) and wakes
