@@ -166,6 +166,14 @@ std::error_code handle::registration_in(weft::detail::runtime_core* core, detail
             std::lock_guard g(reg_mu_);
             r = reg_.load(std::memory_order_acquire);
             if (!r) {
+                // A handle that is closing gets no new registration: close()'s
+                // detach() may still be retiring the last one, whose fd epoll
+                // still watches (EEXIST), and nobody would retire this one
+                // before the fd is closed. detach() empties reg_ only after
+                // `closing` is set, so a reader that finds reg_ emptied by
+                // it sees `closing` here (IO-H1).
+                if (state_.load(std::memory_order_seq_cst) & closing)
+                    return std::make_error_code(std::errc::operation_canceled);
                 r = detail::reactor_of(core)->acquire(raw(), seq_);
                 reg_.store(r, std::memory_order_seq_cst);
             }

@@ -112,6 +112,7 @@ public:
         (void)!::write(ev_, &one, sizeof one);
     }
     [[nodiscard]] const char* name() const noexcept override { return "epoll"; }
+    [[nodiscard]] int wait_fd() const noexcept override { return ep_; }
 
 private:
     int ep_ = -1;
@@ -154,7 +155,7 @@ std::unique_ptr<weft::detail::poller> make_reactor(weft::detail::runtime_core* c
     valgrind = RUNNING_ON_VALGRIND != 0;
 #endif
     if (o.io == io_backend::io_uring || (o.io == io_backend::automatic && one && !valgrind))
-        b = make_uring_backend(why, one, uring_off_from_env());
+        b = make_uring_backend(why, c, o.workers, uring_off_from_env());
     if (!b) b = make_epoll_backend();
     ignore_sigpipe();
     return std::make_unique<reactor>(c, std::move(b), std::move(why));
@@ -169,7 +170,7 @@ std::unique_ptr<backend> make_uring_backend_with(unsigned, std::string& why) {
     why = "io_uring: weft was built without liburing";
     return nullptr;
 }
-std::unique_ptr<backend> make_uring_backend(std::string& why, bool, unsigned) {
+std::unique_ptr<backend> make_uring_backend(std::string& why, weft::detail::runtime_core*, unsigned, unsigned) {
     return make_uring_backend_with(0, why);
 }
 #endif
@@ -183,7 +184,8 @@ unsigned uring_off_from_env() noexcept {
     } names[] = {{"defer_taskrun", off_defer_taskrun},
                  {"coop_taskrun", off_coop_taskrun},
                  {"owner_ring", off_owner_ring},
-                 {"recv_op", off_recv_op}};
+                 {"recv_op", off_recv_op},
+                 {"worker_rings", off_worker_rings}};
     unsigned off = 0;
     const std::string_view all(v);
     std::size_t i = 0;

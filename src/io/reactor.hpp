@@ -118,6 +118,7 @@ struct alignas(8) op_state {
     bool done = false;          // the completion has arrived; the op is over
     int res = 0;                // the CQE's res: a count or -errno
     op_state* next_op = nullptr;  // REACTOR-R7: guarded by the registration's mu while linked
+    std::uint32_t ring = 0;       // the worker ring it was submitted to (URING-W2), set by start_op()
 
     // complete() is the completion (once per op, from the polling thread,
     // outside the backend's locks): writes res and done, then claims the
@@ -189,6 +190,20 @@ public:
     // features() says what the backend uses and what the kernel refused,
     // for io::backend_info.
     [[nodiscard]] virtual std::string features() const { return name(); }
+
+    // A per-worker backend (the worker rings, URING-W1) has IO of each
+    // worker's own: the runtime's poller::per_worker(), poll_worker() and
+    // wake_worker() (runtime SCHED-I3) come here.
+    [[nodiscard]] virtual bool per_worker() const noexcept { return false; }
+    virtual std::size_t poll_worker(unsigned i, std::int64_t timeout_ns, bool watch, reactor& re) noexcept {
+        (void)i;
+        (void)watch;
+        return wait(timeout_ns, re);
+    }
+    virtual void wake_worker(unsigned i) noexcept { (void)i; }
+    // wait_fd() is an fd that is readable while wait(0) would find events
+    // (epoll's own fd), or -1.
+    [[nodiscard]] virtual int wait_fd() const noexcept { return -1; }
 };
 
 // Parts of the io_uring backend that can be turned off (WEFT_IO_URING_OFF,
@@ -198,6 +213,7 @@ enum uring_off : unsigned {
     off_coop_taskrun = 2,   // "coop_taskrun": IORING_SETUP_COOP_TASKRUN
     off_owner_ring = 4,     // "owner_ring": the shared ring even for one worker
     off_recv_op = 8,        // "recv_op": sockets by readiness, not IORING_OP_RECV / SEND
+    off_worker_rings = 16,  // "worker_rings": the shared ring for two or more workers
 };
 // uring_off_from_env() parses WEFT_IO_URING_OFF; unknown names are ignored.
 unsigned uring_off_from_env() noexcept;
@@ -206,9 +222,12 @@ unsigned uring_off_from_env() noexcept;
 std::unique_ptr<backend> make_epoll_backend();
 // make_uring_backend() is the io_uring backend, or null with `why` set when
 // io_uring cannot be used here (not built in, or io_uring_setup failed).
-// `owner`: the runtime polls from one thread only (one worker), so the
-// backend may be the owner ring (URING-O1); `off`: uring_off bits.
-std::unique_ptr<backend> make_uring_backend(std::string& why, bool owner = false, unsigned off = 0);
+// `workers`: the runtime's worker threads. One: the owner ring (URING-O1);
+// two or more: a ring per worker (URING-W1); 0: the shared ring. `off`:
+// uring_off bits. `core` is the runtime (the worker rings ask it which
+// worker the calling thread is).
+std::unique_ptr<backend> make_uring_backend(std::string& why, weft::detail::runtime_core* core = nullptr,
+                                            unsigned workers = 0, unsigned off = 0);
 // make_uring_backend_with() is make_uring_backend() with `entries` SQ
 // entries; tests force a setup failure with it (entries = 1 << 30: EINVAL),
 // hence exported from a shared libweft (internal all the same).
@@ -224,6 +243,11 @@ public:
     // poller
     std::size_t poll(std::int64_t timeout_ns) noexcept override { return backend_->wait(timeout_ns, *this); }
     void interrupt() noexcept override { backend_->interrupt(); }
+    [[nodiscard]] bool per_worker() const noexcept override { return backend_->per_worker(); }
+    std::size_t poll_worker(unsigned i, std::int64_t timeout_ns, bool watch) noexcept override {
+        return backend_->poll_worker(i, timeout_ns, watch, *this);
+    }
+    void wake_worker(unsigned i) noexcept override { backend_->wake_worker(i); }
 
     // acquire() is a registration watching fd, open, with its sequence
     // number in `seq`. Throws std::system_error.

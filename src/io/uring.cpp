@@ -57,6 +57,31 @@
 //             op's SQE, still unconsumed, into a NOP, so it never runs later.
 
 //
+// The worker rings (worker_rings, for a runtime with two or more workers):
+//
+//   URING-W1  each worker has an owner ring of its own (URING-O1 - O6 hold for
+//             each, its worker the owner): the worker polls it between tasks
+//             (poll_now()) and sleeps in it (runtime SCHED-I3), and only it reaps
+//             its completions. Readiness (accept, connect, pipes, select) stays
+//             on one epoll instance, polled as before (SCHED-I1, SCHED-I2). If
+//             any ring's setup fails the shared ring is tried, then epoll, and
+//             features() says why;
+//   URING-W2  an operation goes to the ring of the worker whose thread starts it
+//             (a task's worker; any other thread: ring 0, by its mailbox) and
+//             op_state::ring records which; cancel_op() goes to that ring, from any
+//             thread by its FIFO mailbox (URING-O2), so REACTOR-R7 and IO-F1 hold as
+//             on the owner ring. The task may run on another worker once its op
+//             has completed; its next op goes to that worker's ring;
+//   URING-W3  the watcher's ring waits for the epoll fd too: watch() arms a one-shot
+//             poll on it before the wait (once: watch_armed_ until its completion
+//             is reaped), and the watcher polls epoll without a timeout after
+//             every wait, so readiness and epoll's interrupt() end the wait;
+//   URING-W4  wake_worker(i) is ring i's interrupt() (URING-O4): the runtime's
+//             kick() calls it after storing the worker's futex word (SCHED-I3).
+//             A completion of ring i waits while worker i runs a task: a long task
+//             delays the IO of the tasks that were started on its worker (the
+//             thread-per-core trade; docs/io.md, "Backends").
+//
 // The owner ring (owner_backend, for a runtime whose only poller is one thread):
 //
 //   URING-O1  one thread, the owner, makes every io_uring_enter() of the ring and
@@ -471,7 +496,7 @@ public:
 
     // init() sets the ring up with the best setup the kernel takes
     // (URING-O6); false with `why` set when none works.
-    bool init(unsigned entries, unsigned off, std::string& why) {
+    bool init(unsigned entries, unsigned off, std::string& why, const char* title = "io_uring owner ring (one worker)") {
         struct level {
             unsigned flags;
             unsigned off_bit;
@@ -484,7 +509,7 @@ public:
             {IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG, off_coop_taskrun, "COOP_TASKRUN"},
             {0, 0, "no task-run flags"},
         };
-        features_ = "io_uring owner ring (one worker)";
+        features_ = title;
         for (const level& l : levels) {
             if (l.off_bit & off) {
                 features_ += std::string("; ") + l.name + " turned off (WEFT_IO_URING_OFF)";
@@ -549,16 +574,7 @@ public:
     }
 
     std::size_t wait(std::int64_t timeout_ns, reactor& re) noexcept override {
-        const auto me = std::this_thread::get_id();
-        if (!owned_) {  // URING-O1: the first poller owns the ring
-            owned_ = true;
-            // liburing 2.3 declares io_uring_enable_rings() but its library
-            // lacks it: the register call itself.
-            if (disabled_)
-                (void)::syscall(__NR_io_uring_register, ring_.ring_fd, IORING_REGISTER_ENABLE_RINGS, nullptr, 0);
-            owner_.store(me, std::memory_order_seq_cst);
-            queue_read_wake();
-        }
+        own();
         drain_mailbox();
         bool block = timeout_ns != 0 && ::io_uring_cq_ready(&ring_) == 0;
         if (block) {  // URING-O4
@@ -611,9 +627,33 @@ public:
         return ops_completed_.load(std::memory_order_relaxed);
     }
 
+    // watch() makes the ring's next wait also end when fd becomes readable
+    // (a one-shot poll, armed again after it fires); owner only (URING-W3).
+    void watch(int fd) noexcept {
+        own();
+        if (watch_armed_) return;
+        watch_armed_ = true;
+        drain_mailbox();
+        io_uring_sqe* e = sqe();
+        ::io_uring_prep_poll_add(e, fd, POLLIN);
+        ::io_uring_sqe_set_data64(e, ud_watch);
+    }
+
 private:
     static constexpr unsigned batch = 128;
     static constexpr std::uint64_t ud_read_wake = internal_bit | 4;  // the eventfd's read (URING-O4)
+    static constexpr std::uint64_t ud_watch = internal_bit | 5;      // watch()'s poll (URING-W3)
+
+    // own() is URING-O1: the first thread that polls owns the ring.
+    void own() noexcept {
+        if (owned_) return;
+        owned_ = true;
+        // liburing 2.3 declares io_uring_enable_rings() but its library
+        // lacks it: the register call itself.
+        if (disabled_) (void)::syscall(__NR_io_uring_register, ring_.ring_fd, IORING_REGISTER_ENABLE_RINGS, nullptr, 0);
+        owner_.store(std::this_thread::get_id(), std::memory_order_seq_cst);
+        queue_read_wake();
+    }
 
     // cmd is one request for the SQ (URING-O2).
     struct cmd {
@@ -710,6 +750,10 @@ private:
                 queue_read_wake();
                 return false;
             }
+            if (ud == ud_watch) {
+                watch_armed_ = false;
+                return false;
+            }
             if (ud == ud_wake || ud == ud_remove || ud == ud_cancel) return false;
             e.token = 0;
             e.bits = 0;
@@ -730,7 +774,8 @@ private:
     bool disabled_ = false;      // R_DISABLED: the owner enables it (URING-O1)
     bool taskrun_flag_ = false;  // the kernel flags deferred work (URING-O3)
     bool recv_ = true;
-    bool owned_ = false;  // owner only
+    bool owned_ = false;        // owner only
+    bool watch_armed_ = false;  // owner only: watch()'s poll is out (URING-W3)
     std::atomic<std::thread::id> owner_{};
     std::atomic<bool> waiting_{false}, kicked_{false};  // URING-O4
     int probe_ = -1;  // URING-U5
@@ -743,6 +788,69 @@ private:
     std::atomic<std::uint64_t> ops_completed_{0};
 };
 
+
+// ---- the worker rings (URING-W1 - URING-W4) ---------------------------------
+
+// worker_rings is, for a runtime with two or more workers, one owner ring
+// per worker for the operations (socket receives and sends, file reads and
+// writes) of the tasks that run on it, and one epoll instance for readiness
+// (accept, connect, pipes, select), which every worker polls as before
+// (runtime SCHED-I2).
+class worker_rings final : public backend {
+public:
+    worker_rings(weft::detail::runtime_core* core, std::unique_ptr<backend> ready)
+        : core_(core), ready_(std::move(ready)) {}
+
+    bool init(unsigned workers, unsigned off, std::string& why) {
+        for (unsigned i = 0; i < workers; ++i) {
+            auto r = std::make_unique<owner_backend>();
+            if (!r->init(default_entries, off, why, "io_uring worker rings (one per worker)")) return false;
+            rings_.push_back(std::move(r));
+        }
+        features_ = rings_[0]->features() + "; readiness by epoll (accept, connect, pipes, select)";
+        recv_ = rings_[0]->supports_recv();
+        return true;
+    }
+
+    std::error_code add(registration* r, std::uint64_t token) noexcept override { return ready_->add(r, token); }
+    void remove(registration* r) noexcept override { ready_->remove(r); }
+    std::size_t wait(std::int64_t timeout_ns, reactor& re) noexcept override { return ready_->wait(timeout_ns, re); }
+    void interrupt() noexcept override { ready_->interrupt(); }
+    [[nodiscard]] const char* name() const noexcept override { return "io_uring"; }
+    [[nodiscard]] std::string features() const override { return features_; }
+    [[nodiscard]] bool supports_ops() const noexcept override { return true; }
+    [[nodiscard]] bool supports_recv() const noexcept override { return recv_; }
+
+    int start_op(op_state* op) noexcept override {  // URING-W2
+        const int i = weft::detail::worker_index(core_);
+        op->ring = i < 0 ? 0 : static_cast<std::uint32_t>(i);
+        return rings_[op->ring]->start_op(op);
+    }
+    void cancel_op(op_state* op) noexcept override { rings_[op->ring]->cancel_op(op); }  // URING-W2
+    [[nodiscard]] std::uint64_t ops_completed() const noexcept override {
+        std::uint64_t n = 0;
+        for (const auto& r : rings_) n += r->ops_completed();
+        return n;
+    }
+
+    [[nodiscard]] bool per_worker() const noexcept override { return true; }
+    std::size_t poll_worker(unsigned i, std::int64_t timeout_ns, bool watch, reactor& re) noexcept override {
+        owner_backend& r = *rings_[i];
+        if (!watch) return r.wait(timeout_ns, re);
+        r.watch(ready_->wait_fd());  // URING-W3
+        std::size_t n = r.wait(timeout_ns, re);
+        return n + ready_->wait(0, re);
+    }
+    void wake_worker(unsigned i) noexcept override { rings_[i]->interrupt(); }  // URING-W4
+
+private:
+    weft::detail::runtime_core* core_;
+    std::unique_ptr<backend> ready_;
+    std::vector<std::unique_ptr<owner_backend>> rings_;
+    std::string features_;
+    bool recv_ = true;
+};
+
 }  // namespace
 
 std::unique_ptr<backend> make_uring_backend_with(unsigned entries, std::string& why) {
@@ -751,9 +859,22 @@ std::unique_ptr<backend> make_uring_backend_with(unsigned entries, std::string& 
     return b;
 }
 
-std::unique_ptr<backend> make_uring_backend(std::string& why, bool owner, unsigned off) {
-    std::string note = "; more than one thread polls (workers != 1): readiness by multishot poll, operations for files";
+std::unique_ptr<backend> make_uring_backend(std::string& why, weft::detail::runtime_core* core, unsigned workers,
+                                            unsigned off) {
+    const bool owner = workers == 1;
+    std::string note = "; the runtime is driven by its caller's thread (workers = 0)";
     if (owner && (off & off_owner_ring)) note = "; owner_ring turned off (WEFT_IO_URING_OFF)";
+    if (workers >= 2 && (off & off_worker_rings)) note = "; worker_rings turned off (WEFT_IO_URING_OFF)";
+    if (workers >= 2 && !(off & off_worker_rings)) {
+        std::string rings_why;
+        try {
+            auto b = std::make_unique<worker_rings>(core, make_epoll_backend());
+            if (b->init(workers, off, rings_why)) return b;
+        } catch (const std::exception& e) {
+            rings_why = e.what();
+        }
+        note = "; worker rings refused (" + rings_why + ")";  // URING-W1: the shared ring next
+    }
     if (owner && !(off & off_owner_ring)) {
         auto b = std::make_unique<owner_backend>();
         std::string owner_why;
@@ -762,7 +883,7 @@ std::unique_ptr<backend> make_uring_backend(std::string& why, bool owner, unsign
     }
     auto b = std::make_unique<uring_backend>();
     if (!b->init(default_entries, why)) return nullptr;
-    b->set_features("io_uring shared ring" + note);
+    b->set_features("io_uring shared ring" + note + "; readiness by multishot poll, operations for files");
     return b;
 }
 

@@ -292,6 +292,12 @@ poller* runtime_poller(runtime_core* c, make_poller_fn make) {
     return p;
 }
 
+int worker_index(runtime_core* c) noexcept {
+    worker* w = this_worker();
+    if (!w || w->index >= c->ws.size() || c->ws[w->index].get() != w) return -1;
+    return static_cast<int>(w->index);
+}
+
 void note_io_wait() noexcept {
     if (worker* w = this_worker()) w->view.io_waits.bump();
 }

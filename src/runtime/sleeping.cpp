@@ -68,18 +68,27 @@ void runtime_core::wake(worker* w) noexcept {
 
 void runtime_core::kick(worker* w, bool polling) noexcept {
     futex_wake(&w->futex, 1);
+    poller* p = io.load(std::memory_order_acquire);
+    if (p && p->per_worker()) {
+        p->wake_worker(w->index);  // SCHED-I3
+        return;
+    }
     // The poller itself, waking tasks from inside poll(), need not be
     // interrupted.
-    if (polling && w != this_worker()) io.load(std::memory_order_acquire)->interrupt();
+    if (polling && w != this_worker()) p->interrupt();
 }
 
 bool runtime_core::poll_now(worker* w) noexcept {
     poller* p = io.load(std::memory_order_acquire);
     if (!p) return false;
+    bool woke = false;
+    // SCHED-I3: the worker's own ring, without a system call unless it has
+    // something to submit or reap (URING-O3).
+    if (nthreads != 0 && p->per_worker()) woke = p->poll_worker(w->index, 0, false) > 0;
     std::unique_lock l(poll_mu, std::try_to_lock);
-    if (!l.owns_lock()) return false;  // the watcher, or another worker, polls (SCHED-I2)
+    if (!l.owns_lock()) return woke;  // the watcher, or another worker, polls (SCHED-I2)
     w->view.io_polls.bump();
-    return p->poll(0) > 0;
+    return (p->poll(0) > 0) || woke;
 }
 
 void runtime_core::stop_searching(worker* w) noexcept {
@@ -148,6 +157,33 @@ void runtime_core::sleep(worker* w) noexcept {
             const std::int64_t sw = shrink_wait_ns(w);
             const bool for_sweep = sw >= 0 && (wait < 0 || sw < wait);
             if (for_sweep) wait = sw;
+            if (poller* p = io.load(std::memory_order_acquire); p && nthreads != 0 && p->per_worker()) {
+                // SCHED-I3: every worker sleeps in its own ring; the watcher
+                // that gets poll_mu also watches the shared poller there.
+                std::unique_lock pl(poll_mu, std::defer_lock);
+                bool watch = false;
+                if (watching && pl.try_lock()) {
+                    {
+                        std::lock_guard g(idle_mu);
+                        if (w->futex.load(std::memory_order_acquire) != 0 || watcher != w) continue;
+                        w->polling = true;
+                    }
+                    watch = true;
+                    w->view.io_polls.bump();
+                } else if (watching && (wait < 0 || wait > 1'000'000)) {
+                    wait = 1'000'000;  // SCHED-I2: the lock's holder is brief
+                }
+                const std::size_t woke = p->poll_worker(w->index, wait, watch);
+                if (watch) {
+                    {
+                        std::lock_guard g(idle_mu);
+                        w->polling = false;
+                    }
+                    pl.unlock();
+                }
+                if (woke > 0 || for_sweep || (watching && earliest_timer() <= steady_now_ns())) break;
+                continue;
+            }
             if (poller* p = io.load(std::memory_order_acquire); watching && p) {
                 // SCHED-I1, SCHED-I2: the watcher waits in the poller. Only tried: the
                 // lock may be held by a running worker's poll(0) (for

@@ -153,11 +153,97 @@ TEST(uring_owner, one_worker_gets_the_owner_ring_and_says_what_it_uses) {
     // Both ends' reads were ring receives (200 each, less any that found the
     // kernel handing the wait back).
     EXPECT_GE(ops, 400u) << features;
-    // Two workers poll from either thread: the shared ring.
-    runtime rt2({.workers = 2, .io = io_backend::io_uring});
-    const auto [f2, ops2] = rt2.block_on([] { return echo_round_trips(50); });
-    EXPECT_TRUE(has(f2, "shared ring")) << f2;
-    EXPECT_EQ(ops2, 0u) << "the shared ring reads sockets by readiness";
+    // A runtime driven by its caller's thread (workers = 0): the shared ring.
+    runtime rt0({.workers = 0, .io = io_backend::io_uring});
+    const auto [f0, ops0] = rt0.block_on([] { return echo_round_trips(50); });
+    EXPECT_TRUE(has(f0, "shared ring")) << f0;
+    EXPECT_EQ(ops0, 0u) << "the shared ring reads sockets by readiness";
+}
+
+// ---- the worker rings (uring.cpp URING-W1 - URING-W4) -----------------------
+
+TEST(uring_owner, two_or_more_workers_get_a_ring_each_and_say_so) {
+    watchdog dog;
+    std::string why;
+    if (!uring_available(why)) GTEST_SKIP() << "no io_uring here: " << why;
+    for (const unsigned workers : {2u, 4u}) {
+        runtime rt({.workers = workers, .io = io_backend::io_uring});
+        const auto [features, ops] = rt.block_on([] { return echo_round_trips(100); });
+        EXPECT_TRUE(has(features, "worker rings (one per worker)")) << features;
+        EXPECT_TRUE(has(features, "readiness by epoll")) << features;
+        EXPECT_TRUE(has(features, "sockets: IORING_OP_RECV")) << features;
+        EXPECT_GE(ops, 200u) << workers << " workers: " << features;
+    }
+}
+
+TEST(uring_owner, the_worker_rings_fallbacks_can_be_forced_and_still_work) {
+    watchdog dog;
+    std::string why;
+    if (!uring_available(why)) GTEST_SKIP() << "no io_uring here: " << why;
+    const struct {
+        const char* off;
+        const char* expect;
+        bool recv_ops;
+    } cases[] = {
+        {"defer_taskrun", "worker rings (one per worker); SINGLE_ISSUER+DEFER_TASKRUN turned off", true},
+        {"defer_taskrun,coop_taskrun", "COOP_TASKRUN turned off (WEFT_IO_URING_OFF); no task-run flags;", true},
+        {"recv_op", "sockets by readiness (recv_op turned off)", false},
+        {"worker_rings", "shared ring; worker_rings turned off (WEFT_IO_URING_OFF)", false},
+    };
+    for (const unsigned workers : {2u, 4u}) {
+        for (const auto& c : cases) {
+            scoped_uring_off off(c.off);
+            runtime rt({.workers = workers, .io = io_backend::io_uring});
+            const auto [features, ops] = rt.block_on([] { return echo_round_trips(60); });
+            EXPECT_TRUE(has(features, c.expect)) << workers << " workers, " << c.off << ": " << features;
+            if (c.recv_ops)
+                EXPECT_GE(ops, 120u) << c.off << ": " << features;
+            else
+                EXPECT_EQ(ops, 0u) << c.off << ": " << features;
+        }
+    }
+}
+
+TEST(uring_owner, tasks_that_move_between_workers_keep_their_rings_straight) {
+    // Many echo pairs on four workers: a task's receive goes to the ring of
+    // the worker it runs on (URING-W2), its completion wakes it there, and it
+    // may be stolen and run its next receive on another worker's ring. Every
+    // byte arrives, in order, and the rings carried the receives.
+    watchdog dog;
+    std::string why;
+    if (!uring_available(why)) GTEST_SKIP() << "no io_uring here: " << why;
+    runtime rt({.workers = 4, .io = io_backend::io_uring});
+    const int pairs = sanitized || under_user_mode_emulator() ? 8 : 32;
+    const int rounds = sanitized || under_user_mode_emulator() ? 50 : 300;
+    const std::uint64_t ops = rt.block_on([pairs, rounds] {
+        std::vector<join_handle<int>> hs;
+        for (int k = 0; k < pairs; ++k) {
+            hs.push_back(spawn([rounds] {
+                socket_pair p;
+                auto echo = spawn([&p, rounds] {
+                    std::array<std::byte, 8> buf{};
+                    for (int i = 0; i < rounds; ++i) {
+                        const std::size_t got = p.r.read_some(buf, io::after(30s));
+                        if (got != 1) return;
+                        (void)p.r.write_some(std::span<const std::byte>(buf.data(), got), io::after(30s));
+                        if (i % 16 == 0) this_task::yield();  // a chance to be stolen
+                    }
+                });
+                int good = 0;
+                for (int i = 0; i < rounds; ++i) {
+                    const char c = static_cast<char>('a' + i % 26);
+                    (void)p.w.write_some(bytes(std::string_view(&c, 1)), io::after(30s));
+                    std::array<std::byte, 8> buf{};
+                    if (p.w.read_some(buf, io::after(30s)) == 1 && static_cast<char>(buf[0]) == c) ++good;
+                }
+                echo.join();
+                return good;
+            }));
+        }
+        for (auto& h : hs) EXPECT_EQ(h.join(), rounds);
+        return io::detail::ops_completed(weft::detail::current_core("uring_test"));
+    });
+    EXPECT_GE(ops, static_cast<std::uint64_t>(pairs) * rounds) << "the receives went through the rings";
 }
 
 TEST(uring_owner, each_fallback_can_be_forced_and_still_works) {
@@ -229,40 +315,48 @@ TEST(uring_owner, a_reader_is_canceled_by_a_close_from_a_plain_thread) {
     // The close comes from a thread that is not the ring's owner: its cancel
     // of the in-flight receive goes through the mailbox (URING-O2) and wakes
     // the owner asleep in the ring (URING-O4).
+    // With two or more workers the receive is in the ring of the reader's
+    // worker (URING-W2), and the cancel goes to that ring.
     watchdog dog;
-    runtime rt({.workers = 1, .io = io_backend::io_uring});
-    rt.block_on([] {
-        for (int i = 0; i < 20; ++i) {
-            socket_pair p;
-            auto reader = blocked_read(p.r);
-            std::thread([&p] { EXPECT_FALSE(p.r.close()); }).join();
-            const auto [n, ec] = reader.join();
-            EXPECT_EQ(n, 0u);
-            EXPECT_EQ(ec, std::errc::operation_canceled) << "round " << i;
-        }
-    });
+    for (const unsigned workers : {1u, 2u, 4u}) {
+        runtime rt({.workers = workers, .io = io_backend::io_uring});
+        rt.block_on([workers] {
+            for (int i = 0; i < 20; ++i) {
+                socket_pair p;
+                auto reader = blocked_read(p.r);
+                std::thread([&p] { EXPECT_FALSE(p.r.close()); }).join();
+                const auto [n, ec] = reader.join();
+                EXPECT_EQ(n, 0u);
+                EXPECT_EQ(ec, std::errc::operation_canceled) << workers << " workers, round " << i;
+            }
+        });
+    }
 }
 
 TEST(uring_owner, spawns_from_outside_wake_a_worker_asleep_in_the_ring) {
     // Each spawn from this (outside) thread must interrupt the worker, which
     // sleeps in io_uring_enter() with nothing else to wake it (URING-O4): a
     // lost interrupt hangs a join, and the watchdog fails the test.
+    // With two or more workers every worker sleeps in its own ring and a
+    // spawn's wake is that ring's interrupt (SCHED-I3, URING-W4).
     watchdog dog;
-    runtime rt({.workers = 1, .io = io_backend::io_uring});
-    socket_pair p;
-    auto idle_reader = rt.spawn([&p] {
-        std::array<std::byte, 4> buf{};
-        std::error_code ec;
-        return p.r.read_some(buf, ec, io::after(60s));  // makes the ring; stays in it
-    });
-    const int n = sanitized || under_user_mode_emulator() ? 200 : 2000;
-    int sum = 0;
-    for (int i = 0; i < n; ++i) sum += rt.spawn([i] { return i % 7; }).join();
-    int want = 0;
-    for (int i = 0; i < n; ++i) want += i % 7;
-    EXPECT_EQ(sum, want);
-    (void)p.w.write_some(bytes("z"));
-    EXPECT_EQ(idle_reader.join(), 1u);
+    for (const unsigned workers : {1u, 2u, 4u}) {
+        runtime rt({.workers = workers, .io = io_backend::io_uring});
+        socket_pair p;
+        auto idle_reader = rt.spawn([&p] {
+            std::array<std::byte, 4> buf{};
+            std::error_code ec;
+            return p.r.read_some(buf, ec, io::after(60s));  // makes the ring; stays in it
+        });
+        const int n = sanitized || under_user_mode_emulator() ? 200 : 2000;
+        int sum = 0;
+        for (int i = 0; i < n; ++i) sum += rt.spawn([i] { return i % 7; }).join();
+        int want = 0;
+        for (int i = 0; i < n; ++i) want += i % 7;
+        EXPECT_EQ(sum, want) << workers << " workers";
+        (void)p.w.write_some(bytes("z"));
+        EXPECT_EQ(idle_reader.join(), 1u) << workers << " workers";
+    }
 }
 
 class uring_test : public io_fixture {};
