@@ -213,8 +213,8 @@ TEST(uring_owner, tasks_that_move_between_workers_keep_their_rings_straight) {
     std::string why;
     if (!uring_available(why)) GTEST_SKIP() << "no io_uring here: " << why;
     runtime rt({.workers = 4, .io = io_backend::io_uring});
-    const int pairs = sanitized || under_user_mode_emulator() ? 8 : 32;
-    const int rounds = sanitized || under_user_mode_emulator() ? 50 : 300;
+    int pairs = sanitized || under_user_mode_emulator() ? 8 : 32;
+    int rounds = sanitized || under_user_mode_emulator() ? 50 : 300;
     const std::uint64_t ops = rt.block_on([pairs, rounds] {
         std::vector<join_handle<int>> hs;
         for (int k = 0; k < pairs; ++k) {
