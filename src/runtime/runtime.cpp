@@ -288,7 +288,12 @@ poller* runtime_poller(runtime_core* c, make_poller_fn make) {
     c->io.store(p, std::memory_order_release);
     // A worker that went to sleep before there was a poller waits on its futex word:
     // wake them all, so that the watcher starts polling (SCHED-I1).
-    for (auto& w : c->ws) c->wake_sleeper(w.get());
+    // With a per-worker poller kick() no longer wakes the futex word (SCHED-I3):
+    // the wake is said here too, for a worker still asleep on its word.
+    for (auto& w : c->ws) {
+        c->wake_sleeper(w.get());
+        futex_wake(&w->futex, 1);
+    }
     return p;
 }
 

@@ -79,16 +79,17 @@
 //   SCHED-I3  when the poller is per_worker() (io_uring worker rings), every
 //             sleeping worker waits in poller::poll_worker(own index) and never
 //             on its futex word: it reads the word (1: leave) and then waits,
-//             and kick() stores nothing but wakes the futex and calls
-//             wake_worker(index) after the waker's store of the word (under
-//             idle_mu); the ring's wait is URING-O4's Dekker pair, so either the
+//             and kick() calls wake_worker(index) (and no futex wake) after the
+//             waker's store of the word (under idle_mu); the ring's wait is URING-O4's Dekker pair, so either the
 //             wait sees the kick and does not block or the kick sees the worker
 //             waiting and writes its eventfd. The watcher that holds poll_mu
 //             passes `watch`, and its ring also waits for the shared poller's fd;
 //             one that does not naps in its ring for at most 1 ms. A worker
-//             that read no poller yet sleeps on its futex word, and kick()'s
-//             futex wake (and runtime_poller()'s wake of every sleeper) reaches
-//             it (models/worker_rings.pml).
+//             that read no poller yet sleeps on its futex word: it registered as
+//             sleeping before that read, so runtime_poller(), which publishes the
+//             poller and then wakes every sleeper (word 1 and a futex wake),
+//             reaches it, and every later sleep of it finds the poller
+//             (models/worker_rings.pml).
 
 #pragma once
 

@@ -67,12 +67,15 @@ void runtime_core::wake(worker* w) noexcept {
 }
 
 void runtime_core::kick(worker* w, bool polling) noexcept {
-    futex_wake(&w->futex, 1);
     poller* p = io.load(std::memory_order_acquire);
-    if (p && p->per_worker()) {
-        p->wake_worker(w->index);  // SCHED-I3
+    if (p && nthreads != 0 && p->per_worker()) {
+        // SCHED-I3: w sleeps in its ring, not on its futex word (a worker
+        // that went to sleep before there was a poller was woken by
+        // runtime_poller(), and sleeps in its ring from then on).
+        p->wake_worker(w->index);
         return;
     }
+    futex_wake(&w->futex, 1);
     // The poller itself, waking tasks from inside poll(), need not be
     // interrupted.
     if (polling && w != this_worker()) p->interrupt();
