@@ -288,11 +288,18 @@ poller* runtime_poller(runtime_core* c, make_poller_fn make) {
     c->io.store(p, std::memory_order_release);
     // A worker that went to sleep before there was a poller waits on its futex word:
     // wake them all, so that the watcher starts polling (SCHED-I1).
-    // With a per-worker poller kick() no longer wakes the futex word (SCHED-I3):
-    // the wake is said here too, for a worker still asleep on its word.
+    // SCHED-I3: with a per-worker poller kick() wakes a worker through its
+    // ring only, so the futex is woken here too, for a worker still asleep
+    // on its word; and every ring is interrupted, for a worker that read its
+    // word before a waker stored it and this poller after it was published:
+    // that waker may have read no poller (and woken only the futex), and
+    // wake_sleeper() finds the worker no longer sleeping
+    // (models/worker_rings.pml, BUG_NO_PUBLISH_RING).
+    const bool rings = c->nthreads != 0 && p->per_worker();
     for (auto& w : c->ws) {
         c->wake_sleeper(w.get());
         futex_wake(&w->futex, 1);
+        if (rings) p->wake_worker(w->index);
     }
     return p;
 }

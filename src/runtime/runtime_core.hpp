@@ -88,8 +88,13 @@
 //             that read no poller yet sleeps on its futex word: it registered as
 //             sleeping before that read, so runtime_poller(), which publishes the
 //             poller and then wakes every sleeper (word 1 and a futex wake),
-//             reaches it, and every later sleep of it finds the poller
-//             (models/worker_rings.pml).
+//             reaches it, and every later sleep of it finds the poller.
+//             runtime_poller() also interrupts every ring: a worker that read
+//             its word (0) before a waker stored 1, and the poller after it was
+//             published, would otherwise block in its ring while that waker,
+//             having read no poller, woke only the futex, and wake_sleeper()
+//             found the worker no longer sleeping (models/worker_rings.pml
+//             found this; BUG_NO_PUBLISH_RING there).
 
 #pragma once
 
