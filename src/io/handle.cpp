@@ -369,11 +369,17 @@ bool ready_poll(void* c, weft::waiter*& /*wake*/) {
         r->ready[k->dir] = false;
         return true;
     }
-    return k->level;  // IO-Q1
+    if (k->level) return true;  // IO-Q1
+    // REACTOR-R6: armed here, under r->mu like the push in ready_link(), so
+    // that an fd the backend refuses ends the select with its error.
+    if (const std::error_code ec = r->owner->arm_locked(r)) {
+        k->ec = ec;
+        return true;
+    }
+    return false;
 }
 void ready_link(void* c, weft::wait_node* n) {
     auto* k = static_cast<ready_core*>(c);
-    k->r->owner->arm_locked(k->r);  // REACTOR-R6 (under r->mu, like the push)
     k->r->q[k->dir].push_back(n);
     weft::detail::note_io_wait();
 }

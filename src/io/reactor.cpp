@@ -421,7 +421,7 @@ std::error_code wait(registration* r, std::uint32_t seq, int dir, clock::time_po
             r->ready[dir] = false;
             return {};
         }
-        r->owner->arm_locked(r);  // REACTOR-R6
+        if (const std::error_code ec = r->owner->arm_locked(r)) return ec;  // REACTOR-R6
         w.arm();
         r->q[dir].push_back(&node);
     }

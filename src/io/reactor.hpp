@@ -24,11 +24,12 @@
 //               it closed, or a different sequence number, and returns ECANCELED;
 //   REACTOR-R6  a registration is `armed` (its backend watches the fd) before any
 //               waiter of it sleeps: add() arms at once, except on a lazy backend
-//               (the owner ring, URING-O5), where arm_locked() arms under r->mu by
-//               the first wait that finds no kept edge; the backend's watch reports
-//               the fd's current state when it starts, so an edge between the
-//               waiter's EAGAIN and the arming is not lost. retire() removes only
-//               an armed registration;
+//               (the owner ring, URING-O5; the worker rings' epoll, URING-W1), where
+//               arm_locked() arms under r->mu by the first wait that finds no kept
+//               edge (a refusal is that wait's error: it does not sleep); the
+//               backend's watch reports the fd's current state when it starts, so an
+//               edge between the waiter's EAGAIN and the arming is not lost.
+//               retire() removes only an armed registration;
 //   REACTOR-R7  a ring operation on the fd (a receive) is linked to `ops` under r->mu
 //               only while the registration is open with the op's sequence number,
 //               and submitted under the same hold; retire() marks it closed and
@@ -179,9 +180,11 @@ public:
     // watching it in arm(), which the reactor calls under r->mu before the
     // first waiter of r sleeps. arm() must not block or take r->mu.
     [[nodiscard]] virtual bool lazy() const noexcept { return false; }
-    virtual void arm(registration* r, std::uint64_t token) noexcept {
+    // Returns 0, or a negative errno when the fd cannot be watched.
+    virtual int arm(registration* r, std::uint64_t token) noexcept {
         (void)r;
         (void)token;
+        return 0;
     }
     // supports_recv() says whether start_op() takes op_state::recv and
     // send (the owner ring, IO-R2). cancel_op() of such an op may be called
@@ -267,12 +270,14 @@ public:
     [[nodiscard]] backend& get_backend() const noexcept { return *backend_; }
     [[nodiscard]] const std::string& fallback_reason() const noexcept { return fallback_; }
     [[nodiscard]] const std::string& features() const noexcept { return features_; }
-    // arm_locked() is REACTOR-R6: called under r->mu before a waiter of r sleeps.
-    void arm_locked(registration* r) noexcept {
-        if (!r->armed) {
-            r->armed = true;
-            backend_->arm(r, token(r, r->seq));
-        }
+    // arm_locked() is REACTOR-R6: called under r->mu before a waiter of r
+    // sleeps. An error (epoll refusing the fd: ENOMEM, ENOSPC) leaves r
+    // unarmed, and the waiter must not sleep: it reports the error instead.
+    std::error_code arm_locked(registration* r) noexcept {
+        if (r->armed) return {};
+        if (const int rc = backend_->arm(r, token(r, r->seq)); rc < 0) return {-rc, std::system_category()};
+        r->armed = true;
+        return {};
     }
 
 private:

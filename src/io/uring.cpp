@@ -562,7 +562,9 @@ public:
         return refuse_unpollable(probe_, r->fd);  // URING-U5
     }
     [[nodiscard]] bool lazy() const noexcept override { return true; }
-    void arm(registration* r, std::uint64_t token) noexcept override { submit({cmd::arm, r->fd, token, nullptr}); }
+    int arm(registration* r, std::uint64_t token) noexcept override {
+        return submit({cmd::arm, r->fd, token, nullptr}) ? 0 : -ENOMEM;
+    }
 
     void remove(registration* r) noexcept override {
         std::uint64_t token;
@@ -801,7 +803,16 @@ public:
     worker_rings(weft::detail::runtime_core* core, std::unique_ptr<backend> ready)
         : core_(core), ready_(std::move(ready)) {}
 
+    ~worker_rings() override {
+        if (probe_ >= 0) ::close(probe_);
+    }
+
     bool init(unsigned workers, unsigned off, std::string& why) {
+        probe_ = ::epoll_create1(EPOLL_CLOEXEC);
+        if (probe_ < 0) {
+            why = std::string("io_uring: epoll_create1: ") + std::strerror(errno);
+            return false;
+        }
         for (unsigned i = 0; i < workers; ++i) {
             auto r = std::make_unique<owner_backend>();
             if (!r->init(default_entries, off, why, "io_uring worker rings (one per worker)")) return false;
@@ -812,7 +823,20 @@ public:
         return true;
     }
 
-    std::error_code add(registration* r, std::uint64_t token) noexcept override { return ready_->add(r, token); }
+    // URING-W1: readiness is lazy, as on the owner ring (URING-O5, REACTOR-R6):
+    // a socket that is only read and written by ring operations is not in
+    // epoll, so its data does not also wake the watcher through the epoll fd.
+    // add() only checks the fd (URING-U5); arm() adds it to epoll, which
+    // reports the fd's current state when it is added.
+    std::error_code add(registration* r, std::uint64_t token) noexcept override {
+        (void)token;
+        return refuse_unpollable(probe_, r->fd);
+    }
+    [[nodiscard]] bool lazy() const noexcept override { return true; }
+    int arm(registration* r, std::uint64_t token) noexcept override {
+        const std::error_code ec = ready_->add(r, token);
+        return ec ? -ec.value() : 0;
+    }
     void remove(registration* r) noexcept override { ready_->remove(r); }
     std::size_t wait(std::int64_t timeout_ns, reactor& re) noexcept override { return ready_->wait(timeout_ns, re); }
     void interrupt() noexcept override { ready_->interrupt(); }
@@ -849,6 +873,7 @@ private:
     std::vector<std::unique_ptr<owner_backend>> rings_;
     std::string features_;
     bool recv_ = true;
+    int probe_ = -1;  // URING-U5
 };
 
 }  // namespace
