@@ -57,7 +57,8 @@ using unhandled_handler = void (*)(const task_info& task, std::exception_ptr e) 
 //              otherwise (docs/io.md, "Backends", gives the measurements);
 //   epoll      epoll, edge-triggered;
 //   io_uring   io_uring (liburing): for one worker a ring only that worker
-//              enters, for more (or workers = 0) one shared ring; when
+//              enters, for two or more a ring per worker (readiness on
+//              epoll), for workers = 0 one shared ring; when
 //              io_uring_setup() fails (EPERM in containers, ENOSYS on old
 //              kernels) the runtime falls back to epoll and
 //              io::backend_info() says why.

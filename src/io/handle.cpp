@@ -190,7 +190,8 @@ std::error_code handle::registration_in(weft::detail::runtime_core* core, detail
 }
 
 // IO-R2  On a runtime whose reactor is the owner ring (one worker, io_uring,
-//        src/io/uring.cpp URING-O1), a task with a stack of its own reads a
+//        src/io/uring.cpp URING-O1) or the worker rings (URING-W1: the ring of
+//        the worker the task runs on, URING-W2), a task with a stack of its own reads a
 //        socket (or a handle not yet known not to be one) by submitting
 //        IORING_OP_RECV into the caller's buffer and waiting for its completion
 //        (detail::run_op(), IO-F1 and REACTOR-R7): no recv(2) that finds nothing,

@@ -472,9 +472,10 @@ def main():
                          "ROW/CONNS/SIZE/INFLIGHT items, comma-separated (default, full runs: the IOF4 bulk "
                          "case 1core/50/65536/1 and the pipelined 1core/50/64/16, 1core/1000/64/16; "
                          "--quick: none)")
-    ap.add_argument("--servers", default="weft,weft_epoll,go,asio,tokio,monoio",
+    ap.add_argument("--servers", default="weft,weft_epoll,weft_uring,go,asio,tokio,monoio",
                     help="weft (the default backend: io_uring's owner ring on one worker, epoll on two), "
-                         "weft_epoll / weft_uring (the same binary, backend forced), go, asio, tokio, monoio")
+                         "weft_epoll / weft_uring (the same binary, backend forced: weft_uring is the owner ring on "
+                         "one worker and a ring per worker on two), go, asio, tokio, monoio")
     ap.add_argument("--iof-weft", default="weft", choices=["weft", "weft_epoll", "weft_uring"],
                     help="the weft server the IOF table measures (default weft, the default backend)")
     ap.add_argument("--out", default=None, help="default bench/results (--quick: build/bench/results)")

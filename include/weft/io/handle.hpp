@@ -176,7 +176,7 @@ private:
     // handle is closing meanwhile or belongs to another runtime's reactor.
     std::error_code registration_in(weft::detail::runtime_core* core, detail::registration*& r);
     // ring_io() is read_some() / write_some() (send) by the owner ring's
-    // IORING_OP_RECV / IORING_OP_SEND (IO-R2 in src/io/handle.cpp); false
+    // (or the worker rings') IORING_OP_RECV / IORING_OP_SEND (IO-R2 in src/io/handle.cpp); false
     // when that does not apply and the call goes on by readiness.
     bool ring_io(bool send, std::span<std::byte> buf, std::error_code& ec, clock::time_point deadline,
                  std::size_t& n);
