@@ -13,6 +13,7 @@
 #include <array>
 #include <atomic>
 #include <cstring>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -139,6 +140,30 @@ std::pair<std::string, std::uint64_t> echo_round_trips(int n) {
     return {b.features, io::detail::ops_completed(weft::detail::current_core("uring_test"))};
 }
 
+// forced_fallback is one WEFT_IO_URING_OFF setting, the part of
+// backend_info::features it must produce, and whether sockets are then read
+// by ring operations.
+struct forced_fallback {
+    const char* off;
+    const char* expect;
+    bool recv_ops;
+};
+
+// run_forced() runs an echo of `rounds` round trips on each forced setting
+// with `workers` workers and checks what the backend says and does.
+void run_forced(std::span<const forced_fallback> cases, unsigned workers, int rounds) {
+    for (const auto& c : cases) {
+        scoped_uring_off off(c.off);
+        runtime rt({.workers = workers, .io = io_backend::io_uring});
+        const auto [features, ops] = rt.block_on([rounds] { return echo_round_trips(rounds); });
+        EXPECT_TRUE(has(features, c.expect)) << workers << " workers, " << c.off << ": " << features;
+        if (c.recv_ops)
+            EXPECT_GE(ops, static_cast<std::uint64_t>(2 * rounds)) << c.off << ": " << features;
+        else
+            EXPECT_EQ(ops, 0u) << c.off << ": " << features;
+    }
+}
+
 TEST(uring_owner, one_worker_gets_the_owner_ring_and_says_what_it_uses) {
     watchdog dog;
     std::string why;
@@ -180,28 +205,13 @@ TEST(uring_owner, the_worker_rings_fallbacks_can_be_forced_and_still_work) {
     watchdog dog;
     std::string why;
     if (!uring_available(why)) GTEST_SKIP() << "no io_uring here: " << why;
-    const struct {
-        const char* off;
-        const char* expect;
-        bool recv_ops;
-    } cases[] = {
+    const forced_fallback cases[] = {
         {"defer_taskrun", "worker rings (one per worker); SINGLE_ISSUER+DEFER_TASKRUN turned off", true},
         {"defer_taskrun,coop_taskrun", "COOP_TASKRUN turned off (WEFT_IO_URING_OFF); no task-run flags;", true},
         {"recv_op", "sockets by readiness (recv_op turned off)", false},
         {"worker_rings", "shared ring; worker_rings turned off (WEFT_IO_URING_OFF)", false},
     };
-    for (const unsigned workers : {2u, 4u}) {
-        for (const auto& c : cases) {
-            scoped_uring_off off(c.off);
-            runtime rt({.workers = workers, .io = io_backend::io_uring});
-            const auto [features, ops] = rt.block_on([] { return echo_round_trips(60); });
-            EXPECT_TRUE(has(features, c.expect)) << workers << " workers, " << c.off << ": " << features;
-            if (c.recv_ops)
-                EXPECT_GE(ops, 120u) << c.off << ": " << features;
-            else
-                EXPECT_EQ(ops, 0u) << c.off << ": " << features;
-        }
-    }
+    for (const unsigned workers : {2u, 4u}) run_forced(cases, workers, 60);
 }
 
 TEST(uring_owner, tasks_that_move_between_workers_keep_their_rings_straight) {
@@ -250,27 +260,14 @@ TEST(uring_owner, each_fallback_can_be_forced_and_still_works) {
     watchdog dog;
     std::string why;
     if (!uring_available(why)) GTEST_SKIP() << "no io_uring here: " << why;
-    const struct {
-        const char* off;
-        const char* expect;
-        bool recv_ops;
-    } cases[] = {
+    const forced_fallback cases[] = {
         {"defer_taskrun", "DEFER_TASKRUN turned off (WEFT_IO_URING_OFF); COOP_TASKRUN;", true},
         {"defer_taskrun,coop_taskrun", "COOP_TASKRUN turned off (WEFT_IO_URING_OFF); no task-run flags;", true},
         {"recv_op", "sockets by readiness (recv_op turned off)", false},
         {"owner_ring", "shared ring; owner_ring turned off", false},
         {"no_such_part", "owner ring", true},  // unknown names are ignored
     };
-    for (const auto& c : cases) {
-        scoped_uring_off off(c.off);
-        runtime rt({.workers = 1, .io = io_backend::io_uring});
-        const auto [features, ops] = rt.block_on([] { return echo_round_trips(100); });
-        EXPECT_TRUE(has(features, c.expect)) << c.off << ": " << features;
-        if (c.recv_ops)
-            EXPECT_GE(ops, 200u) << c.off << ": " << features;
-        else
-            EXPECT_EQ(ops, 0u) << c.off << ": " << features;
-    }
+    run_forced(cases, 1, 100);
 }
 
 TEST(uring_owner, copy_stack_tasks_go_by_readiness_and_lose_nothing) {
