@@ -117,11 +117,6 @@ struct watchdog_options {
     std::chrono::milliseconds refill_every{1000};
 };
 
-// shrink_guard_budget is how many shrunk tasks runtime_options::shrink_guard
-// guards at once, process-wide: each guarded range splits a mapping, and
-// vm.max_map_count bounds the mappings (65,530 by default).
-inline constexpr std::size_t shrink_guard_budget = 4096;
-
 // available_parallelism() is how many threads this process can run at once:
 // the CPUs in the calling thread's affinity mask (taskset, cpusets), lowered
 // to the cgroup v2 CPU quota (cpu.max, rounded up) when one is set; at least
@@ -133,6 +128,10 @@ namespace detail {
 // as 1) lowered to a cgroup v2 cpu.max text ("max 100000", "150000 100000":
 // quota / period rounded up); null or malformed text leaves cpus.
 [[nodiscard]] WEFT_API unsigned parallelism_from(unsigned cpus, const char* cpu_max) noexcept;
+// shrink_test_hook() forces SHRINK-P5's paths, process-wide, for tests: 1
+// every shrink finds its protection refused, 2 every restore finds its
+// range cannot be made accessible alone; 0 neither.
+WEFT_API void shrink_test_hook(int mode) noexcept;
 }  // namespace detail
 
 // runtime_options configure a runtime.
@@ -159,22 +158,13 @@ struct runtime_options {
     std::size_t copy_stack_size = 64 * 1024;
     // shrink_idle_after: a stackful task that has stayed parked this long
     // keeps only its live stack bytes, in a heap block, and gives its stack's
-    // pages back; it gets them back, at the same addresses, when it next runs
-    // (docs/runtime.md, "Idle tasks give their stack back"). 0: never.
-    std::chrono::milliseconds shrink_idle_after{100};
-    // shrink_guard: a shrunk task's released stack pages are also made
-    // inaccessible (PROT_NONE) until its restore, so that another task or
-    // thread that reads or writes the parked task's locals (which the rule
-    // of docs/runtime.md forbids) dies with a report naming the task,
-    // instead of reading zeros or writing to a page the restore overwrites.
-    // Costs two mprotect calls per shrink and restore and a mapping split;
-    // at most shrink_guard_budget tasks are guarded at once (more are shrunk
-    // unguarded). On by default in builds without NDEBUG.
-#ifdef NDEBUG
-    bool shrink_guard = false;
-#else
-    bool shrink_guard = true;
-#endif
+    // pages back; they come back, at the same addresses and with the same
+    // contents, when it next runs or as soon as any other code touches them
+    // (docs/runtime.md, "Idle tasks give their stack back"). 0: never. The
+    // default, one minute, keeps shrinking away from the doors of idleness:
+    // a task that wakes more often than that is never shrunk (Go shrinks
+    // stacks at a collection, forced every two minutes when idle).
+    std::chrono::milliseconds shrink_idle_after{60'000};
     // blocking_threads bounds the thread pool of blocking().
     unsigned blocking_threads = 16;
     // unhandled receives the exceptions of detached tasks; null: print the
@@ -392,6 +382,10 @@ struct worker_stats {
     std::uint64_t shrinks = 0;
     std::uint64_t restores = 0;
     std::uint64_t shrunk_bytes = 0;
+    // shrinks_refused: shrinks it did not make because the stack's pages
+    // could not be protected (mprotect refused: out of memory mappings); the
+    // task stays whole.
+    std::uint64_t shrinks_refused = 0;
     std::size_t deque = 0;       // tasks in its deque now (an estimate)
     std::size_t inbox = 0;       // pinned tasks of its made ready by other threads, not yet taken
     bool running = false;        // running a task now
@@ -405,6 +399,13 @@ struct runtime_stats {
     std::size_t live_tasks = 0;         // spawned and not finished
     std::uint64_t stalls = 0;             // stalls the watchdog saw
     std::uint64_t stalls_suppressed = 0;  // of those, left unreported by the rate limit
+    // shrink_faults: process-wide, the shrunk stacks that other code touched
+    // (a read or write through a pointer into a parked task's frames), which
+    // were restored there and then (docs/runtime.md).
+    std::uint64_t shrink_faults = 0;
+    // shrinking: this runtime shrinks idle tasks (shrink_idle_after is not 0
+    // and the process can protect and restore a shrunk stack: docs/runtime.md).
+    bool shrinking = false;
     // total() sums the workers' counters (worker = number of workers).
     [[nodiscard]] worker_stats total() const noexcept {
         worker_stats t;
@@ -423,6 +424,7 @@ struct runtime_stats {
             t.shrinks += w.shrinks;
             t.restores += w.restores;
             t.shrunk_bytes += w.shrunk_bytes;
+            t.shrinks_refused += w.shrinks_refused;
             t.deque += w.deque;
             t.inbox += w.inbox;
             t.running = t.running || w.running;

@@ -236,9 +236,10 @@ void on_fault(int sig, siginfo_t* info, void* uctx) {
             errno = saved_errno;
             return;
         }
-        // Not an overflow: a hook may know the address (the shrink guard).
+        // Not an overflow: a hook may know the address (a shrunk task's
+        // stack, SHRINK-P2) and have made it accessible: the access is made
+        // again when this handler returns.
         if (fault_hook_fn hook = g_fault_hook.load(std::memory_order_acquire); hook && hook(info->si_addr)) {
-            reset_default(sig);
             errno = saved_errno;
             return;
         }
@@ -284,10 +285,11 @@ std::size_t high_water(const fiber_record* cb) noexcept {
     return static_cast<std::size_t>(top - p);
 }
 
-void prepare_thread() noexcept {
-    install_alt_stack();
-    // Once per process (a thread-safe static). Later sigaction() calls by
-    // the program replace weft's handler; docs/safety.md says how to chain.
+namespace {
+// install_handlers() installs weft's SIGSEGV and SIGBUS handler, once per
+// process (a thread-safe static). Later sigaction() calls by the program
+// replace it; docs/safety.md says how to chain.
+void install_handlers() noexcept {
     static const bool installed = [] {
         install_handler(SIGSEGV, g_previous_segv);
         install_handler(SIGBUS, g_previous_bus);
@@ -295,7 +297,16 @@ void prepare_thread() noexcept {
     }();
     (void)installed;
 }
+}  // namespace
 
-void set_fault_hook(fault_hook_fn hook) noexcept { g_fault_hook.store(hook, std::memory_order_release); }
+void prepare_thread() noexcept {
+    install_alt_stack();
+    install_handlers();
+}
+
+void set_fault_hook(fault_hook_fn hook) noexcept {
+    g_fault_hook.store(hook, std::memory_order_release);
+    install_handlers();  // the hook is asked about faults on every thread
+}
 
 }  // namespace weft::detail

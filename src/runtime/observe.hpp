@@ -99,7 +99,7 @@ bool write_trace(const std::string& path, unsigned workers, const std::vector<tr
 // watchdog read: counters (OBSERVE-O1), the running task (OBSERVE-O2), the thread.
 struct worker_view {
     counter spawned, finished, switches, steals, stolen, sleeps, injected, timers, io_waits, io_polls;
-    counter shrinks, restores, shrunk_bytes;  // idle tasks' stacks (docs/runtime.md)
+    counter shrinks, restores, shrunk_bytes, shrinks_refused;  // idle tasks' stacks (docs/runtime.md)
     // current is the task running on the worker (null between tasks);
     // other threads only compare it with null.
     std::atomic<task_record*> current{nullptr};

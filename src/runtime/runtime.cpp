@@ -71,7 +71,6 @@ runtime_core* core_of(task_record* t) noexcept { return static_cast<runtime_core
 
 }  // namespace
 
-void install_shrink_guard() noexcept;  // src/runtime/shrink.cpp
 
 // task_body is every task's fiber body: the typed part is behind t->run.
 struct task_body {
@@ -125,8 +124,8 @@ runtime_core::runtime_core(const runtime_options& o)
     shards = std::make_unique<shard[]>(nworkers + 1);
     if (o.shrink_idle_after.count() < 0) bad_option("shrink_idle_after must not be negative");
     shrink_after_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(o.shrink_idle_after).count();
-    shrink_guard = o.shrink_guard && shrink_after_ns > 0;
-    if (shrink_guard) install_shrink_guard();
+    // SHRINK-P2; where it cannot work, shrinking is off (runtime_stats::shrinking).
+    if (shrink_after_ns > 0 && !install_shrink_fault()) shrink_after_ns = 0;
     guarded_budget = guarded_stack_budget();
     // A slab slot is the stack plus its guard word, in whole pages.
     if (o.stack_size < 2 * page_size() || !round_up(o.stack_size + slab_stack::guard_bytes, page_size(), slabs.slot))

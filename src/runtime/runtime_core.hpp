@@ -132,6 +132,12 @@ struct worker;
 // set_this_worker() sets it (worker.cpp).
 worker* this_worker() noexcept;
 void set_this_worker(worker* w) noexcept;
+// shrink.cpp (SHRINK-P1 - SHRINK-P5): install_shrink_fault() makes weft's
+// fault handler restore a shrunk stack that other code touches; false when
+// this process cannot (then nothing is shrunk). shrink_faults() counts those
+// restores, process-wide.
+bool install_shrink_fault() noexcept;
+std::uint64_t shrink_faults() noexcept;
 
 // task_fifo is an intrusive FIFO through task_record::next
 // (detail::intrusive_fifo, LIST-IL1 - LIST-IL3) that counts its tasks.
@@ -239,8 +245,6 @@ public:
     // Idle tasks giving their stack back (shrink.cpp; docs/runtime.md).
     // shrink_after_ns: runtime_options::shrink_idle_after (0: off).
     std::int64_t shrink_after_ns = 0;
-    // shrink_guard: runtime_options::shrink_guard (SHRINK-G1, src/runtime/shrink.cpp).
-    bool shrink_guard = false;
     void ask_sweep() noexcept;
     void maybe_sweep(worker* w, bool idle = false) noexcept;
     void sweep(worker* w, bool force, std::size_t batch) noexcept;

@@ -8,10 +8,18 @@
 #include "weft/detail/sanitizer.hpp"
 
 #include <sys/mman.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <new>
+#include <vector>
 
 namespace weft::detail {
 
@@ -59,9 +67,9 @@ std::byte* stack_end(const fiber_record* f) noexcept { return page_floor(static_
 //
 //   SHRINK-Z1  A word of zeros is not kept: the restore writes only the kept
 //              words, into pages that MADV_DONTNEED released, which read as
-//              zeros until written (and nothing writes a parked task's stack,
-//              the rule of docs/runtime.md); a half word is written back with
-//              its base. So a restored stack equals the saved one byte for
+//              zeros until written (and nothing else can write them: they are
+//              PROT_NONE until the restore, SHRINK-P1); a half word is written
+//              back with its base. So a restored stack equals the saved one byte for
 //              byte. This keeps an idle task's untouched buffers (a read
 //              buffer on the stack that no data reached yet) out of its heap
 //              block, and out of the restore's page faults.
@@ -88,15 +96,20 @@ unsigned tag_of(std::uint64_t w, std::uint32_t a, std::uint32_t b) noexcept {
 #endif
 }
 
-// save_chunks() returns a heap block with the kept words of [sp, sp + n)
-// (n a multiple of 8), or null when malloc fails; *kept is the block's
-// size. Reads the frames without ASan's checks: their red zones are
+// save_chunks() returns a heap block with `head` bytes for the caller, then
+// the kept words of [sp, sp + n) (n a multiple of 8), or null when malloc
+// fails; *kept is the block's size. Reads the frames without ASan's checks: their red zones are
 // poisoned, and stay so (the shadow of the stack is not touched by the
 // release or the restore, so a restored task keeps its red zones).
-#if defined(__clang__) || defined(__GNUC__)
-[[gnu::no_sanitize_address]]
+// Nor TSan's: the save and the restore are memory management, as the
+// kernel's paging is; the protection (SHRINK-P1) orders them with every
+// other access, which TSan cannot see.
+#if defined(__clang__)
+[[gnu::no_sanitize_address, clang::no_sanitize("thread")]]
+#elif defined(__GNUC__)
+[[gnu::no_sanitize_address, gnu::no_sanitize_thread]]
 #endif
-std::byte* save_chunks(const std::byte* sp, std::size_t n, std::size_t* kept) noexcept {
+std::byte* save_chunks(const std::byte* sp, std::size_t n, std::size_t head, std::size_t* kept) noexcept {
     const std::size_t words = n / 8;
     const auto* src = reinterpret_cast<const std::uint64_t*>(sp);
     // The bases: the two most frequent high halves among (at most) the
@@ -133,9 +146,10 @@ std::byte* save_chunks(const std::byte* sp, std::size_t n, std::size_t* kept) no
         data += t == 3 ? 8 : t != 0 ? 4 : 0;
     }
     const std::size_t tags = tag_bytes(words);
-    const std::size_t size = sizeof h + tags + data;
-    auto* block = static_cast<std::byte*>(std::malloc(size));
-    if (!block) return nullptr;
+    const std::size_t size = head + sizeof h + tags + data;
+    auto* start = static_cast<std::byte*>(std::malloc(size));
+    if (!start) return nullptr;
+    std::byte* block = start + head;
     std::memcpy(block, &h, sizeof h);
     auto* tag = reinterpret_cast<unsigned char*>(block + sizeof h);
     std::byte* out = block + sizeof h + tags;
@@ -155,17 +169,15 @@ std::byte* save_chunks(const std::byte* sp, std::size_t n, std::size_t* kept) no
         }
     }
     *kept = size;
-    return block;
+    return start;
 }
 
-// restore_chunks() writes the kept words of a block from save_chunks()
-// back to [sp, sp + n) (SHRINK-Z1), without ASan's checks (as the save).
-// The tags are read 32 words (8 bytes) at a time and only the set ones
-// visited.
-#if defined(__clang__) || defined(__GNUC__)
-[[gnu::no_sanitize_address]]
-#endif
-void restore_chunks(std::byte* sp, std::size_t n, const std::byte* block) noexcept {
+// for_each_kept() calls emit(i, word) for every kept word of a block from
+// save_chunks() (SHRINK-Z1) covering n bytes, in increasing i (the word's
+// index from sp). The tags are read 32 words (8 bytes) at a time and only
+// the set ones visited.
+template <class Emit>
+void for_each_kept(std::size_t n, const std::byte* block, Emit&& emit) noexcept {
     const std::size_t words = n / 8;
     saved_header h;
     std::memcpy(&h, block, sizeof h);
@@ -173,7 +185,6 @@ void restore_chunks(std::byte* sp, std::size_t n, const std::byte* block) noexce
     const std::size_t tags = tag_bytes(words);
     const std::byte* in = block + sizeof h + tags;
     const std::uint64_t a = std::uint64_t{h.base_a} << 32, b = std::uint64_t{h.base_b} << 32;
-    auto* dst = reinterpret_cast<std::uint64_t*>(sp);
     for (std::size_t k = 0; k < tags; k += 8) {
         std::uint64_t m = 0;
         for (std::size_t j = 0; j < 8 && k + j < tags; ++j) m |= std::uint64_t{tag[k + j]} << (8 * j);
@@ -182,22 +193,114 @@ void restore_chunks(std::byte* sp, std::size_t n, const std::byte* block) noexce
             const unsigned t = static_cast<unsigned>(m >> at) & 3;
             m &= ~(std::uint64_t{3} << at);
             const std::size_t i = k * 4 + at / 2;
-            // memcpy reads the block only: a stack word is written by a
-            // plain store, which ASan does not check here (a call to an
-            // intercepted memcpy would check the frames' red zones).
             if (t == 3) {
                 std::uint64_t whole;
                 std::memcpy(&whole, in, 8);
                 in += 8;
-                dst[i] = whole;
+                emit(i, whole);
             } else {
                 std::uint32_t low;
                 std::memcpy(&low, in, 4);
                 in += 4;
-                dst[i] = (t == 1 ? a : b) | low;
+                emit(i, (t == 1 ? a : b) | low);
             }
         }
     }
+}
+
+// ---- writing into a range that stays inaccessible (SHRINK-P2) ---------------
+//
+// A restore must put the words back before anyone else can reach the
+// pages: unprotected first, a thread that touched the range in between
+// would read a zero page, or write into it and see its write overwritten.
+// So the words go in through /proc/self/mem, whose writes reach pages
+// whatever their protection (as a debugger's do), while the range is still
+// PROT_NONE; only then is it made accessible. The descriptor is opened once
+// and again in a forked child (pthread_atfork); a pwrite() is
+// async-signal-safe.
+std::atomic<int> mem_fd{-1};
+
+int open_mem() noexcept {
+    int fd = mem_fd.load(std::memory_order_acquire);
+    if (fd >= 0) return fd;
+    fd = ::open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+    if (fd < 0) return -1;
+    int expected = -1;
+    if (!mem_fd.compare_exchange_strong(expected, fd, std::memory_order_acq_rel)) {
+        ::close(fd);
+        return expected;
+    }
+    return fd;
+}
+
+void forget_mem_in_child() noexcept {
+    const int fd = mem_fd.exchange(-1, std::memory_order_acq_rel);
+    if (fd >= 0) ::close(fd);  // the parent's memory: not this process's any more
+}
+
+bool put_bytes(const std::byte* src, std::size_t len, std::uintptr_t at) noexcept {
+    const int fd = open_mem();
+    if (fd < 0) return false;
+    while (len != 0) {
+        const ssize_t r = ::pwrite(fd, src, len, static_cast<off_t>(at));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return false;
+        src += r;
+        at += static_cast<std::size_t>(r);
+        len -= static_cast<std::size_t>(r);
+    }
+    return true;
+}
+
+// write_words() writes the kept words of `block` for [sp, sp + n) into the
+// (inaccessible, released) range, a 4 KiB piece at a time; pieces with no
+// kept word stay released (they read as zeros, as saved). False if a write
+// failed. Reads the block only; the piece buffer is on the caller's stack
+// (a signal handler's included: 4 KiB).
+#if defined(__clang__)
+[[clang::no_sanitize("thread")]]
+#elif defined(__GNUC__)
+[[gnu::no_sanitize_thread]]
+#endif
+bool write_words(std::byte* sp, std::size_t n, const std::byte* block) noexcept {
+    constexpr std::uintptr_t piece = 4096;
+    alignas(16) std::byte buf[piece];
+    const auto base = reinterpret_cast<std::uintptr_t>(sp);
+    std::uintptr_t cur = 0;  // the piece in buf (0: none yet)
+    bool ok = true;
+    auto flush = [&] {
+        if (cur != 0 && ok) ok = put_bytes(buf, piece, cur);
+    };
+    for_each_kept(n, block, [&](std::size_t i, std::uint64_t w) {
+        const std::uintptr_t addr = base + i * 8;
+        const std::uintptr_t p = addr & ~(piece - 1);
+        if (p != cur) {
+            flush();
+            cur = p;
+            std::memset(buf, 0, piece);
+        }
+        std::memcpy(buf + (addr - p), &w, 8);
+    });
+    flush();
+    return ok;
+}
+
+// mem_writes_work() probes, once, that /proc/self/mem can write into an
+// inaccessible private page here (a kernel built or booted with
+// proc_mem.force_override=never, or a sandbox, refuses it).
+bool mem_writes_work() noexcept {
+    static const bool works = [] {
+        ::pthread_atfork(nullptr, nullptr, &forget_mem_in_child);
+        const std::size_t page = page_size();
+        void* m = ::mmap(nullptr, page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED) return false;
+        const std::uint64_t probe = 0x5eedf00dcafe1234ull;
+        bool ok = put_bytes(reinterpret_cast<const std::byte*>(&probe), sizeof probe, reinterpret_cast<std::uintptr_t>(m));
+        if (ok && ::mprotect(m, page, PROT_READ) == 0) ok = *static_cast<const std::uint64_t*>(m) == probe;
+        ::munmap(m, page);
+        return ok;
+    }();
+    return works;
 }
 
 }  // namespace
@@ -275,117 +378,267 @@ void runtime_core::sweep(worker* w, bool force, std::size_t batch) noexcept {
     }
 }
 
-// shrink_task() shrinks t if it is switched out in a wait that has not
-// ended (SHRINK-S2) and nothing pins its stack (SHRINK-A2): its live bytes,
-// from the saved context up to the last whole page below its stack's top,
-// go to a heap block (SHRINK-Z1) and those pages are released. Every task
-// stack's top is on a page boundary (guarded and slab stacks alike: a slab
-// stack's guard words are in its own slot, src/stack/task_stacks.cpp), so
-// all of its pages go. True if it shrank.
-// ---- the shrink guard (runtime_options::shrink_guard) -----------------------
+// ---- the shrink table: a shrunk stack stays readable and writable -------------
 //
-//   SHRINK-G1  While a guarded task is shrunk, its released range [page_floor(sp),
-//              page_floor(top)) is PROT_NONE and listed in `guards`; its restore
-//              makes it readable and writable again, and unlists it, before it
-//              writes the saved words back. So any other access to that range
-//              while the task is parked faults, and the fault handler
-//              (src/fiber/safety.cpp) finds the range here and names the task.
-//              A task that finds no free slot (shrink_guard_budget) or whose
-//              mprotect fails is shrunk unguarded.
+// A shrunk task's range [lo, hi) (lo: the page that holds its stack's base;
+// hi: its stack's top, a page boundary) is PROT_NONE while its pages are
+// released. Any access to it from user code, on any thread (another task,
+// a plain thread, a signal handler), faults; weft's fault handler
+// (src/fiber/safety.cpp) finds the range here, writes the saved words back
+// and makes it accessible again, and the access is made again: it sees the
+// task's values, and its writes stay, because the owner's restore then
+// writes nothing over them. A system call handed a pointer into the range
+// fails with EFAULT (the kernel does not raise signals for its own
+// accesses); it never writes into a page that is later overwritten.
 //
-// The slots are process-wide (several runtimes share them). A slot's lo is
-// claimed by compare-and-swap from 0, then hi and task are stored; it is
-// freed in the opposite order. The handler reads them without locks: on
-// its dying path a slot being claimed or freed meanwhile only means a
-// missed match, and the fault is then reported as a plain one.
+// The saved block starts with a block_head, its link in the table: the
+// bucket of hi, a chain guarded by the bucket's lock.
+//
+//   SHRINK-P1  A range's protection, pages and state change only under its
+//              bucket's lock (the shrink, a fault's restore, the owner's
+//              restore). The shrink makes the range read-only before it
+//              saves the words, PROT_NONE before it releases the pages, and
+//              links the block before it unlocks: no write lands between the
+//              save and the release, and no read sees a released page.
+//   SHRINK-P2  A fault in a linked range never falls through to the crash
+//              path: state shrunk, the handler restores it (PROT_READ|WRITE,
+//              the saved words back, state restored); state idle or restored,
+//              the access is made again. The owner's restore writes the words
+//              only in state shrunk, so a write made after a fault's restore
+//              survives.
+//   SHRINK-P3  A block is read by a handler only under its bucket's lock
+//              while it is linked; the owner unlinks it under that lock and
+//              frees it after. A fault whose range was unlinked between the
+//              fault and the handler's look-up (the owner restored it) is
+//              made again once per unlink generation (`unlinks`): a second
+//              fault at that address with no unlink in between is not ours.
+//   SHRINK-P4  A bucket's lock holds the thread id of its holder; a handler
+//              that finds its own thread holding it (a signal handler that
+//              touched a stack its interrupted thread was shrinking) stops
+//              the process with a message rather than spinning for ever.
+//   SHRINK-P5  If the range cannot be protected (mprotect refuses: out of
+//              memory mappings), the task is not shrunk. If the owner's
+//              restore cannot make the range accessible, it restores every
+//              shrunk range adjacent to it and makes their union accessible
+//              (one mapping, no split); failing that, it stops the process
+//              with a message: it never runs a task on a stack it could not
+//              restore.
+//
+// models/shrink.pml checks SHRINK-P1 - SHRINK-P3 with SHRINK-S1 - SHRINK-S4.
 namespace {
-struct guard_slot {
-    std::atomic<std::uintptr_t> lo{0};
-    std::atomic<std::uintptr_t> hi{0};
-    std::atomic<task_record*> task{nullptr};
+
+enum : std::uintptr_t { st_idle = 0, st_shrunk = 1, st_restored = 2, st_mask = 3 };
+
+struct block_head {
+    block_head* next = nullptr;  // the bucket's chain
+    std::uintptr_t owner = 0;    // the fiber_record (16-byte aligned) | state
+    [[nodiscard]] fiber_record* fiber() const noexcept { return reinterpret_cast<fiber_record*>(owner & ~st_mask); }
+    [[nodiscard]] std::uintptr_t state() const noexcept { return owner & st_mask; }
+    void set(std::uintptr_t st) noexcept { owner = (owner & ~st_mask) | st; }
 };
-guard_slot guards[shrink_guard_budget];
-std::atomic<std::size_t> guards_used{0};
+static_assert(alignof(fiber_record) >= 4);
 
-std::size_t guard_home(std::uintptr_t lo) noexcept {
-    return static_cast<std::size_t>((lo >> 12) * 0x9e3779b97f4a7c15ull >> 40) % shrink_guard_budget;
+struct bucket {
+    std::atomic<int> lock{0};  // 0, or the holder's thread id (SHRINK-P4)
+    std::atomic<block_head*> head{nullptr};
+};
+constexpr std::size_t bucket_bits = 15;
+bucket table[std::size_t{1} << bucket_bits];
+std::atomic<std::size_t> max_span{0};        // the largest range ever linked, bytes
+std::atomic<std::uint64_t> unlinks{0};       // SHRINK-P3's generation
+std::atomic<std::uint64_t> faults_restored{0};
+std::atomic<int> test_fail{0};  // shrink_test_hook(): 1 refuse the protection, 2 fail the restore's
+
+bucket& bucket_of(std::uintptr_t hi) noexcept {
+    return table[static_cast<std::size_t>((hi >> 12) * 0x9e3779b97f4a7c15ull >> (64 - bucket_bits))];
 }
 
-// guard_range() makes [lo, hi) inaccessible and lists it for t; false if
-// there is no slot or mprotect failed (nothing changed then).
-bool guard_range(std::byte* lo, std::byte* hi, task_record* t) noexcept {
-    if (guards_used.load(std::memory_order_relaxed) >= shrink_guard_budget) return false;
-    const auto l = reinterpret_cast<std::uintptr_t>(lo);
-    const std::size_t home = guard_home(l);
-    for (std::size_t k = 0; k < shrink_guard_budget; ++k) {
-        guard_slot& g = guards[(home + k) % shrink_guard_budget];
-        std::uintptr_t expected = 0;
-        if (!g.lo.compare_exchange_strong(expected, l, std::memory_order_acq_rel)) continue;
-        if (::mprotect(lo, static_cast<std::size_t>(hi - lo), PROT_NONE) != 0) {
-            g.lo.store(0, std::memory_order_release);
-            return false;
-        }
-        g.task.store(t, std::memory_order_relaxed);
-        g.hi.store(reinterpret_cast<std::uintptr_t>(hi), std::memory_order_release);
-        guards_used.fetch_add(1, std::memory_order_relaxed);
-        return true;
-    }
-    return false;
+int self_tid() noexcept {
+    static thread_local int tid = 0;
+    if (tid == 0) tid = static_cast<int>(::syscall(SYS_gettid));
+    return tid;
 }
 
-// unguard_range() undoes guard_range() for the range that starts at lo, if
-// it is listed (SHRINK-G1).
-void unguard_range(std::byte* lo) noexcept {
-    if (guards_used.load(std::memory_order_relaxed) == 0) return;
-    const auto l = reinterpret_cast<std::uintptr_t>(lo);
-    const std::size_t home = guard_home(l);
-    for (std::size_t k = 0; k < shrink_guard_budget; ++k) {
-        guard_slot& g = guards[(home + k) % shrink_guard_budget];
-        if (g.lo.load(std::memory_order_acquire) != l) continue;
-        const std::uintptr_t h = g.hi.load(std::memory_order_acquire);
-        if (::mprotect(lo, h - l, PROT_READ | PROT_WRITE) != 0) fatal_message("weft: the shrink guard could not unprotect a task's stack");
-        g.hi.store(0, std::memory_order_relaxed);
-        g.task.store(nullptr, std::memory_order_relaxed);
-        g.lo.store(0, std::memory_order_release);
-        guards_used.fetch_sub(1, std::memory_order_relaxed);
-        return;
+void lock_bucket(bucket& b, int tid, bool in_handler) noexcept {
+    for (;;) {
+        int expected = 0;
+        if (b.lock.compare_exchange_weak(expected, tid, std::memory_order_acquire, std::memory_order_relaxed)) return;
+        if (in_handler && expected == tid)  // SHRINK-P4
+            fatal_message("weft: a signal handler touched the stack of a task that its own thread was shrinking or restoring");
+        ::sched_yield();  // async-signal-safe
     }
 }
+void unlock_bucket(bucket& b) noexcept { b.lock.store(0, std::memory_order_release); }
 
-// guard_fault() is the fault hook: a fault in a guarded range is reported,
-// naming the task (async-signal-safe: loads and write(2)).
-bool guard_fault(const void* addr) noexcept {
+std::byte* range_lo(const fiber_record* f) noexcept { return page_floor(static_cast<std::byte*>(f->stack.base)); }
+
+void link(bucket& b, block_head* h) noexcept {
+    h->next = b.head.load(std::memory_order_relaxed);
+    b.head.store(h, std::memory_order_relaxed);
+}
+void unlink(bucket& b, block_head* h) noexcept {
+    block_head* p = b.head.load(std::memory_order_relaxed);
+    if (p == h) {
+        b.head.store(h->next, std::memory_order_relaxed);
+    } else {
+        while (p->next != h) p = p->next;
+        p->next = h->next;
+    }
+    unlinks.fetch_add(1, std::memory_order_release);
+}
+
+// find() is the linked block of the range whose top is hi; null if none.
+// Under b's lock.
+block_head* find(bucket& b, std::uintptr_t hi) noexcept {
+    for (block_head* h = b.head.load(std::memory_order_relaxed); h; h = h->next)
+        if (reinterpret_cast<std::uintptr_t>(stack_end(h->fiber())) == hi) return h;
+    return nullptr;
+}
+
+int protect(std::byte* lo, std::byte* hi, int prot) noexcept {
+    return ::mprotect(lo, static_cast<std::size_t>(hi - lo), prot);
+}
+
+// put_back() makes a shrunk range whole again (SHRINK-P2): its words go
+// into its pages while it is still inaccessible, then it is made
+// accessible; state restored. False (nothing made accessible) if either
+// step failed. Under its bucket's lock.
+bool put_back(block_head* h) noexcept {
+    fiber_record* f = h->fiber();
+    auto* sp = static_cast<std::byte*>(f->ctx);
+    std::byte* hi = stack_end(f);
+    if (!write_words(sp, static_cast<std::size_t>(hi - sp), reinterpret_cast<const std::byte*>(h + 1))) return false;
+    if (test_fail.load(std::memory_order_relaxed) == 2 || protect(range_lo(f), hi, PROT_READ | PROT_WRITE) != 0) return false;
+    h->set(st_restored);
+    return true;
+}
+
+// shrink_fault() is the fault hook (SHRINK-P2, SHRINK-P3): true when addr
+// is (or was, a moment ago) in a shrunk range, which is accessible now.
+// Async-signal-safe: atomics, mprotect and plain memory only.
+bool shrink_fault(const void* addr) noexcept {
+    const std::size_t span = max_span.load(std::memory_order_acquire);
+    if (span == 0) return false;
     const auto a = reinterpret_cast<std::uintptr_t>(addr);
-    for (guard_slot& g : guards) {
-        const std::uintptr_t l = g.lo.load(std::memory_order_acquire);
-        const std::uintptr_t h = g.hi.load(std::memory_order_acquire);
-        if (l == 0 || a < l || a >= h) continue;
-        const task_record* t = g.task.load(std::memory_order_relaxed);
-        char buf[512];
-        text_writer m(buf, sizeof buf);
-        m.text("weft: access to the released stack of shrunk task ");
-        if (t && !t->name.empty()) {
-            m.text("'");
-            m.text(t->name.substr(0, 200));
-            m.text("'");
-        } else {
-            m.text("<anonymous>");
+    const std::uintptr_t page = page_size();
+    const std::uintptr_t first = (a & ~(page - 1)) + page;
+    const int tid = static_cast<int>(::syscall(SYS_gettid));
+    for (std::uintptr_t hi = first; hi - first <= span; hi += page) {
+        bucket& b = bucket_of(hi);
+        // A range being shrunk is under its bucket's lock until it is
+        // linked (SHRINK-P1): an unlocked empty bucket holds none.
+        if (b.lock.load(std::memory_order_acquire) == 0 && b.head.load(std::memory_order_acquire) == nullptr) continue;
+        lock_bucket(b, tid, true);
+        block_head* h = find(b, hi);
+        if (h && a >= reinterpret_cast<std::uintptr_t>(range_lo(h->fiber()))) {
+            if (h->state() == st_shrunk) {
+                if (!put_back(h))
+                    fatal_message("weft: another thread touched the stack of a shrunk task, and it could not be restored there (mprotect or /proc/self/mem failed: out of memory mappings?)");
+                faults_restored.fetch_add(1, std::memory_order_relaxed);
+            }
+            unlock_bucket(b);
+            return true;
         }
-        m.text(" (id ");
-        m.dec(t ? t->id : 0);
-        m.text(") at ");
-        m.hex(a);
-        m.text(": a pointer into a parked task's stack was used while the task was parked (docs/runtime.md, "
-               "\"What a task's neighbours may not do while it is parked\")\n");
-        write_stderr(m.c_str(), m.size());
-        return true;
+        unlock_bucket(b);
     }
-    return false;
+    // SHRINK-P3: not linked now; once per unlink generation, try again.
+    struct last_fault {
+        std::uintptr_t addr;
+        std::uint64_t gen;
+    };
+    [[gnu::tls_model("initial-exec")]] static thread_local last_fault last{0, 0};
+    const std::uint64_t gen = unlinks.load(std::memory_order_acquire);
+    if (last.addr == a && last.gen == gen) {
+        last.addr = 0;
+        return false;
+    }
+    last.addr = a;
+    last.gen = gen;
+    return true;
 }
+
+// restore_run() is SHRINK-P5's fallback, when making f's range accessible
+// alone failed (it would split a mapping past vm.max_map_count): every
+// shrunk range adjacent to f's, below and above, is restored with it and
+// their union made accessible at once, which merges mappings rather than
+// splitting one. False if even that failed. Called without any bucket
+// lock; one run at a time (run_mu), and the buckets are then locked in
+// address order, so two runs, or a run and a handler (which holds one lock
+// at a time), never wait for each other in a circle.
+std::mutex run_mu;
+bool restore_run(fiber_record* f, int tid) {
+    std::lock_guard g(run_mu);
+    const std::uintptr_t page = page_size();
+    const std::size_t span = max_span.load(std::memory_order_acquire);
+    std::vector<std::uintptr_t> tops{reinterpret_cast<std::uintptr_t>(stack_end(f))};
+    std::byte* lo = range_lo(f);
+    std::byte* hi = stack_end(f);
+    // shrunk_at() is the range whose top is `top`, if it is linked and
+    // shrunk (its lo, else null).
+    auto shrunk_at = [&](std::uintptr_t top) -> std::byte* {
+        bucket& b = bucket_of(top);
+        lock_bucket(b, tid, false);
+        block_head* n = find(b, top);
+        std::byte* l = n && n->state() == st_shrunk ? range_lo(n->fiber()) : nullptr;
+        unlock_bucket(b);
+        return l;
+    };
+    while (std::byte* l = shrunk_at(reinterpret_cast<std::uintptr_t>(lo))) {
+        tops.push_back(reinterpret_cast<std::uintptr_t>(lo));
+        lo = l;
+    }
+    for (bool more = true; more;) {
+        more = false;
+        for (std::uintptr_t top = reinterpret_cast<std::uintptr_t>(hi) + page; top - reinterpret_cast<std::uintptr_t>(hi) <= span; top += page) {
+            if (std::byte* l = shrunk_at(top); l == hi) {
+                tops.push_back(top);
+                hi = reinterpret_cast<std::byte*>(top);
+                more = true;
+                break;
+            }
+        }
+    }
+    std::vector<bucket*> bs;
+    for (std::uintptr_t t : tops) bs.push_back(&bucket_of(t));
+    std::sort(bs.begin(), bs.end());
+    bs.erase(std::unique(bs.begin(), bs.end()), bs.end());
+    for (bucket* b : bs) lock_bucket(*b, tid, false);
+    // Every range's words first, while the union is still inaccessible
+    // (SHRINK-P2), then the union at once.
+    bool ok = true;
+    for (std::uintptr_t t : tops) {
+        block_head* n = find(bucket_of(t), t);
+        if (!n || n->state() != st_shrunk) continue;
+        auto* sp = static_cast<std::byte*>(n->fiber()->ctx);
+        ok = ok && write_words(sp, static_cast<std::size_t>(reinterpret_cast<std::byte*>(t) - sp), reinterpret_cast<const std::byte*>(n + 1));
+    }
+    ok = ok && protect(lo, hi, PROT_READ | PROT_WRITE) == 0;
+    if (ok)
+        for (std::uintptr_t t : tops)
+            if (block_head* n = find(bucket_of(t), t); n && n->state() == st_shrunk) n->set(st_restored);
+    for (bucket* b : bs) unlock_bucket(*b);
+    return ok;
+}
+
 }  // namespace
 
-void install_shrink_guard() noexcept { set_fault_hook(&guard_fault); }
+bool install_shrink_fault() noexcept {
+    if (!mem_writes_work()) return false;
+    set_fault_hook(&shrink_fault);
+    return true;
+}
 
+WEFT_API void shrink_test_hook(int mode) noexcept { test_fail.store(mode, std::memory_order_relaxed); }
+
+std::uint64_t shrink_faults() noexcept { return faults_restored.load(std::memory_order_relaxed); }
+
+// shrink_task() shrinks t if it is switched out in a wait that has not
+// ended (SHRINK-S2) and nothing pins its stack (SHRINK-A2): its live bytes,
+// from the saved context up to its stack's top, go to a heap block
+// (SHRINK-Z1), the whole range is made PROT_NONE and its pages are released
+// (SHRINK-P1). Every task stack's top is on a page boundary (guarded and slab
+// stacks alike: a slab stack's guard words are in its own slot, zero, src/
+// stack/task_stacks.cpp), so all of its pages go. True if it shrank.
 bool runtime_core::shrink_task(worker* w, task_record* t) noexcept {
     if (!try_hold(t)) return false;  // SHRINK-S2
     bool shrank = false;
@@ -394,39 +647,74 @@ bool runtime_core::shrink_task(worker* w, task_record* t) noexcept {
     if (a && a->pins == 0 && !t->shrunk) {  // SHRINK-A2, SHRINK-S3
         auto* sp = static_cast<std::byte*>(f->ctx);
         auto* base = static_cast<std::byte*>(f->stack.base);
-        std::byte* lo = page_floor(sp);
+        std::byte* lo = range_lo(f);
         std::byte* hi = stack_end(f);
-        if (sp > base && lo >= base && hi > sp) {
-            const std::size_t n = static_cast<std::size_t>(hi - sp);
-            std::size_t kept = 0;
-            if (std::byte* block = save_chunks(sp, n, &kept)) {  // SHRINK-Z1
-                if (::madvise(lo, static_cast<std::size_t>(hi - lo), MADV_DONTNEED) == 0) {
-                    a->saved = block;  // the range is [f->ctx, hi): derived again by the restore
-                    if (shrink_guard) (void)guard_range(lo, hi, t);  // SHRINK-G1
+        if (sp > base && hi > sp) {
+            bucket& b = bucket_of(reinterpret_cast<std::uintptr_t>(hi));
+            lock_bucket(b, self_tid(), false);
+            if (test_fail.load(std::memory_order_relaxed) != 1 && protect(lo, hi, PROT_READ) == 0) {  // SHRINK-P1
+                std::size_t kept = 0;
+                if (std::byte* block = save_chunks(sp, static_cast<std::size_t>(hi - sp), sizeof(block_head), &kept)) {
+                    auto* h = new (block) block_head;
+                    h->owner = reinterpret_cast<std::uintptr_t>(f) | st_idle;
+                    link(b, h);
+                    const auto width = static_cast<std::size_t>(hi - lo);
+                    std::size_t m = max_span.load(std::memory_order_relaxed);
+                    while (m < width && !max_span.compare_exchange_weak(m, width, std::memory_order_release)) {
+                    }
+                    if (protect(lo, hi, PROT_NONE) == 0) {
+                        (void)::madvise(lo, width, MADV_DONTNEED);
+                        h->set(st_shrunk);
+                        shrank = true;
+                        w->view.shrinks.bump();
+                        w->view.shrunk_bytes.bump(kept);
+                    } else if (protect(lo, hi, PROT_READ | PROT_WRITE) != 0) {
+                        fatal_message("weft: a task's stack could not be made writable again after a refused shrink");
+                    } else {
+                        w->view.shrinks_refused.bump();
+                    }
+                    // Linked either way (state idle when refused): a write
+                    // that faulted on the read-only range finds it (SHRINK-P2),
+                    // and the restore unlinks it.
+                    a->saved = block;
                     t->shrunk = true;  // SHRINK-S3: under the hold
-                    shrank = true;
-                    w->view.shrinks.bump();
-                    w->view.shrunk_bytes.bump(kept);
                 } else {
-                    std::free(block);
+                    if (protect(lo, hi, PROT_READ | PROT_WRITE) != 0)
+                        fatal_message("weft: a task's stack could not be made writable again after a failed shrink");
+                    unlinks.fetch_add(1, std::memory_order_release);  // SHRINK-P3: a faulted write tries again
                 }
+            } else {
+                w->view.shrinks_refused.bump();  // SHRINK-P5
             }
+            unlock_bucket(b);
         }
     }
     drop_hold(t);  // SHRINK-S4
     return shrank;
 }
 
-// restore_task() puts a shrunk task's live bytes back, on the worker that
-// is about to resume it (SHRINK-S4), and frees the block. The pages fault in.
+// restore_task() makes a shrunk task's stack whole again, on the worker
+// that is about to resume it (SHRINK-S4): unless a fault restored it
+// already (SHRINK-P2), the range is made accessible and the saved words go
+// back; the block is unlinked and freed (SHRINK-P3). The pages fault in.
 void runtime_core::restore_task(worker* w, task_record* t) noexcept {
     fiber_record* f = t->fiber;
     wait_arena* a = f->arena;
-    auto* sp = static_cast<std::byte*>(f->ctx);  // as shrink_task() found it: the task has not run since
+    auto* h = reinterpret_cast<block_head*>(a->saved);
     std::byte* hi = stack_end(f);
-    unguard_range(page_floor(sp));  // SHRINK-G1 (nothing when no task is guarded)
-    restore_chunks(sp, static_cast<std::size_t>(hi - sp), a->saved);  // SHRINK-Z1
-    std::free(a->saved);
+    bucket& b = bucket_of(reinterpret_cast<std::uintptr_t>(hi));
+    const int tid = self_tid();
+    lock_bucket(b, tid, false);
+    if (h->state() == st_shrunk && !put_back(h)) {
+        unlock_bucket(b);
+        if (!restore_run(f, tid))  // SHRINK-P5
+            fatal_message("weft: a shrunk task's stack could not be made accessible again (mprotect failed: out of memory mappings, vm.max_map_count)");
+        lock_bucket(b, tid, false);
+    }
+    unlink(b, h);
+    unlock_bucket(b);
+    h->~block_head();
+    std::free(h);
     a->saved = nullptr;
     t->was_shrunk = true;  // SHRINK-R1
     t->shrunk = false;

@@ -107,6 +107,7 @@ runtime_stats runtime_core::stats() const {
         s.shrinks = v.shrinks.get();
         s.restores = v.restores.get();
         s.shrunk_bytes = v.shrunk_bytes.get();
+        s.shrinks_refused = v.shrinks_refused.get();
         s.deque = static_cast<std::size_t>(w->deque.size_estimate());
         {
             std::lock_guard g(w->inbox_mu);
@@ -118,6 +119,8 @@ runtime_stats runtime_core::stats() const {
     out.spawned_outside = spawned_outside.load(std::memory_order_relaxed);
     out.injection_queue = inj_len.load(std::memory_order_relaxed);
     out.live_tasks = static_cast<std::size_t>(live.load(std::memory_order_relaxed));
+    out.shrink_faults = shrink_faults();
+    out.shrinking = shrink_after_ns > 0;
     if (dog) {
         out.stalls = dog->stalls();
         out.stalls_suppressed = dog->suppressed();

@@ -304,9 +304,10 @@ WEFT_API extern thread_counter live_coroutines;
 [[noreturn]] WEFT_API void switch_misuse(const fiber_record* self, const fiber_record* next, fiber_state seen);
 // set_fault_hook() installs a function that weft's SIGSEGV/SIGBUS handler
 // (src/fiber/safety.cpp) asks about a fault that is not a fiber's stack
-// overflow: it returns true when it recognised the address and wrote its
-// report (the process then dies by the signal). Async-signal-safe code only.
-// The runtime's is the shrink guard (runtime_options::shrink_guard).
+// overflow: it returns true when it resolved the fault (the address is
+// accessible now, and the faulting access is made again when the handler
+// returns). Async-signal-safe code only. The runtime's restores shrunk
+// stacks (SHRINK-P2, src/runtime/shrink.cpp).
 using fault_hook_fn = bool (*)(const void* addr) noexcept;
 WEFT_API void set_fault_hook(fault_hook_fn hook) noexcept;
 // guard_broken() aborts, naming f, when its malloc_stack guard word changed.

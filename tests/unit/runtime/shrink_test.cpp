@@ -109,21 +109,7 @@ protected:
         explicit rt_with_driver(unsigned w) : rt(shrinking(w)), d(rt) {}
         explicit rt_with_driver(const weft::runtime_options& o) : rt(o), d(rt) {}
     };
-    // guarded(): shrinking with the shrink guard on, in every build type
-    // (its default is on only without NDEBUG).
-    weft::runtime_options guarded() const {
-        weft::runtime_options o = shrinking(workers());
-        o.shrink_guard = true;
-        return o;
-    }
 };
-// Not a runtime_fixture: its watchdog thread would make the death test's
-// fork a multi-threaded one, which TSan refuses.
-class shrink_DeathTest : public weft::test::leak_checked, public ::testing::WithParamInterface<unsigned> {
-protected:
-    [[nodiscard]] unsigned workers() const { return GetParam(); }
-};
-
 TEST_P(shrink_test, a_task_waiting_on_an_event_is_shrunk_and_comes_back_whole) {
     rt_with_driver r(workers());
     weft::event ev;
@@ -735,12 +721,12 @@ TEST_P(shrink_test, the_workers_own_sweeps_shrink_every_idle_task_while_another_
     sleeper.join();
 }
 
-// ---- the shrink guard (SHRINK-G1) --------------------------------------------
+// ---- the protected range (SHRINK-P1 - SHRINK-P5) ------------------------------
 
-// A guarded task shrunk and woken again and again keeps its frames: the
-// guard's protect and unprotect around each shrink change nothing it sees.
-TEST_P(shrink_test, a_guarded_task_is_shrunk_and_restored_again_and_again_whole) {
-    rt_with_driver r(guarded());
+// A task shrunk and woken again and again keeps its frames: the protect and
+// unprotect around each shrink change nothing it sees.
+TEST_P(shrink_test, a_task_is_shrunk_and_restored_again_and_again_whole) {
+    rt_with_driver r(workers());
     constexpr int rounds = 4;
     weft::event ev[rounds];
     std::atomic<int> result{0};
@@ -758,14 +744,14 @@ TEST_P(shrink_test, a_guarded_task_is_shrunk_and_restored_again_and_again_whole)
         ev[k].set();
     }
     h.join();
-    EXPECT_EQ(result.load(), 1) << "a guarded task's frames did not come back whole";
+    EXPECT_EQ(result.load(), 1) << "a task's frames did not come back whole";
 }
 
-// More shrunk tasks than the guard's budget: the ones past it are shrunk
-// unguarded, and every one comes back whole.
-TEST_P(shrink_test, more_tasks_than_the_guard_budget_are_all_shrunk_and_restored) {
-    rt_with_driver r(guarded());
-    const long n = static_cast<long>(weft::shrink_guard_budget) + 500;
+// More shrunk tasks than the old guard's budget (4,096): every one is
+// protected and comes back whole.
+TEST_P(shrink_test, thousands_of_tasks_are_all_shrunk_and_restored) {
+    rt_with_driver r(workers());
+    const long n = 4'096 + 500;
     weft::event ev;
     std::atomic<long> intact{0};
     std::vector<weft::join_handle<void>> hs;
@@ -780,60 +766,88 @@ TEST_P(shrink_test, more_tasks_than_the_guard_budget_are_all_shrunk_and_restored
     ev.set();
     for (auto& h : hs) h.join();
     EXPECT_EQ(intact.load(), n);
+    EXPECT_EQ(r.rt.stats().total().shrinks_refused, 0u);
 }
 
-// stray_write() is the broken rule's write, out of TSan's sight: it is a data
-// race with the shrinker's read of the stack by design, and TSan would stop
-// the process at its report before the write faulted.
-[[gnu::noinline]] __attribute__((no_sanitize("thread"))) void stray_write(int* p) {
-    *static_cast<volatile int*>(p) = 42;
+// A write through a pointer to a shrunk task's local, from a plain thread:
+// the fault restores the task's stack there and then, the write lands, and
+// the task sees it when it runs (SHRINK-P2). Before SHRINK-P1 the write went
+// to a fresh zero page that the restore overwrote.
+TEST_P(shrink_test, a_write_into_a_shrunk_tasks_stack_survives) {
+    rt_with_driver r(workers());
+    auto ev = std::make_unique<weft::event>();
+    std::atomic<long*> local{nullptr};
+    std::atomic<long> seen{0};
+    auto h = r.rt.spawn([&] {
+        long x = 7;
+        asm volatile("" : : "r"(&x) : "memory");
+        local.store(&x);
+        ev->wait();
+        asm volatile("" : : "r"(&x) : "memory");
+        seen.store(x);
+    });
+    for (int i = 0; i < 10'000 && !local.load(); ++i) std::this_thread::sleep_for(1ms);
+    ASSERT_NE(local.load(), nullptr);
+    ASSERT_TRUE(shrunk_to(r.rt, 1));
+    const std::uint64_t faults = r.rt.stats().shrink_faults;
+    std::thread([&] {
+        long* p = local.load();
+        EXPECT_EQ(*static_cast<volatile long*>(p), 7);  // read: the task's value, not a zero page
+        *static_cast<volatile long*>(p) = 42;
+    }).join();
+    EXPECT_GE(r.rt.stats().shrink_faults, faults + 1);
+    ev->set();
+    h.join();
+    EXPECT_EQ(seen.load(), 42);
 }
 
-// The rule of docs/runtime.md broken on purpose: a thread writes through a
-// pointer to a guarded, shrunk task's local. The process dies, and the
-// report names the task.
-TEST_P(shrink_DeathTest, a_write_into_a_shrunk_tasks_stack_dies_naming_the_task) {
-    if (weft::test::under_user_mode_emulator())
-        GTEST_SKIP() << "qemu-user: a forked child of a process that had threads cannot start threads";
-    {
-        // ASan's stack-use-after-return keeps address-taken locals on a fake
-        // stack (on the heap), off the task's stack: nothing to catch then.
-        int probe = 0;
-        asm volatile("" : : "r"(&probe) : "memory");
-        const auto d = reinterpret_cast<std::intptr_t>(&probe) -
-                       reinterpret_cast<std::intptr_t>(__builtin_frame_address(0));
-        if (d <= -65536 || d >= 65536)
-            GTEST_SKIP() << "locals are on ASan's fake stack (detect_stack_use_after_return), not on the task's";
+// SHRINK-P5 forced: protection refused, the task is not shrunk (and loses
+// nothing); a restore whose mprotect fails restores the adjacent run.
+TEST_P(shrink_test, refused_protection_leaves_the_task_whole) {
+    rt_with_driver r(workers());
+    weft::detail::shrink_test_hook(1);
+    weft::event ev;
+    std::atomic<int> result{0};
+    auto h = r.rt.spawn([&] {
+        canary c;
+        ev.wait();
+        result.store(c.intact() ? 1 : 2);
+    });
+    bool refused = false;
+    for (int i = 0; i < 10'000 && !refused; ++i) {
+        r.rt.shrink_idle();
+        refused = r.rt.stats().total().shrinks_refused > 0;
+        if (!refused) std::this_thread::sleep_for(1ms);
     }
-    weft::runtime_options o = shrinking(workers());
-    o.shrink_guard = true;
-    EXPECT_DEATH(
-        {
-            weft::runtime rt(o);
-            driver d(rt);
-            auto ev = std::make_unique<weft::event>();
-            std::atomic<int*> local{nullptr};
-            weft::spawn_options so;
-            so.name = "guarded-victim";
-            auto h = rt.spawn(
-                [&] {
-                    int x = 0;
-                    local.store(&x);
-                    ev->wait();
-                    asm volatile("" : : "r"(&x) : "memory");
-                },
-                so);
-            for (int i = 0; i < 10'000 && !local.load(); ++i) std::this_thread::sleep_for(1ms);
-            if (!shrunk_to(rt, 1)) std::abort();
-            stray_write(local.load());  // the broken rule
-            std::fprintf(stderr, "the write went through\n");
-            std::_Exit(0);
-        },
-        "access to the released stack of shrunk task 'guarded-victim' \\(id [0-9]+\\)");
+    weft::detail::shrink_test_hook(0);
+    EXPECT_TRUE(refused);
+    EXPECT_EQ(shrinks(r.rt), 0u);
+    ev.set();
+    h.join();
+    EXPECT_EQ(result.load(), 1);
+}
+
+TEST_P(shrink_test, a_restore_that_cannot_unprotect_alone_restores_the_run) {
+    rt_with_driver r(workers());
+    const int n = 64;
+    weft::event ev;
+    std::atomic<int> intact{0};
+    std::vector<weft::join_handle<void>> hs;
+    for (int i = 0; i < n; ++i)
+        hs.push_back(r.rt.spawn([&] {
+            canary c;
+            ev.wait();
+            if (c.intact()) intact.fetch_add(1);
+        }));
+    ASSERT_TRUE(shrunk_to(r.rt, static_cast<std::uint64_t>(n)));
+    weft::detail::shrink_test_hook(2);
+    ev.set();
+    for (auto& h : hs) h.join();
+    weft::detail::shrink_test_hook(0);
+    EXPECT_EQ(intact.load(), n);
 }
 
 INSTANTIATE_TEST_SUITE_P(workers, shrink_test, worker_counts(), worker_param_name);
-INSTANTIATE_TEST_SUITE_P(workers, shrink_DeathTest, worker_counts(), worker_param_name);
 
 }  // namespace
 }  // namespace weft::test
