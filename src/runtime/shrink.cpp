@@ -9,7 +9,6 @@
 
 #include <sys/mman.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -215,32 +214,11 @@ void for_each_kept(std::size_t n, const std::byte* block, Emit&& emit) noexcept 
 // would read a zero page, or write into it and see its write overwritten.
 // So the words go in through /proc/self/mem, whose writes reach pages
 // whatever their protection (as a debugger's do), while the range is still
-// PROT_NONE; only then is it made accessible. The descriptor is opened once
-// and again in a forked child (pthread_atfork); a pwrite() is
-// async-signal-safe.
-std::atomic<int> mem_fd{-1};
-
-int open_mem() noexcept {
-    int fd = mem_fd.load(std::memory_order_acquire);
-    if (fd >= 0) return fd;
-    fd = ::open("/proc/self/mem", O_RDWR | O_CLOEXEC);
-    if (fd < 0) return -1;
-    int expected = -1;
-    if (!mem_fd.compare_exchange_strong(expected, fd, std::memory_order_acq_rel)) {
-        ::close(fd);
-        return expected;
-    }
-    return fd;
-}
-
-void forget_mem_in_child() noexcept {
-    const int fd = mem_fd.exchange(-1, std::memory_order_acq_rel);
-    if (fd >= 0) ::close(fd);  // the parent's memory: not this process's any more
-}
-
-bool put_bytes(const std::byte* src, std::size_t len, std::uintptr_t at) noexcept {
-    const int fd = open_mem();
-    if (fd < 0) return false;
+// PROT_NONE; only then is it made accessible. The file is opened for each
+// restore and closed after (open, pwrite and close are async-signal-safe):
+// a descriptor kept open would be one the program did not open, and in a
+// forked child it would still be the parent's memory.
+bool put_bytes(int fd, const std::byte* src, std::size_t len, std::uintptr_t at) noexcept {
     while (len != 0) {
         const ssize_t r = ::pwrite(fd, src, len, static_cast<off_t>(at));
         if (r < 0 && errno == EINTR) continue;
@@ -263,13 +241,15 @@ bool put_bytes(const std::byte* src, std::size_t len, std::uintptr_t at) noexcep
 [[gnu::no_sanitize_thread]]
 #endif
 bool write_words(std::byte* sp, std::size_t n, const std::byte* block) noexcept {
+    const int fd = ::open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+    if (fd < 0) return false;
     constexpr std::uintptr_t piece = 4096;
     alignas(16) std::byte buf[piece];
     const auto base = reinterpret_cast<std::uintptr_t>(sp);
     std::uintptr_t cur = 0;  // the piece in buf (0: none yet)
     bool ok = true;
     auto flush = [&] {
-        if (cur != 0 && ok) ok = put_bytes(buf, piece, cur);
+        if (cur != 0 && ok) ok = put_bytes(fd, buf, piece, cur);
     };
     for_each_kept(n, block, [&](std::size_t i, std::uint64_t w) {
         const std::uintptr_t addr = base + i * 8;
@@ -282,6 +262,7 @@ bool write_words(std::byte* sp, std::size_t n, const std::byte* block) noexcept 
         std::memcpy(buf + (addr - p), &w, 8);
     });
     flush();
+    ::close(fd);
     return ok;
 }
 
@@ -290,12 +271,13 @@ bool write_words(std::byte* sp, std::size_t n, const std::byte* block) noexcept 
 // proc_mem.force_override=never, or a sandbox, refuses it).
 bool mem_writes_work() noexcept {
     static const bool works = [] {
-        ::pthread_atfork(nullptr, nullptr, &forget_mem_in_child);
         const std::size_t page = page_size();
         void* m = ::mmap(nullptr, page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (m == MAP_FAILED) return false;
         const std::uint64_t probe = 0x5eedf00dcafe1234ull;
-        bool ok = put_bytes(reinterpret_cast<const std::byte*>(&probe), sizeof probe, reinterpret_cast<std::uintptr_t>(m));
+        const int fd = ::open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+        bool ok = fd >= 0 && put_bytes(fd, reinterpret_cast<const std::byte*>(&probe), sizeof probe, reinterpret_cast<std::uintptr_t>(m));
+        if (fd >= 0) ::close(fd);
         if (ok && ::mprotect(m, page, PROT_READ) == 0) ok = *static_cast<const std::uint64_t*>(m) == probe;
         ::munmap(m, page);
         return ok;
@@ -437,6 +419,7 @@ struct block_head {
     void set(std::uintptr_t st) noexcept { owner = (owner & ~st_mask) | st; }
 };
 static_assert(alignof(fiber_record) >= 4);
+static_assert(sizeof(block_head) == 16, "tools/gdb/weft_gdb.py skips 16 bytes and reads the state at 8");
 
 struct bucket {
     std::atomic<int> lock{0};  // 0, or the holder's thread id (SHRINK-P4)

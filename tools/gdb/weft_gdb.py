@@ -159,11 +159,16 @@ def fibers():
             arena = _u64(rec + lay["arena"])
             if arena:
                 block = _u64(arena + lay["arena_saved"])
-                if block:
+                # The block starts with its 16-byte link in the shrink table
+                # (block_head, src/runtime/shrink.cpp): the next block, and
+                # the fiber with the state in its low two bits (1: shrunk; 0
+                # or 2: the stack holds the frames, refused or restored by
+                # a fault, SHRINK-P2).
+                if block and (_u64(block + 8) & 3) == 1:
                     # The range is [ctx, top of the stack): the stack's top
                     # is a page boundary (docs/runtime.md), so no page size
                     # is needed.
-                    f.shrunk = (block, f.ctx, f.stack_hi - f.ctx)
+                    f.shrunk = (block + 16, f.ctx, f.stack_hi - f.ctx)
             f.painted = _u8(rec + lay["painted"]) != 0
             f.high_water = None
             if f.painted and not f.copy:
@@ -312,9 +317,10 @@ def _unshrink(f):
     them: the kept words of its heap block (SHRINK-Z1, src/runtime/shrink.cpp:
     two base high halves, a 2-bit tag per 8-byte word, four to a byte, then
     the kept words in stack order, 8 bytes whole or 4 as a low half) are
-    written where they were; zero words read as zeros already (released
-    pages). The task's own restore later writes the same bytes again, so
-    this changes nothing it sees; it only makes the pages resident. Returns
+    written where they were (through ptrace, which writes the PROT_NONE
+    range as it is); zero words read as zeros already (released pages). The
+    task's own restore later writes the same bytes again, so this changes
+    nothing it sees; it only makes the pages resident. Returns
     None, or why it could not (a core file cannot be written)."""
     block, at, size = f.shrunk
     words = size // 8

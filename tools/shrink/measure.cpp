@@ -6,17 +6,22 @@
 //   measure yield N on|off      N yields of one task (workers = 0)
 //   measure pingpong N on|off   N round trips over two unbuffered channels
 //   measure spawn N on|off      N spawns and joins
+//   measure scatter N           N tasks on events of their own, all shrunk, woken in a
+//                               shuffled order: mapping counts and SHRINK-P5
 //
 // The last three are for callgrind, whose instruction counts are
 // deterministic here: run each with N and 2N and divide the difference by
 // N (tools/shrink/README.md has the commands).
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -86,6 +91,58 @@ int rss(long n, bool on) {
     return 0;
 }
 
+// scatter(): N tasks each parked on an event of its own, all shrunk, then
+// woken in a shuffled order: the restores split the merged protected
+// ranges (SHRINK-P5), so the mapping count climbs; the figures say whether
+// any restore needed the adjacent-run fallback and whether every task came
+// back whole.
+long map_count() {
+    std::ifstream in("/proc/self/maps");
+    long n = 0;
+    for (std::string line; std::getline(in, line);) ++n;
+    return n;
+}
+
+int scatter(long n) {
+    weft::runtime_options o = opts(2, true);
+    o.shrink_idle_after = std::chrono::milliseconds(std::chrono::hours(1));
+    weft::runtime rt(o);
+    std::vector<std::unique_ptr<weft::event>> evs;
+    for (long i = 0; i < n; ++i) evs.push_back(std::make_unique<weft::event>());
+    std::atomic<long> whole{0};
+    std::vector<weft::join_handle<void>> hs;
+    hs.reserve(static_cast<std::size_t>(n));
+    for (long i = 0; i < n; ++i)
+        hs.push_back(rt.spawn([&, i] {
+            volatile long mine[4] = {i, i + 1, i + 2, i + 3};
+            evs[static_cast<std::size_t>(i)]->wait();
+            if (mine[0] == i && mine[3] == i + 3) whole.fetch_add(1);
+        }));
+    for (int round = 0; round < 60000 && rt.stats().total().shrinks < static_cast<std::uint64_t>(n); ++round) {
+        rt.shrink_idle();
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    std::printf("shrinks %llu refused %llu, maps after shrinking %ld\n",
+                static_cast<unsigned long long>(rt.stats().total().shrinks),
+                static_cast<unsigned long long>(rt.stats().total().shrinks_refused), map_count());
+    std::vector<long> order(static_cast<std::size_t>(n));
+    for (long i = 0; i < n; ++i) order[static_cast<std::size_t>(i)] = i;
+    std::uint64_t x = 88172645463325252ull;
+    for (long i = n - 1; i > 0; --i) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        std::swap(order[static_cast<std::size_t>(i)], order[static_cast<std::size_t>(x % static_cast<std::uint64_t>(i + 1))]);
+    }
+    long peak = 0;
+    for (long k = 0; k < n; ++k) {
+        evs[static_cast<std::size_t>(order[static_cast<std::size_t>(k)])]->set();
+        if (k % (n / 16 + 1) == 0) peak = std::max(peak, map_count());
+    }
+    for (auto& h : hs) h.join();
+    std::printf("tasks %ld whole %ld restores %llu, maps: peak seen %ld, at the end %ld\n", n, whole.load(),
+                static_cast<unsigned long long>(rt.stats().total().restores), peak, map_count());
+    return whole.load() == n ? 0 : 1;
+}
+
 int yields(long n, bool on) {
     weft::runtime rt(opts(0, on));
     rt.block_on([n] {
@@ -122,13 +179,14 @@ int spawns(long n, bool on) {
 
 int main(int argc, char** argv) {
     if (argc < 3) {
-        std::fprintf(stderr, "usage: measure rss|yield|pingpong|spawn N [on|off]\n");
+        std::fprintf(stderr, "usage: measure rss|scatter|yield|pingpong|spawn N [on|off]\n");
         return 2;
     }
     const std::string what = argv[1];
     const long n = std::strtol(argv[2], nullptr, 10);
     const bool on = argc < 4 || std::strcmp(argv[3], "off") != 0;
     if (what == "rss") return rss(n, on);
+    if (what == "scatter") return scatter(n);
     if (what == "yield") return yields(n, on);
     if (what == "pingpong") return pingpong(n, on);
     if (what == "spawn") return spawns(n, on);
