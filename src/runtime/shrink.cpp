@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -478,6 +479,39 @@ block_head* find(bucket& b, std::uintptr_t hi) noexcept {
     return nullptr;
 }
 
+// ---- the mapping budget of protected slab runs (SHRINK-P5) ------------------
+//
+// Protecting a range changes at most two mapping boundaries. A guarded
+// stack is a mapping of its own between PROT_NONE guard pages: its shrink
+// merges it with them and its restore splits it off again, back to where
+// it was before any shrink, so it never needs a mapping that was not there.
+// Slab stacks are slots of one mapping: a run of adjacent shrunk slots is one
+// PROT_NONE mapping inside it (two mappings more than none), so the count
+// grows with the number of runs, and a restore in the middle of a run splits
+// it (two more). slab_extra estimates the mappings that slab runs add (2 per
+// run); a shrink that would start a new run, or a restore that would split
+// one, past extra_cap() is refused, or restores the whole run instead
+// (restore_run(), which merges), so that the process stays clear of
+// vm.max_map_count (a quarter of it is the guarded stacks' budget, twice
+// that their mappings, src/runtime/runtime.cpp). An estimate: neighbours
+// change under their own locks meanwhile, and the cap leaves room for that.
+std::atomic<long> slab_extra{0};
+
+long extra_cap() noexcept {
+    static const long cap = [] {
+        long maps = 65530;
+        if (std::FILE* f = std::fopen("/proc/sys/vm/max_map_count", "r")) {
+            long v = 0;
+            if (std::fscanf(f, "%ld", &v) == 1 && v > 0) maps = v;
+            std::fclose(f);
+        }
+        return std::max<long>(maps / 8, 64);
+    }();
+    return cap;
+}
+
+bool is_slab(const fiber_record* f) noexcept { return f->stack.guard == 0; }
+
 int protect(std::byte* lo, std::byte* hi, int prot) noexcept {
     return ::mprotect(lo, static_cast<std::size_t>(hi - lo), prot);
 }
@@ -495,6 +529,8 @@ bool put_back(block_head* h) noexcept {
     h->set(st_restored);
     return true;
 }
+
+int shrunk_neighbours(const fiber_record* f, int tid) noexcept;
 
 // shrink_fault() is the fault hook (SHRINK-P2, SHRINK-P3): true when addr
 // is (or was, a moment ago) in a shrunk range, which is accessible now.
@@ -514,12 +550,17 @@ bool shrink_fault(const void* addr) noexcept {
         lock_bucket(b, tid, true);
         block_head* h = find(b, hi);
         if (h && a >= reinterpret_cast<std::uintptr_t>(range_lo(h->fiber()))) {
+            const fiber_record* restored = nullptr;
             if (h->state() == st_shrunk) {
                 if (!put_back(h))
                     fatal_message("weft: another thread touched the stack of a shrunk task, and it could not be restored there (mprotect or /proc/self/mem failed: out of memory mappings?)");
                 faults_restored.fetch_add(1, std::memory_order_relaxed);
+                if (is_slab(h->fiber())) restored = h->fiber();
             }
             unlock_bucket(b);
+            // The slab budget: a restore splits a run (+2), trims it (0) or
+            // ends it (-2). The fiber stays alive: its owner has not run.
+            if (restored) slab_extra.fetch_add(2 * shrunk_neighbours(restored, tid) - 2, std::memory_order_relaxed);
             return true;
         }
         unlock_bucket(b);
@@ -538,6 +579,31 @@ bool shrink_fault(const void* addr) noexcept {
     last.addr = a;
     last.gen = gen;
     return true;
+}
+
+// shrunk_neighbours() counts the shrunk ranges adjacent to f's (0 - 2):
+// the one whose top is f's lo, and the one whose lo is f's top. Takes their
+// buckets one at a time; the caller holds none.
+int shrunk_neighbours(const fiber_record* f, int tid) noexcept {
+    const auto lo = reinterpret_cast<std::uintptr_t>(range_lo(f));
+    const auto hi = reinterpret_cast<std::uintptr_t>(stack_end(f));
+    const std::uintptr_t page = page_size();
+    const std::size_t span = max_span.load(std::memory_order_acquire);
+    int n = 0;
+    auto look = [&](std::uintptr_t top, std::uintptr_t want_lo) {
+        bucket& b = bucket_of(top);
+        if (b.lock.load(std::memory_order_acquire) == 0 && b.head.load(std::memory_order_acquire) == nullptr) return false;
+        lock_bucket(b, tid, false);
+        block_head* h = find(b, top);
+        const bool yes = h && h->state() == st_shrunk &&
+                         (want_lo == 0 || reinterpret_cast<std::uintptr_t>(range_lo(h->fiber())) == want_lo);
+        unlock_bucket(b);
+        return h != nullptr ? (n += yes, true) : false;
+    };
+    (void)look(lo, 0);
+    for (std::uintptr_t top = hi + page; top - hi <= span; top += page)
+        if (look(top, hi)) break;
+    return n;
 }
 
 // restore_run() is SHRINK-P5's fallback, when making f's range accessible
@@ -596,9 +662,11 @@ bool restore_run(fiber_record* f, int tid) {
         ok = ok && write_words(sp, static_cast<std::size_t>(reinterpret_cast<std::byte*>(t) - sp), reinterpret_cast<const std::byte*>(n + 1));
     }
     ok = ok && protect(lo, hi, PROT_READ | PROT_WRITE) == 0;
-    if (ok)
+    if (ok) {
         for (std::uintptr_t t : tops)
             if (block_head* n = find(bucket_of(t), t); n && n->state() == st_shrunk) n->set(st_restored);
+        if (is_slab(f)) slab_extra.fetch_sub(2, std::memory_order_relaxed);  // the run is gone
+    }
     for (bucket* b : bs) unlock_bucket(*b);
     return ok;
 }
@@ -632,7 +700,12 @@ bool runtime_core::shrink_task(worker* w, task_record* t) noexcept {
         auto* base = static_cast<std::byte*>(f->stack.base);
         std::byte* lo = range_lo(f);
         std::byte* hi = stack_end(f);
-        if (sp > base && hi > sp) {
+        // The slab budget (SHRINK-P5): a shrink starts a run (+2), extends
+        // one (0) or joins two (-2).
+        const long delta = is_slab(f) ? 2 - 2 * shrunk_neighbours(f, self_tid()) : 0;
+        if (delta > 0 && slab_extra.load(std::memory_order_relaxed) + delta > extra_cap()) {
+            w->view.shrinks_refused.bump();
+        } else if (sp > base && hi > sp) {
             bucket& b = bucket_of(reinterpret_cast<std::uintptr_t>(hi));
             lock_bucket(b, self_tid(), false);
             if (test_fail.load(std::memory_order_relaxed) != 1 && protect(lo, hi, PROT_READ) == 0) {  // SHRINK-P1
@@ -648,6 +721,7 @@ bool runtime_core::shrink_task(worker* w, task_record* t) noexcept {
                     if (protect(lo, hi, PROT_NONE) == 0) {
                         (void)::madvise(lo, width, MADV_DONTNEED);
                         h->set(st_shrunk);
+                        slab_extra.fetch_add(delta, std::memory_order_relaxed);
                         shrank = true;
                         w->view.shrinks.bump();
                         w->view.shrunk_bytes.bump(kept);
@@ -687,12 +761,26 @@ void runtime_core::restore_task(worker* w, task_record* t) noexcept {
     std::byte* hi = stack_end(f);
     bucket& b = bucket_of(reinterpret_cast<std::uintptr_t>(hi));
     const int tid = self_tid();
+    // The slab budget (SHRINK-P5): a restore that would split a run past
+    // the cap restores the whole run instead. Counted before the lock (the
+    // neighbours' buckets are taken one at a time); h's state is read again
+    // under it.
+    long delta = 0;
+    bool whole_run = false;
+    if (is_slab(f) && h->state() == st_shrunk) {
+        delta = 2 * shrunk_neighbours(f, tid) - 2;
+        whole_run = delta > 0 && slab_extra.load(std::memory_order_relaxed) + delta > extra_cap();
+    }
     lock_bucket(b, tid, false);
-    if (h->state() == st_shrunk && !put_back(h)) {
-        unlock_bucket(b);
-        if (!restore_run(f, tid))  // SHRINK-P5
-            fatal_message("weft: a shrunk task's stack could not be made accessible again (mprotect failed: out of memory mappings, vm.max_map_count)");
-        lock_bucket(b, tid, false);
+    if (h->state() == st_shrunk) {
+        if (!whole_run && put_back(h)) {
+            slab_extra.fetch_add(delta, std::memory_order_relaxed);
+        } else {
+            unlock_bucket(b);
+            if (!restore_run(f, tid))  // SHRINK-P5
+                fatal_message("weft: a shrunk task's stack could not be made accessible again (mprotect failed: out of memory mappings, vm.max_map_count)");
+            lock_bucket(b, tid, false);
+        }
     }
     unlink(b, h);
     unlock_bucket(b);
