@@ -248,7 +248,9 @@ public:
     void ask_sweep() noexcept;
     void maybe_sweep(worker* w, bool idle = false) noexcept;
     void sweep(worker* w, bool force, std::size_t batch) noexcept;
-    bool shrink_task(worker* w, task_record* t) noexcept;
+    // shrink_task()'s outcome: later: refused for the slab budget (SHRINK-P5).
+    enum class shrink_result { no, yes, later };
+    shrink_result shrink_task(worker* w, task_record* t) noexcept;
     static void restore_task(worker* w, task_record* t) noexcept;
     // release_stack_pages() gives back the pages of finished task f's stack
     // (SHRINK-R1, src/runtime/shrink.cpp).

@@ -354,7 +354,15 @@ void runtime_core::sweep(worker* w, bool force, std::size_t batch) noexcept {
             if (++recent == 8) break;
             continue;
         }
-        if (waiting) (void)shrink_task(w, t);
+        if (waiting && shrink_task(w, t) == shrink_result::later) {
+            // Refused for the slab budget (SHRINK-P5): the slots beside it
+            // may be shrunk meanwhile and join its run; it stays listed, and
+            // counts as a recent one.
+            w->idle_fifo.push_back(t);
+            ++w->idle_count;
+            if (++recent == 8 && !force) break;
+            continue;
+        }
         // Off the list: it is listed again when it next parks.
         t->idle_listed.store(false, std::memory_order_release);
         release(t);
@@ -689,10 +697,11 @@ std::uint64_t shrink_faults() noexcept { return faults_restored.load(std::memory
 // (SHRINK-Z1), the whole range is made PROT_NONE and its pages are released
 // (SHRINK-P1). Every task stack's top is on a page boundary (guarded and slab
 // stacks alike: a slab stack's guard words are in its own slot, zero, src/
-// stack/task_stacks.cpp), so all of its pages go. True if it shrank.
-bool runtime_core::shrink_task(worker* w, task_record* t) noexcept {
-    if (!try_hold(t)) return false;  // SHRINK-S2
-    bool shrank = false;
+// stack/task_stacks.cpp), so all of its pages go. Later: refused for the slab
+// budget (SHRINK-P5), to be tried again.
+runtime_core::shrink_result runtime_core::shrink_task(worker* w, task_record* t) noexcept {
+    if (!try_hold(t)) return shrink_result::no;  // SHRINK-S2
+    shrink_result shrank = shrink_result::no;
     fiber_record* f = t->fiber;
     wait_arena* a = f ? f->arena : nullptr;
     if (a && a->pins == 0 && !t->shrunk) {  // SHRINK-A2, SHRINK-S3
@@ -704,10 +713,18 @@ bool runtime_core::shrink_task(worker* w, task_record* t) noexcept {
         // one (0) or joins two (-2).
         const long delta = is_slab(f) ? 2 - 2 * shrunk_neighbours(f, self_tid()) : 0;
         if (delta > 0 && slab_extra.load(std::memory_order_relaxed) + delta > extra_cap()) {
-            w->view.shrinks_refused.bump();
+            shrank = shrink_result::later;  // the neighbours' shrinks may make room
         } else if (sp > base && hi > sp) {
             bucket& b = bucket_of(reinterpret_cast<std::uintptr_t>(hi));
             lock_bucket(b, self_tid(), false);
+            // max_span covers this range before any access to it can fault:
+            // a handler looks no further (found by models/shrink.pml: raised
+            // after the protect, a write that faulted in the read-only
+            // window was taken for a crash).
+            const auto span = static_cast<std::size_t>(hi - lo);
+            std::size_t m = max_span.load(std::memory_order_relaxed);
+            while (m < span && !max_span.compare_exchange_weak(m, span, std::memory_order_seq_cst)) {
+            }
             if (test_fail.load(std::memory_order_relaxed) != 1 && protect(lo, hi, PROT_READ) == 0) {  // SHRINK-P1
                 std::size_t kept = 0;
                 if (std::byte* block = save_chunks(sp, static_cast<std::size_t>(hi - sp), sizeof(block_head), &kept)) {
@@ -715,14 +732,11 @@ bool runtime_core::shrink_task(worker* w, task_record* t) noexcept {
                     h->owner = reinterpret_cast<std::uintptr_t>(f) | st_idle;
                     link(b, h);
                     const auto width = static_cast<std::size_t>(hi - lo);
-                    std::size_t m = max_span.load(std::memory_order_relaxed);
-                    while (m < width && !max_span.compare_exchange_weak(m, width, std::memory_order_release)) {
-                    }
                     if (protect(lo, hi, PROT_NONE) == 0) {
                         (void)::madvise(lo, width, MADV_DONTNEED);
                         h->set(st_shrunk);
                         slab_extra.fetch_add(delta, std::memory_order_relaxed);
-                        shrank = true;
+                        shrank = shrink_result::yes;
                         w->view.shrinks.bump();
                         w->view.shrunk_bytes.bump(kept);
                     } else if (protect(lo, hi, PROT_READ | PROT_WRITE) != 0) {
