@@ -2,11 +2,11 @@
 // the peer report (bench/compare/runtime_report.py documents the protocol).
 //
 //   weft_runtime_boost_fiber r1|r2|r2s|r3|r3b|r4|r5|r5b|r6|r6s|r7|idle|sc1|sc5 --workers 1|2 [--quick]
-//                            [--stack BYTES] [--suspend] [--count N]
+//                            [--stack BYTES] [--suspend] [--count N] [--idle-ms MS (sc1)]
 //
 // sc1 and sc5 are the scale section's (bench/compare/scale_report.py): sc1
 // fibers blocked on one condition_variable_any (RSS and VmPTE per fiber after
-// 300 ms idle), sc5 fibers looping this_fiber::sleep_for(10 ms) (CPU per wake).
+// --idle-ms, default 300 ms, idle), sc5 fibers looping this_fiber::sleep_for(10 ms) (CPU per wake).
 //
 // Prints exactly one line of JSON on stdout:
 //   {"scenario":"r1","workers":1,"seconds":...,"ops":...,"per_op_ns":...,"peak_rss_kib":...,"extra":{...}}
@@ -618,14 +618,15 @@ long long status_kib(const char* field) {
 }
 
 long g_count = 0;  // --count (0: the scenario's own)
+long g_idle_ms = 300;  // --idle-ms (sc1)
 
 // sc1: n detached fibers each waiting on one condition_variable_any (a
-// flag under a fiber mutex); after all have started and 300 ms idle, VmRSS and
+// flag under a fiber mutex); after all have started and --idle-ms (300) idle, VmRSS and
 // VmPTE growth per fiber; then notify_all and a counter + condition wait for
 // their ends.
 void sc1(int workers, bool quick) {
     const long n = g_count > 0 ? g_count : (quick ? 100'000 : 1'000'000);
-    const auto idle = std::chrono::milliseconds(300);
+    const auto idle = std::chrono::milliseconds(g_idle_ms);
     bf::mutex m;
     bf::condition_variable_any cv, done_cv;
     bool go = false;
@@ -721,7 +722,7 @@ void sc5(int workers, bool quick) {
 [[noreturn]] void usage(const char* why) {
     std::fprintf(stderr,
                  "weft_runtime_boost_fiber: %s\nusage: weft_runtime_boost_fiber r1|r2|r2s|r3|r3b|r4|r5|r5b|r6|r6s|r7|idle|sc1|sc5 --workers 1|2 "
-                 "[--quick] [--stack BYTES] [--suspend] [--count N (sc1, sc5)]\n",
+                 "[--quick] [--stack BYTES] [--suspend] [--count N (sc1, sc5)] [--idle-ms MS (sc1)]\n",
                  why);
     std::exit(2);
 }
@@ -744,6 +745,8 @@ int main(int argc, char** argv) {
             g_stack = std::strtoull(argv[++i], nullptr, 0);
         } else if (a == "--count" && i + 1 < argc) {
             g_count = std::atol(argv[++i]);
+        } else if (a == "--idle-ms" && i + 1 < argc) {
+            g_idle_ms = std::atol(argv[++i]);
         } else if (a == "r1" || a == "r2" || a == "r2s" || a == "r3" || a == "r3b" || a == "r4" || a == "r5" ||
                    a == "r5b" || a == "r6" || a == "r6s" || a == "r7" || a == "idle" || a == "sc1" || a == "sc5") {
             scenario = a;

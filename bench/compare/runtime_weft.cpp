@@ -63,6 +63,25 @@
 //   a4p  the same with C++20 tasks parked on a foreign awaitable (a gate
 //        written here, opened by the root): parked through a bridge (A2),
 //        no borrowed fiber: what a blocked C++20 task costs without one.
+//
+// The scale section's scenarios (bench/compare/scale_report.py has them and
+// their peers): sc1, sc3-sc6 (issue 26) and sh1-sh4 (issue 42, idle tasks
+// shrink without a trace), which are sc1's, sc4's and sc5's code with
+// parameters: --count N, --idle-ms MS (sc1, sc3, sc4, sh1-sh3),
+// --period-ms MS and --run-ms MS (sh4). The runtime runs with its default
+// options unless --shrink-idle-after-ms is given (the report's
+// weft-noshrink passes 0); the JSON of sc1, sc3-sc5 and sh1-sh4 says which
+// threshold the runtime ran with and how many shrinks and restores its
+// workers made (runtime::stats(), read outside the timed parts).
+//   sh1  --count tasks (1,000,000; quick 20,000) blocked on one weft::event,
+//        timed from the first spawn until the last has started (it sets an
+//        event the root waits on): extra.parked_ms; then (after --idle-ms,
+//        default 0) the event is set and all joined: extra.wake_join_ms.
+//   sh2  the same with --idle-ms (default 2,000; quick 200) between.
+//   sh3  sc4 (ping each of 10,000 idle tasks in turn) after --idle-ms.
+//   sh4  sc5 (CPU per timer wake) with --count tasks (1,000) each sleeping
+//        --period-ms (1,000) in a loop for --run-ms (10,000; quick 1,000);
+//        extra.cpu_fraction = CPU / wall (SH5).
 #include <weft/runtime.hpp>
 #if __has_include(<weft/async.hpp>)
 #include <weft/async.hpp>
@@ -740,16 +759,34 @@ void a4(weft::runtime& rt, const char* scenario, int kind, int workers, bool qui
 #endif  // WEFT_BENCH_ASYNC
 
 
-// ---- sc1-sc6: the scale scenarios of issue 26 (bench/compare/scale_report.py
-// documents them and the protocol; the Go, Tokio and Boost.Fiber peers have
-// the same shapes) ----
+// ---- sc1-sc6: the scale scenarios of issue 26, sh1-sh4: issue 42's
+// (bench/compare/scale_report.py documents them and the protocol; the Go,
+// Tokio and Boost.Fiber peers have the same shapes). sh1/sh2 are sc1's code
+// path, sh3 is sc4's and sh4 sc5's, with the idle time, sleep period, count
+// and run time as parameters. ----
 
 long long vm_rss_kib() { return status_kib("VmRSS:"); }
 
 // --count N overrides a scale scenario's task count (0: the scenario's own).
 long scale_count = 0;
+// --idle-ms, --period-ms, --run-ms (-1: the scenario's own).
+long idle_ms_arg = -1, period_ms_arg = -1, run_ms_arg = -1;
+// The shrink_idle_after the runtime was made with (the default unless
+// --shrink-idle-after-ms), for the JSON.
+long long shrink_ms_used = -1;
 // sc3's guard: a sample whose RSS passes this is abandoned (exit 3).
 long long rss_guard_kib = 16LL * 1024 * 1024;
+
+std::chrono::milliseconds ms_or(long arg, long fallback) { return std::chrono::milliseconds(arg >= 0 ? arg : fallback); }
+
+// shrink_extra(rt) is ,"shrink_idle_after_ms":..,"shrinks":..,"restores":..
+// for the JSON: the threshold the runtime runs with and the shrinks and
+// restores its workers made so far (runtime::stats()).
+std::string shrink_extra(const weft::runtime& rt) {
+    const weft::worker_stats t = rt.stats().total();
+    return ",\"shrink_idle_after_ms\":" + std::to_string(shrink_ms_used) + ",\"shrinks\":" + std::to_string(t.shrinks) +
+           ",\"restores\":" + std::to_string(t.restores);
+}
 
 // rss_guard_exit() ends a sample whose RSS passed the guard: exit 3 at once
 // (the blocked tasks cannot be unwound cheaply; the driver reports it).
@@ -760,20 +797,26 @@ long long rss_guard_kib = 16LL * 1024 * 1024;
     std::_Exit(3);
 }
 
-// sc1 / sc3: n tasks each blocked on one weft::event (ev.wait()), no join
-// handles kept (a weft::wait_group counts the ends, as Go's WaitGroup). The
-// root waits until all have started, then idles `idle` (3x the default
-// shrink_idle_after) and reads VmRSS and VmPTE; then sets the event and
-// waits for all. RSS and page tables per task are (after - before) / n,
-// "before" read in the root task before the first spawn.
-void sc_idle(weft::runtime& rt, const char* scenario, long n, int workers) {
-    const auto idle = std::chrono::milliseconds(300);
-    weft::event ev;
+// sc1 / sc3 / sh1 / sh2: n tasks each blocked on one weft::event
+// (ev.wait()), no join handles kept (a weft::wait_group counts the ends, as
+// Go's WaitGroup). The root waits until all have started, then idles `idle`
+// (--idle-ms) and reads VmRSS and VmPTE; then sets the event and waits for
+// all. RSS and page tables per task are (after - before) / n, "before" read
+// in the root task before the first spawn.
+//
+// timed (sh1, sh2): the task whose start makes the count n sets an event
+// the root waits on (no polling, no RSS guard reads in the spawn loop);
+// extra.parked_ms is first spawn -> that event (issue 42's SH1: every task
+// has counted itself just before its wait), extra.wake_join_ms is ev.set()
+// -> the wait_group's wait returning (SH2). No RSS settle wait.
+void sc_idle(weft::runtime& rt, const char* scenario, long n, int workers, std::chrono::milliseconds idle, bool timed) {
+    weft::event ev, all_started;
     weft::wait_group done;
     std::atomic<long> started{0}, woke{0};
     long long rss0 = 0, pte0 = 0, rss1 = 0, pte1 = 0;
-    double spawn_s = 0;
+    double spawn_s = 0, parked_s = 0, wake_s = 0;
     long long settle_ms = 0;
+    std::uint64_t shrinks_at_wake = 0;
     bool guard = false;
     const auto t0 = clk::now();
     rt.block_on([&] {
@@ -782,13 +825,13 @@ void sc_idle(weft::runtime& rt, const char* scenario, long n, int workers) {
         done.add(n);
         for (long i = 0; i < n; ++i) {
             weft::spawn([&] {
-                started.fetch_add(1, std::memory_order_relaxed);
+                if (started.fetch_add(1, std::memory_order_relaxed) + 1 == n) all_started.set();
                 ev.wait();
                 woke.fetch_add(1, std::memory_order_relaxed);
                 done.done();
             }).detach();
             if ((i & 0xffff) == 0xffff) {
-                if (vm_rss_kib() > rss_guard_kib) {
+                if (!timed && vm_rss_kib() > rss_guard_kib) {
                     guard = true;
                     break;
                 }
@@ -797,18 +840,22 @@ void sc_idle(weft::runtime& rt, const char* scenario, long n, int workers) {
         }
         if (guard) rss_guard_exit(scenario);
         spawn_s = since(t0);
-        for (int k = 0; k < 600'000 && started.load(std::memory_order_relaxed) < n; ++k) {
-            if (vm_rss_kib() > rss_guard_kib) rss_guard_exit(scenario);
-            weft::this_task::sleep_for(std::chrono::milliseconds(1));
-        }
-        weft::this_task::sleep_for(idle);
-        // Shrinking a million tasks takes the workers seconds (a madvise
-        // each), not 300 ms: past the idle time, wait until RSS stops
-        // falling (less than 8 B per task freed in 200 ms), at most 30 s;
-        // the JSON says how long (settle_ms). Go's and Tokio's figures do
-        // not move after their idle time, so they do not wait.
+        if (timed)
+            all_started.wait();
+        else
+            for (int k = 0; k < 600'000 && started.load(std::memory_order_relaxed) < n; ++k) {
+                if (vm_rss_kib() > rss_guard_kib) rss_guard_exit(scenario);
+                weft::this_task::sleep_for(std::chrono::milliseconds(1));
+            }
+        parked_s = since(t0);
+        if (idle.count() > 0) weft::this_task::sleep_for(idle);
         rss1 = vm_rss_kib();
-        for (int k = 0; k < 150; ++k) {
+        // sc1 / sc3: shrinking a million tasks takes the workers seconds (a
+        // madvise each): past the idle time, wait until RSS stops falling
+        // (less than 8 B per task freed in 200 ms), at most 30 s; the JSON
+        // says how long (settle_ms). Go's and Tokio's figures do not move
+        // after their idle time, so they do not wait.
+        for (int k = 0; !timed && k < 150; ++k) {
             weft::this_task::sleep_for(std::chrono::milliseconds(200));
             const long long r = vm_rss_kib();
             const bool settled = (rss1 - r) * 1024 < 8LL * n;
@@ -817,30 +864,32 @@ void sc_idle(weft::runtime& rt, const char* scenario, long n, int workers) {
         }
         settle_ms = static_cast<long long>(since(t0) * 1000.0);
         pte1 = status_kib("VmPTE:");
+        shrinks_at_wake = rt.stats().total().shrinks;
+        const auto t1 = clk::now();
         ev.set();
         done.wait();
+        wake_s = since(t1);
     });
     const double s = since(t0);
     if (woke.load() != n) die(std::string(scenario) + ": " + std::to_string(woke.load()) + " of " + std::to_string(n) + " woke");
-    char extra[512];
+    char extra[1024];
     std::snprintf(extra, sizeof extra,
-                  "\"tasks\":%ld,\"woke\":%ld,\"idle_ms\":%d,\"rss_bytes_per_task\":%.1f,\"pte_bytes_per_task\":%.2f,"
+                  "\"tasks\":%ld,\"woke\":%ld,\"idle_ms\":%lld,\"rss_bytes_per_task\":%.1f,\"pte_bytes_per_task\":%.2f,"
                   "\"rss_before_kib\":%lld,\"rss_idle_kib\":%lld,\"pte_before_kib\":%lld,\"pte_idle_kib\":%lld,"
-                  "\"spawn_ms\":%.6g,\"settle_ms_from_start\":%lld,\"shrink_idle_after_ms\":%lld",
-                  n, woke.load(), static_cast<int>(idle.count()),
+                  "\"spawn_ms\":%.6g,\"parked_ms\":%.6g,\"wake_join_ms\":%.6g,\"settle_ms_from_start\":%lld,"
+                  "\"shrinks_at_wake\":%" PRIu64,
+                  n, woke.load(), static_cast<long long>(idle.count()),
                   static_cast<double>(rss1 - rss0) * 1024.0 / static_cast<double>(n),
                   static_cast<double>(pte1 - pte0) * 1024.0 / static_cast<double>(n), rss0, rss1, pte0, pte1,
-                  spawn_s * 1e3, settle_ms, static_cast<long long>(weft::runtime_options{}.shrink_idle_after.count()));
-    emit(scenario, workers, s, static_cast<std::uint64_t>(n), extra);
+                  spawn_s * 1e3, parked_s * 1e3, wake_s * 1e3, settle_ms, shrinks_at_wake);
+    emit(scenario, workers, s, static_cast<std::uint64_t>(n), extra + shrink_extra(rt));
 }
 
-// sc4: n tasks each waiting on a weft::channel<long>(1) of its own; after
-// all have started and idled 300 ms, the root pings them one at a time (send
-// i, then receive the reply i+1 on one shared weft::channel<long>(1)). Timed:
-// the n round trips alone.
-void sc4(weft::runtime& rt, int workers, bool quick) {
-    const long n = scale_count ? scale_count : 10'000;
-    (void)quick;
+// sc4 / sh3: n tasks each waiting on a weft::channel<long>(1) of its own;
+// after all have started and idled `idle` (--idle-ms), the root pings them
+// one at a time (send i, then receive the reply i+1 on one shared
+// weft::channel<long>(1)). Timed: the n round trips alone.
+void sc4(weft::runtime& rt, const char* scenario, int workers, long n, std::chrono::milliseconds idle) {
     std::deque<weft::channel<long>> in;
     for (long i = 0; i < n; ++i) in.emplace_back(1);
     weft::channel<long> reply(1);
@@ -848,6 +897,7 @@ void sc4(weft::runtime& rt, int workers, bool quick) {
     std::atomic<long> started{0};
     double s = 0;
     long bad = 0;
+    std::uint64_t shrinks_at_ping = 0;
     rt.block_on([&] {
         done.add(n);
         for (long i = 0; i < n; ++i)
@@ -859,7 +909,8 @@ void sc4(weft::runtime& rt, int workers, bool quick) {
             }).detach();
         for (int k = 0; k < 60'000 && started.load(std::memory_order_relaxed) < n; ++k)
             weft::this_task::sleep_for(std::chrono::milliseconds(1));
-        weft::this_task::sleep_for(std::chrono::milliseconds(300));
+        weft::this_task::sleep_for(idle);
+        shrinks_at_ping = rt.stats().total().shrinks;
         const auto t0 = clk::now();
         for (long i = 0; i < n; ++i) {
             in[static_cast<std::size_t>(i)].send(i);
@@ -869,17 +920,19 @@ void sc4(weft::runtime& rt, int workers, bool quick) {
         s = since(t0);
         done.wait();
     });
-    if (bad) die("sc4: " + std::to_string(bad) + " wrong replies");
-    emit("sc4", workers, s, static_cast<std::uint64_t>(n),
-         "\"tasks\":" + std::to_string(n) + ",\"idle_ms\":300,\"replies_ok\":" + std::to_string(n));
+    if (bad) die(std::string(scenario) + ": " + std::to_string(bad) + " wrong replies");
+    emit(scenario, workers, s, static_cast<std::uint64_t>(n),
+         "\"tasks\":" + std::to_string(n) + ",\"idle_ms\":" + std::to_string(idle.count()) +
+             ",\"replies_ok\":" + std::to_string(n) + ",\"shrinks_at_ping\":" + std::to_string(shrinks_at_ping) +
+             shrink_extra(rt));
 }
 
-// sc5: n tasks each loop { this_task::sleep_for(10 ms); count } until the
-// root, after `run`, raises a stop flag; CPU (getrusage user+sys of the
-// process) from before the first spawn to the last task's end, per wake.
-void sc5(weft::runtime& rt, int workers, bool quick) {
-    const long n = scale_count ? scale_count : (quick ? 10'000 : 100'000);
-    const auto run = quick ? std::chrono::milliseconds(500) : std::chrono::milliseconds(2000);
+// sc5 / sh4: n tasks each loop { this_task::sleep_for(period); count }
+// until the root, after `run`, raises a stop flag; CPU (getrusage user+sys
+// of the process) from before the first spawn to the last task's end, per
+// wake, and as a fraction of one core over that time (cpu_fraction: SH5).
+void sc5(weft::runtime& rt, const char* scenario, int workers, long n, std::chrono::milliseconds period,
+         std::chrono::milliseconds run) {
     std::atomic<bool> stop{false};
     std::atomic<long> wakes{0};
     weft::wait_group done;
@@ -892,7 +945,7 @@ void sc5(weft::runtime& rt, int workers, bool quick) {
             weft::spawn([&] {
                 long w = 0;
                 for (int k = 0; k < 100'000 && !stop.load(std::memory_order_relaxed); ++k) {
-                    weft::this_task::sleep_for(std::chrono::milliseconds(10));
+                    weft::this_task::sleep_for(period);
                     ++w;
                 }
                 wakes.fetch_add(w, std::memory_order_relaxed);
@@ -905,14 +958,15 @@ void sc5(weft::runtime& rt, int workers, bool quick) {
         cpu = cpu_seconds() - c0;
     });
     const long w = wakes.load();
-    if (w <= 0) die("sc5: no wakes");
-    char extra[256];
+    if (w <= 0) die(std::string(scenario) + ": no wakes");
+    char extra[512];
     std::snprintf(extra, sizeof extra,
                   "\"tasks\":%ld,\"wakes\":%ld,\"cpu_s\":%.6g,\"cpu_ns_per_wake\":%.6g,\"wakes_per_s\":%.6g,"
-                  "\"ideal_wakes_per_s\":%.6g,\"run_ms\":%d",
-                  n, w, cpu, cpu * 1e9 / static_cast<double>(w), static_cast<double>(w) / s, static_cast<double>(n) * 100.0,
-                  static_cast<int>(run.count()));
-    emit("sc5", workers, s, static_cast<std::uint64_t>(n), extra);
+                  "\"ideal_wakes_per_s\":%.6g,\"run_ms\":%lld,\"period_ms\":%lld,\"cpu_fraction\":%.6g",
+                  n, w, cpu, cpu * 1e9 / static_cast<double>(w), static_cast<double>(w) / s,
+                  static_cast<double>(n) * 1000.0 / static_cast<double>(period.count()),
+                  static_cast<long long>(run.count()), static_cast<long long>(period.count()), cpu / s);
+    emit(scenario, workers, s, static_cast<std::uint64_t>(n), extra + shrink_extra(rt));
 }
 
 // sc6: one task reads 1 byte at a time, each read_some() with a deadline 30 s
@@ -957,8 +1011,9 @@ int main(int argc, char** argv) {
     long count = 1'000'000;
     bool copy = false;
     long shrink_ms = -1;  // -1: the default (runtime_options{}.shrink_idle_after)
-    const char* usage = "usage: weft_runtime_weft r1|r2|r2s|r3|r3b|r4|r5|r5b|r6|r6s|r7|idle|a1|a2|a3|a4f|a4c|a4p|sc1|sc3|sc4|sc5|sc6 --workers W [--quick]\n"
-                        "           [--shrink-idle-after-ms MS] [--count N (sc*)] [--rss-guard-gib G (sc1, sc3)]\n"
+    const char* usage = "usage: weft_runtime_weft r1|r2|r2s|r3|r3b|r4|r5|r5b|r6|r6s|r7|idle|a1|a2|a3|a4f|a4c|a4p|sc1|sc3|sc4|sc5|sc6|sh1|sh2|sh3|sh4\n"
+                        "           --workers W [--quick] [--shrink-idle-after-ms MS] [--count N (sc*, sh*)]\n"
+                        "           [--idle-ms MS (sc1, sc3, sc4, sh1-sh3)] [--period-ms MS] [--run-ms MS (sh4)] [--rss-guard-gib G (sc1, sc3)]\n"
                         "       weft_runtime_weft live --workers W [--count N] [--copy]\n"
                         "       weft_runtime_weft a1|a2|a3 --workers W [--quick] --variant V (one variant only)";
     for (int i = 1; i < argc; ++i) {
@@ -973,6 +1028,12 @@ int main(int argc, char** argv) {
             only_variant = argv[++i];
         else if (a == "--copy")
             copy = true;
+        else if (a == "--idle-ms" && i + 1 < argc)
+            idle_ms_arg = std::atol(argv[++i]);
+        else if (a == "--period-ms" && i + 1 < argc)
+            period_ms_arg = std::atol(argv[++i]);
+        else if (a == "--run-ms" && i + 1 < argc)
+            run_ms_arg = std::atol(argv[++i]);
         else if (a == "--shrink-idle-after-ms" && i + 1 < argc)
             shrink_ms = std::atol(argv[++i]);
         else if (a == "--rss-guard-gib" && i + 1 < argc)
@@ -980,14 +1041,15 @@ int main(int argc, char** argv) {
         else if (a == "r1" || a == "r2" || a == "r2s" || a == "r3" || a == "r3b" || a == "r4" || a == "r5" ||
                  a == "r5b" || a == "r6" || a == "r6s" || a == "r7" || a == "idle" || a == "live" || a == "a1" ||
                  a == "a2" || a == "a3" || a == "a4f" || a == "a4c" || a == "a4p" || a == "sc1" || a == "sc3" ||
-                 a == "sc4" || a == "sc5" || a == "sc6")
+                 a == "sc4" || a == "sc5" || a == "sc6" || a == "sh1" || a == "sh2" || a == "sh3" || a == "sh4")
             scenario = a;
         else
             die(usage);
     }
-    if (scenario.empty() || workers < 1 || count < 1) die(usage);
+    if (scenario.empty() || workers < 1 || count < 1 || period_ms_arg == 0) die(usage);
     weft::runtime_options opts{.workers = static_cast<unsigned>(workers)};
     if (shrink_ms >= 0) opts.shrink_idle_after = std::chrono::milliseconds(shrink_ms);
+    shrink_ms_used = static_cast<long long>(opts.shrink_idle_after.count());
     weft::runtime rt(opts);
     if (scenario == "r1") r1(rt, workers, quick);
     if (scenario == "r2") r2(rt, workers, quick);
@@ -1002,10 +1064,24 @@ int main(int argc, char** argv) {
     if (scenario == "r7") r7(rt, workers, quick);
     if (scenario == "idle") idle(rt, workers, quick);
     if (scenario == "live") live(rt, workers, count, copy);
-    if (scenario == "sc1") sc_idle(rt, "sc1", scale_count ? scale_count : (quick ? 100'000 : 1'000'000), workers);
-    if (scenario == "sc3") sc_idle(rt, "sc3", scale_count ? scale_count : (quick ? 200'000 : 10'000'000), workers);
-    if (scenario == "sc4") sc4(rt, workers, quick);
-    if (scenario == "sc5") sc5(rt, workers, quick);
+    // The scale scenarios' own sizes (scale_report.py always passes them).
+    using ms = std::chrono::milliseconds;
+    if (scenario == "sc1")
+        sc_idle(rt, "sc1", scale_count ? scale_count : (quick ? 100'000 : 1'000'000), workers, ms_or(idle_ms_arg, 300), false);
+    if (scenario == "sc3")
+        sc_idle(rt, "sc3", scale_count ? scale_count : (quick ? 200'000 : 10'000'000), workers, ms_or(idle_ms_arg, 300), false);
+    if (scenario == "sc4") sc4(rt, "sc4", workers, scale_count ? scale_count : 10'000, ms_or(idle_ms_arg, 300));
+    if (scenario == "sc5")
+        sc5(rt, "sc5", workers, scale_count ? scale_count : (quick ? 10'000 : 100'000), ms(10), ms(quick ? 500 : 2000));
+    if (scenario == "sh1")
+        sc_idle(rt, "sh1", scale_count ? scale_count : (quick ? 20'000 : 1'000'000), workers, ms_or(idle_ms_arg, 0), true);
+    if (scenario == "sh2")
+        sc_idle(rt, "sh2", scale_count ? scale_count : (quick ? 20'000 : 1'000'000), workers,
+                ms_or(idle_ms_arg, quick ? 200 : 2000), true);
+    if (scenario == "sh3") sc4(rt, "sh3", workers, scale_count ? scale_count : 10'000, ms_or(idle_ms_arg, 300));
+    if (scenario == "sh4")
+        sc5(rt, "sh4", workers, scale_count ? scale_count : 1'000, ms_or(period_ms_arg, 1000),
+            ms_or(run_ms_arg, quick ? 1000 : 10'000));
     if (scenario == "sc6") sc6(rt, workers, quick);
 #ifdef WEFT_BENCH_ASYNC
     if (scenario == "a1") a_pipeline(rt, "a1", 0, workers, quick);

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """bench/compare/scale_report.py: the scale section of the weft peer report
-(issue 26's targets SC1-SC8): weft against Go, Tokio and Boost.Fiber with
-many idle tasks, timers and deadlines.
+(issue 26's targets SC1-SC8 and issue 42's SH1-SH5, "idle tasks shrink
+without a trace"): weft against Go, Tokio and Boost.Fiber with many idle
+tasks, timers and deadlines, and the doors of weft's idle-stack shrinking
+(spawning many, waking many, pinging after each idle time, periodic wakes).
 
 Writes
 
@@ -12,7 +14,7 @@ Writes
 Usage:
   scale_report.py --candidate NAME=COMMAND-PREFIX [--candidate ...]
                   [--missing NAME=WHY ...] [--quick] [--reps N] [--out DIR]
-                  [--only sc1,sc2,...] [--idle-conns-json FILE]
+                  [--only sc1,sc2,...,sh1,...] [--idle-ms N] [--idle-conns-json FILE]
 
   e.g. --candidate weft=build/bench/bench/weft_runtime_weft
        --candidate go=build/bench/weft_runtime_go
@@ -22,21 +24,29 @@ Usage:
 The candidates are the runtime section's programs (runtime_report.py's
 docstring is the protocol: `PREFIX SCENARIO --workers W [--quick]`, one JSON
 line on stdout, GOMAXPROCS=W, W=1 pinned to one CPU, each sample a fresh
-process); this script adds `--count N` where it needs another size. The
-names weft, go, tokio and boost.fiber are the ones the targets use. A
-candidate named in --missing (e.g. "tokio=cargo is not installed") is listed
-as not available with the reason. "weft-noshrink" is weft's prefix with
-`--shrink-idle-after-ms 0` (SC8), made here.
+process); this script adds `--count N` where it needs another size,
+`--idle-ms MS` to the idle scenarios (sc1, sc3, sc4, sh1-sh3) and
+`--period-ms MS --run-ms MS` to sh4. The names weft, go, tokio and
+boost.fiber are the ones the targets use. A candidate named in --missing
+(e.g. "tokio=cargo is not installed") is listed as not available with the
+reason. The "weft" column runs weft with its DEFAULT runtime options: this
+script passes no shrink threshold (runtime_options::shrink_idle_after is
+whatever the library's default is; weft's samples report the value they ran
+with, and the report prints it). "weft-noshrink" is weft's prefix with
+`--shrink-idle-after-ms 0` (shrinking off; SC8 and the SH rows), made here.
 
-Scenarios (full size; --quick in parentheses). Every "idle" wait is 300 ms:
-3x weft's default shrink_idle_after (100 ms), the same for every candidate.
+Scenarios (full size; --quick in parentheses). The SC rows' "idle" wait is
+--idle-ms (default 300 ms), the same for every candidate; it should be the
+idle time weft's shrinking policy needs before memory is read (past the
+default shrink_idle_after that the report prints), and the row labels say
+which was used.
 
   sc1  memory per idle task (SC1, SC2), W=1: 1,000,000 (100,000) tasks each
        blocked (weft: one weft::event, ev.wait(); Go: receiving from one
        channel; Tokio: one tokio::sync::Notify, Notified::enable()d;
        Boost.Fiber: one condition_variable_any); no join handles kept (a wait
        group or counter counts the ends). The root reads VmRSS and VmPTE before
-       the first spawn and after all have started and idled 300 ms; figures:
+       the first spawn and after all have started and idled --idle-ms; figures:
        (after - before) / N, RSS and page tables apart (page tables are not in
        VmRSS). Then all are woken and waited for; every task must have woken.
        Boost.Fiber runs 100,000 fibers in full runs too (its stacks are
@@ -49,7 +59,7 @@ Scenarios (full size; --quick in parentheses). Every "idle" wait is 300 ms:
        figure is extrapolated from its sc1 RSS + page tables per task, and
        says so.
   sc4  10,000 tasks each waiting on a channel of its own (weft::channel(1),
-       Go chan (cap 1), tokio mpsc::channel(1)); after 300 ms idle the root
+       Go chan (cap 1), tokio mpsc::channel(1)); after --idle-ms idle the root
        pings each in turn and receives its reply (i+1) on one shared channel
        of capacity 1. Timed: the 10,000 round trips; ns per round trip. W=1.
   sc5  100,000 (10,000) tasks loop { sleep 10 ms } (weft
@@ -71,13 +81,53 @@ Scenarios (full size; --quick in parentheses). Every "idle" wait is 300 ms:
        every task's block at spawn); twice the repetitions of the others in full runs (10), as
        a 5% limit needs tighter medians than the rest.
 
+Issue 42's rows (SH), each for weft, weft-noshrink, Go and Tokio (SH3: weft,
+Go and Tokio; its target is against Go only, and weft-noshrink there would
+add about 6 minutes to a full run). They reuse sc1's, sc4's and sc5's code
+in every program with parameters (the program scenarios sh1-sh4):
+
+  sh1  W=2: 1,000,000 (20,000) tasks blocked on one event / channel /
+       Notify as in sc1 (`PREFIX sh1 --workers 2 --count N --idle-ms 0`);
+       the task whose start makes the count N signals the root (weft: an
+       event, Go: closes a channel, Tokio: Notify::notify_one), which waits
+       for it without polling. SH1's figure: first spawn until then
+       (extra.parked_ms, wall time). Then all are woken and joined at once
+       (extra.wake_join_ms, shown without a target).
+  sh2  W=2: the same, idling 2 s and 10 s (0.2 s) between
+       (`... sh2 --workers 2 --count N --idle-ms 2000`); SH2's figure: the
+       wake (weft event::set, Go close(ch), Tokio notify_waiters()) + the
+       join (weft wait_group, Go WaitGroup, Tokio a counter + Notify), wall
+       time (extra.wake_join_ms). RSS per task before the wake is shown.
+  sh3  W=1 and W=2: sc4 (10,000 tasks each waiting on a channel of its own,
+       pinged in turn, replies on a shared channel) after 0.3 s, 1 s, 5 s
+       and 30 s idle (0.3 s) (`... sh3 --workers W --count 10000 --idle-ms
+       30000`); ns per round trip.
+  sh4  W=1 and W=2: sc5 with 1,000 and 100,000 (1,000) tasks each looping
+       sleep 1 s for 10 s (1 s), and sleep 100 ms for 3 s (full runs only)
+       (`... sh4 --workers W --count 1000 --period-ms 1000 --run-ms
+       10000`); CPU (user+sys of the process, spawn to join) per wake, and
+       wakes per s as a share of the ideal (tasks / period).
+  SH5  sh4's cell of 1,000 tasks sleeping 1 s, W=2, 10 s (1 s): the
+       process's CPU / wall time (extra.cpu_fraction), a fraction of one
+       core. `--only sh5` runs just that cell.
+
+Weft's samples also report its workers' shrinks and restores
+(runtime::stats(), read outside the timed parts); the tables list them.
+A full run of the SH rows alone takes 45-60 minutes on 2 cores (SH3's idle
+times about 20, SH4's runs about 18, the million-task samples of SH1/SH2
+the rest; 1,000,000 parked weft tasks that are not shrunk hold about
+5 GiB, Go's 2.7 GiB); --only sh1,sh2,... picks rows.
+
 Targets (weft median / peer median): SC1 RSS per idle task <= 0.4x Go;
 SC2 <= 2.5x Tokio; SC3 peak RSS <= 12 GiB at 10,000,000; SC4 <= 1.0x Go;
 SC5 CPU per wake <= 1.0x Tokio and <= 0.5x Go at W=1 and W=2; SC6 <= 1.0x
 Tokio and <= 0.5x Go; SC7 (idle connections) read from the IO section's
 JSON (bench/compare/io/idle_conns*) when it is there; SC8 on/off <= 1.05 for
-R3 and R4. Every cell is median [min, max] over the repetitions (5; --quick:
-1, and its figures say nothing).
+R3 and R4. SH1, SH2 and SH4 (every variant and W) <= 1.05x weft-noshrink
+and <= 1.0x Go; SH3 <= 1.0x Go at every idle time and W; SH5 <= 0.05 of one
+core (Tokio's figures are shown next to Go's: the issue's best peer is the
+lower of the two, but its limits name Go). Every cell is median [min, max]
+over the repetitions (5; --quick: 1, and its figures say nothing).
 
 Exits 1 if a weft child failed (crash, wrong result, timeout, memory) or a
 peer crashed or gave a wrong result; a peer's timeout is reported only.
@@ -98,7 +148,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import runtime_report as rr  # noqa: E402  (the runtime section: its Runner runs and logs a child)
 
 GIB_KIB = 1024 * 1024
-IDLE_MS = 300
+IDLE_MS_DEFAULT = 300  # the SC rows' idle wait unless --idle-ms
+SH_CANDIDATES = ("weft", "weft-noshrink", "go", "tokio")
+NOSHRINK = ["--shrink-idle-after-ms", "0"]
+SH5_CELL = (1_000, 1_000)  # SH5 is sh4's sample of 1,000 tasks sleeping 1,000 ms, W=2
+SH5_LIMIT = 0.05
 
 
 def sizes(quick):
@@ -113,6 +167,24 @@ def sizes(quick):
     }
 
 
+def sh_plan(quick):
+    """Issue 42's variants. n12: sh1/sh2's tasks; sh2_idle, sh3_idle in ms;
+    sh4: (tasks, period ms, run ms). Quick runs keep them short."""
+    if quick:
+        return dict(n12=20_000, sh2_idle=[200], sh3_n=10_000, sh3_idle=[300], sh4=[(1_000, 1_000, 1_000)])
+    return dict(n12=1_000_000, sh2_idle=[2_000, 10_000], sh3_n=10_000, sh3_idle=[300, 1_000, 5_000, 30_000],
+                sh4=[(1_000, 1_000, 10_000), (100_000, 1_000, 10_000), (1_000, 100, 3_000), (100_000, 100, 3_000)])
+
+
+def secs(ms):
+    """2000 -> '2 s', 300 -> '0.3 s'."""
+    return f"{ms / 1000:g} s"
+
+
+def period(ms):
+    return f"{ms:,} ms" if ms < 1000 else secs(ms)
+
+
 # (scenario, workers, candidates, metric keys); metric key -> (label, extractor)
 def x_extra(k):
     return lambda res: res["extra"].get(k)
@@ -125,6 +197,13 @@ METRICS = {
     "ns": ("ns per op", lambda res: res["per_op_ns"]),
     "cpuw": ("CPU ns per wake", x_extra("cpu_ns_per_wake")),
     "wps": ("wakes per s (thousands)", lambda res: res["extra"].get("wakes_per_s", 0) / 1e3),
+    "parked": ("spawn until all parked (ms)", x_extra("parked_ms")),
+    "wakejoin": ("wake all + join (ms)", x_extra("wake_join_ms")),
+    "cpufrac": ("CPU, fraction of one core", x_extra("cpu_fraction")),
+    "wpsi": ("wakes per s, % of ideal", lambda res: 100.0 * res["extra"]["wakes_per_s"] / res["extra"]["ideal_wakes_per_s"]
+             if res["extra"].get("wakes_per_s") and res["extra"].get("ideal_wakes_per_s") else None),
+    "shrinks": ("weft shrinks", x_extra("shrinks")),
+    "restores": ("weft restores", x_extra("restores")),
 }
 
 
@@ -132,6 +211,7 @@ class Scale:
     def __init__(self, a):
         self.a = a
         self.sz = sizes(a.quick)
+        self.plan = sh_plan(a.quick)
         self.rt_sz = rr.sizes(a.quick)
         # runtime_report's Runner runs a child (timeout, memory limit,
         # pinning, the log); this script only builds the commands.
@@ -146,18 +226,19 @@ class Scale:
         """(label, scenario program name, W, candidate, extra args, timeout, mem limit GiB)."""
         a, sz = self.a, self.sz
         names = dict(a.candidates)
+        idle = ["--idle-ms", str(a.idle_ms)]
         out = []
         if "sc1" in a.only or "sc2" in a.only:
             for n in ("weft", "go", "tokio", "boost.fiber"):
                 if n in names:
                     args = ["--count", str(sz["sc1_boost"])] if n == "boost.fiber" and not a.quick else []
-                    out.append(("sc1", "sc1", 1, n, args, None, None))
+                    out.append(("sc1", "sc1", 1, n, args + idle, None, None))
         if "sc3" in a.only and "weft" in names:
-            out.append(("sc3", "sc3", 1, "weft", ["--rss-guard-gib", "16"], 20.0 if a.quick else 900.0, 16.5))
+            out.append(("sc3", "sc3", 1, "weft", ["--rss-guard-gib", "16"] + idle, 20.0 if a.quick else 900.0, 16.5))
         if "sc4" in a.only:
             for n in ("weft", "go", "tokio"):
                 if n in names:
-                    out.append(("sc4", "sc4", 1, n, [], None, None))
+                    out.append(("sc4", "sc4", 1, n, list(idle), None, None))
         if "sc5" in a.only:
             for w in (1, 2):
                 for n in ("weft", "go", "tokio", "boost.fiber"):
@@ -171,7 +252,38 @@ class Scale:
             for sc in ("r3", "r4", "r2"):  # r2 (spawn + join): no target, shown for the spawn cost
                 for w in (1, 2):
                     out.append((f"sc8-{sc}", sc, w, "weft", [], None, None))
-                    out.append((f"sc8-{sc}", sc, w, "weft-noshrink", ["--shrink-idle-after-ms", "0"], None, None))
+                    out.append((f"sc8-{sc}", sc, w, "weft-noshrink", list(NOSHRINK), None, None))
+        out += self.sh_cells(names)
+        return out
+
+    def sh_cells(self, names):
+        """Issue 42's cells: weft (default options), weft-noshrink, Go, Tokio."""
+        a, p = self.a, self.plan
+        out = []
+
+        def cell(label, scenario, w, args, noshrink=True):
+            for n in SH_CANDIDATES:
+                if n == "weft-noshrink":
+                    if noshrink and "weft" in names:
+                        out.append((label, scenario, w, n, args + NOSHRINK, None, None))
+                elif n in names:
+                    out.append((label, scenario, w, n, list(args), None, None))
+
+        if "sh1" in a.only:
+            cell("sh1", "sh1", 2, ["--count", str(p["n12"]), "--idle-ms", "0"])
+        if "sh2" in a.only:
+            for idle in p["sh2_idle"]:
+                cell(f"sh2-{idle}", "sh2", 2, ["--count", str(p["n12"]), "--idle-ms", str(idle)])
+        if "sh3" in a.only:
+            for idle in p["sh3_idle"]:
+                for w in (1, 2):
+                    cell(f"sh3-{idle}", "sh3", w, ["--count", str(p["sh3_n"]), "--idle-ms", str(idle)], noshrink=False)
+        if "sh4" in a.only or "sh5" in a.only:
+            for n, per, run in p["sh4"]:
+                for w in (1, 2):
+                    if "sh4" in a.only or ((n, per) == SH5_CELL and w == 2):
+                        cell(f"sh4-{n}-{per}", "sh4", w,
+                             ["--count", str(n), "--period-ms", str(per), "--run-ms", str(run)])
         return out
 
     def check(self, label, scenario, w, res, args):
@@ -189,6 +301,35 @@ class Scale:
             if "sum" in want and ex.get("sum") != want["sum"]:
                 return f"wrong result: extra.sum = {ex.get('sum')!r}, want {want['sum']:,}"
             return None
+        for opt, key in (("--idle-ms", "idle_ms"), ("--period-ms", "period_ms"), ("--run-ms", "run_ms")):
+            if opt in args and ex.get(key) != int(args[args.index(opt) + 1]):
+                return f"bad output: extra.{key} = {ex.get(key)!r}, want {args[args.index(opt) + 1]} (is {opt} known?)"
+
+        def positive(*keys):
+            for k in keys:
+                v = ex.get(k)
+                if not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+                    return f"bad output: extra.{k} = {v!r}"
+            return None
+
+        if scenario.startswith("sh"):
+            n = int(args[args.index("--count") + 1])
+            if res.get("ops") != n:
+                return f"bad output: ops = {res.get('ops')!r}, want {n:,}"
+            if scenario in ("sh1", "sh2"):
+                if ex.get("woke") != n:
+                    return f"wrong result: {ex.get('woke')!r} of {n:,} tasks woke"
+                return positive("parked_ms", "wake_join_ms")
+            if scenario == "sh3":
+                if ex.get("replies_ok") != n:
+                    return f"wrong result: extra.replies_ok = {ex.get('replies_ok')!r}"
+                if not isinstance(res.get("per_op_ns"), (int, float)):
+                    return f"bad output: per_op_ns = {res.get('per_op_ns')!r}"
+                return None
+            err = positive("cpu_ns_per_wake", "wakes_per_s", "wakes", "ideal_wakes_per_s")
+            if err is None and not isinstance(ex.get("cpu_fraction"), (int, float)):
+                err = f"bad output: extra.cpu_fraction = {ex.get('cpu_fraction')!r}"
+            return err
         want_ops = {"sc1": self.sz["sc1"], "sc3": self.sz["sc3"], "sc4": self.sz["sc4"], "sc5": self.sz["sc5"],
                     "sc6": self.sz["sc6"]}[scenario]
         if "--count" in args:
@@ -282,10 +423,10 @@ class Scale:
 
 TABLES = [
     # (label, title, workers, metrics)
-    ("sc1", "SC1 / SC2: memory per idle task, {sc1:,} tasks blocked on an event / channel (W=1){boost}",
-     [1], ["rsspt", "ptept", "hwm"]),
-    ("sc3", "SC3: {sc3:,} idle tasks, weft (W=1)", [1], ["hwm", "rsspt", "ptept"]),
-    ("sc4", "SC4: {sc4:,} tasks idle 300 ms, each pinged once: ns per round trip (W=1)", [1], ["ns"]),
+    ("sc1", "SC1 / SC2: memory per idle task, {sc1:,} tasks blocked on an event / channel, read after {idle} idle "
+     "(W=1){boost}", [1], ["rsspt", "ptept", "hwm"]),
+    ("sc3", "SC3: {sc3:,} idle tasks, weft, read after {idle} idle (W=1)", [1], ["hwm", "rsspt", "ptept"]),
+    ("sc4", "SC4: {sc4:,} tasks idle {idle}, each pinged once: ns per round trip (W=1)", [1], ["ns"]),
     ("sc5", "SC5: {sc5:,} tasks each looping sleep 10 ms for {run}: CPU per wake", [1, 2], ["cpuw", "wps"]),
     ("sc6", "SC6: 1-byte reads with a 30 s deadline from a loopback TCP socket that holds data, {sc6:,} reads (W=1)",
      [1], ["ns"]),
@@ -305,7 +446,7 @@ def tables_md(s):
         rows = [n for n in cands if any(x["label"] == label and x["candidate"] == n for x in s.samples)]
         if not rows:
             continue
-        fmtargs = dict(s.sz, run="0.5 s" if a.quick else "2 s",
+        fmtargs = dict(s.sz, run="0.5 s" if a.quick else "2 s", idle=f"{a.idle_ms:,} ms",
                        boost="" if a.quick else f"; Boost.Fiber: {s.sz['sc1_boost']:,} fibers")
         md += [f"### {title.format(**fmtargs)}", ""]
         head = ["candidate"] + [f"W={w} {METRICS[m][0]}" for m in metrics for w in workers]
@@ -329,10 +470,95 @@ def tables_md(s):
                     row.append(f"{on['median'] / off['median']:.3f}" if n == "weft" and on and off else "")
             md.append("| " + " | ".join(row) + " |")
         md.append("")
+    return md + sh_tables_md(s)
+
+
+def grid_md(s, title, cols, tag=None, note=None):
+    """A table: a row per candidate that ran any column (weft, weft-noshrink,
+    go, tokio first); cols are (header, label, W, metric). With tag (a
+    function of label and W naming a column), a line under it lists weft's
+    shrinks / restores per sample (median) for each (label, W)."""
+    names = [n for n, _ in s.a.candidates] + ["weft-noshrink"]
+    cands = [n for n in SH_CANDIDATES if n in names] + [n for n in names if n not in SH_CANDIDATES]
+    ran = {(x["label"], x["workers"], x["candidate"]) for x in s.samples}
+    rows = [n for n in cands if any((lab, w, n) in ran for _, lab, w, _ in cols)]
+    if not rows:
+        return []
+    md = [f"### {title}", "", "| candidate | " + " | ".join(h for h, _, _, _ in cols) + " |",
+          "|---|" + "---|" * len(cols)]
+    for n in rows:
+        row = [n]
+        for _, lab, w, m in cols:
+            if (lab, w, n) not in ran:
+                row.append("not run")
+                continue
+            fails = sum(1 for x in s.samples if x["label"] == lab and x["candidate"] == n and x["workers"] == w
+                        and not x["ok"])
+            row.append(rr.cell(s.stat(lab, n, w, m)) + (f" ({fails} failed)" if fails else ""))
+        md.append("| " + " | ".join(row) + " |")
+    md.append("")
+    if tag:
+        trace = []
+        for n in ("weft", "weft-noshrink"):
+            per, seen = [], set()
+            for _, lab, w, _ in cols:
+                sh, rs = s.stat(lab, n, w, "shrinks"), s.stat(lab, n, w, "restores")
+                if (lab, w) in seen or not sh or not rs:
+                    continue
+                seen.add((lab, w))
+                per.append((tag(lab, w), sh["median"], rs["median"]))
+            # weft-noshrink's are 0 unless shrinking was not off: shown only then
+            if per and (n == "weft" or any(a or b for _, a, b in per)):
+                trace.append(f"{n}: " + "; ".join(f"{t} {rr.fmt(a)} / {rr.fmt(b)}" for t, a, b in per))
+        if trace:
+            md += ["Shrinks / restores made by the workers per sample (median), "
+                   + ". ".join(trace) + ".", ""]
+    if note:
+        md += [note, ""]
     return md
 
 
-UNITS = {"rsspt": " B", "ptept": " B", "ns": " ns", "cpuw": " ns"}
+def sh_tables_md(s):
+    p = s.plan
+    md = []
+    n12 = p["n12"]
+    md += grid_md(s, f"SH1: {n12:,} tasks spawned until all are parked on one event / channel / Notify (W=2)",
+                  [("W=2 spawn until all parked (ms)", "sh1", 2, "parked"),
+                   ("W=2 then wake all + join at once (ms)", "sh1", 2, "wakejoin"),
+                   ("W=2 RSS bytes per task, all parked", "sh1", 2, "rsspt")],
+                  tag=lambda lab, w: f"W={w}")
+    cols = []
+    for idle in p["sh2_idle"]:
+        cols += [(f"after {secs(idle)} idle: wake all + join (ms)", f"sh2-{idle}", 2, "wakejoin"),
+                 (f"after {secs(idle)} idle: RSS bytes per task before the wake", f"sh2-{idle}", 2, "rsspt")]
+    md += grid_md(s, f"SH2: {n12:,} parked tasks woken at once after idling "
+                  + " and ".join(secs(i) for i in p["sh2_idle"]) + ", then joined (W=2)", cols,
+                  tag=lambda lab, w: f"after {secs(int(lab.split('-')[1]))} idle")
+    md += grid_md(s, f"SH3: {p['sh3_n']:,} tasks each waiting on a channel of its own, pinged in turn after idling "
+                  + ", ".join(secs(i) for i in p["sh3_idle"]) + ": ns per round trip",
+                  [(f"W={w} after {secs(idle)}", f"sh3-{idle}", w, "ns") for idle in p["sh3_idle"] for w in (1, 2)],
+                  tag=lambda lab, w: f"W={w} after {secs(int(lab.split('-')[1]))}")
+
+    def sh4_tag(lab, w):
+        _, n, per = lab.split("-")
+        return f"W={w} {int(n):,} x {period(int(per))}"
+
+    for metric, what, tag in (("cpuw", "CPU (user+sys of the process) ns per wake", sh4_tag),
+                              ("wpsi", "wakes per s, % of the ideal (tasks / period): below 100, the runtime fell "
+                               "behind (or the run was short: each task's last sleep after the stop counts)", None)):
+        md += grid_md(s, "SH4: tasks each looping sleep(period), "
+                      + ", ".join(f"{n:,} x {period(per)} for {secs(run)}" for n, per, run in p["sh4"]) + f": {what}",
+                      [(f"W={w} {n:,} x {period(per)}", f"sh4-{n}-{per}", w, metric)
+                       for n, per, _ in p["sh4"] for w in (1, 2)], tag=tag)
+    run = dict(((n, per), r) for n, per, r in p["sh4"]).get(SH5_CELL)
+    if run:
+        md += grid_md(s, f"SH5: {SH5_CELL[0]:,} tasks sleeping {period(SH5_CELL[1])} in a loop for {secs(run)} (sh4's "
+                      "sample), W=2: CPU of the whole process as a fraction of one core",
+                      [("W=2 CPU / wall", f"sh4-{SH5_CELL[0]}-{SH5_CELL[1]}", 2, "cpufrac")])
+    return md
+
+
+UNITS = {"rsspt": " B", "ptept": " B", "ns": " ns", "cpuw": " ns", "parked": " ms", "wakejoin": " ms"}
 
 
 def ratio_target(s, label, metric, w, peer, limit):
@@ -405,8 +631,9 @@ def targets(s):
     def add(name, limit, met, measured):
         t.append(dict(target=name, limit=limit, met=met, measured=measured))
 
-    for label, peer, lim, name in (("sc1", "go", 0.4, "SC1 RSS per idle task vs Go"),
-                                   ("sc1", "tokio", 2.5, "SC2 RSS per idle task vs Tokio")):
+    idle = f"{a.idle_ms:,} ms"
+    for label, peer, lim, name in (("sc1", "go", 0.4, f"SC1 RSS per idle task (after {idle} idle) vs Go"),
+                                   ("sc1", "tokio", 2.5, f"SC2 RSS per idle task (after {idle} idle) vs Tokio")):
         met, m = ratio_target(s, label, "rsspt", 1, peer, lim)
         if met is not None:
             wf, p = s.stat(label, "weft", 1, "ptept"), s.stat(label, peer, 1, "ptept")
@@ -427,10 +654,10 @@ def targets(s):
     if gp and gr:
         m += (f"; Go not run (10,000,000 goroutines need ~27 GiB), extrapolated from its SC1: "
               f"{(gp['median'] + gr['median']) * 10_000_000 / 2 ** 30:.1f} GiB")
-    add("SC3 peak RSS, 10,000,000 idle tasks" + (" (quick: fewer)" if a.quick else ""), "<= 12 GiB",
+    add(f"SC3 peak RSS, 10,000,000 idle tasks (after {idle} idle)" + (" (quick: fewer)" if a.quick else ""), "<= 12 GiB",
         (h["median"] <= 12.0) if h else (False if fails else None), m)
     met, m = ratio_target(s, "sc4", "ns", 1, "go", 1.0)
-    add("SC4 ping an idle task (round trip) vs Go", "<= 1.0x go", met, m)
+    add(f"SC4 ping an idle task (round trip, after {idle} idle) vs Go", "<= 1.0x go", met, m)
     for w in (1, 2):
         r1, m1 = ratio_target(s, "sc5", "cpuw", w, "tokio", 1.0)
         r2, m2 = ratio_target(s, "sc5", "cpuw", w, "go", 0.5)
@@ -451,30 +678,124 @@ def targets(s):
                     f"{r:.3f} (on {rr.fmt(on['median'])} ns, off {rr.fmt(off['median'])} ns)")
             else:
                 add(f"SC8 {sc.upper()} shrinking on / off, W={w}", "<= 1.05", None, "not run")
+    for x in t:
+        x["issue"] = 26
+    return t + sh_targets(s)
+
+
+def sh_targets(s):
+    """Issue 42's targets: a row per SH target, variant and W. A variant of
+    full runs that a quick run leaves out says so."""
+    a, p, full = s.a, s.plan, sh_plan(False)
+    t = []
+    ran = {(x["label"], x["workers"]) for x in s.samples}
+
+    def add(name, limit, met, measured):
+        t.append(dict(target=name, limit=limit, met=met, measured=measured, issue=42))
+
+    def why_not(row, in_plan):
+        if not in_plan:
+            return "not run (full runs only)"
+        if row not in a.only and not (row == "sh5" and "sh4" in a.only):
+            return f"not run (--only leaves {row} out)"
+        return "no figure (no sample finished)"
+
+    def info(label, metric, w):
+        wf, tk = s.stat(label, "weft", w, metric), s.stat(label, "tokio", w, metric)
+        if wf and tk and tk["median"]:
+            u = UNITS.get(metric, "")
+            return f"; no limit: {wf['median'] / tk['median']:.2f}x tokio (tokio {rr.fmt(tk['median'])}{u})"
+        return ""
+
+    def vs(row, label, metric, w, name, in_plan, noshrink=True):
+        lim = ("<= 1.05x weft-noshrink and " if noshrink else "") + "<= 1.0x go"
+        if (label, w) not in ran:
+            add(name, lim, None, why_not(row, in_plan))
+            return
+        parts = [ratio_target(s, label, metric, w, "weft-noshrink", 1.05)] if noshrink else []
+        parts.append(ratio_target(s, label, metric, w, "go", 1.0))
+        verdicts = [r for r, _ in parts]
+        add(name, lim, None if any(v is None for v in verdicts) else all(verdicts),
+            "; ".join(m for _, m in parts) + info(label, metric, w))
+
+    n12 = p["n12"]
+    vs("sh1", "sh1", "parked", 2, f"SH1 spawn {n12:,} tasks until all are parked, W=2", True)
+    for idle in sorted(set(p["sh2_idle"]) | set(full["sh2_idle"])):
+        vs("sh2", f"sh2-{idle}", "wakejoin", 2, f"SH2 wake + join {n12:,} tasks after {secs(idle)} idle, W=2",
+           idle in p["sh2_idle"])
+    for idle in sorted(set(p["sh3_idle"]) | set(full["sh3_idle"])):
+        for w in (1, 2):
+            vs("sh3", f"sh3-{idle}", "ns", w, f"SH3 ping an idle task after {secs(idle)} idle, W={w}",
+               idle in p["sh3_idle"], noshrink=False)
+    mine = {(n, per): run for n, per, run in p["sh4"]}
+    runs = dict(mine)
+    for n, per, run in full["sh4"]:
+        runs.setdefault((n, per), run)
+    for (n, per), run in runs.items():
+        for w in (1, 2):
+            vs("sh4", f"sh4-{n}-{per}", "cpuw", w,
+               f"SH4 CPU per wake, {n:,} tasks each sleeping {period(per)} for {secs(run)}, W={w}", (n, per) in mine)
+    label = f"sh4-{SH5_CELL[0]}-{SH5_CELL[1]}"
+    run = runs[SH5_CELL]
+    name = f"SH5 CPU of {SH5_CELL[0]:,} tasks sleeping {period(SH5_CELL[1])} in a loop for {secs(run)}, W=2"
+    st = s.stat(label, "weft", 2, "cpufrac")
+    if not st:
+        add(name, f"<= {SH5_LIMIT} of one core", None,
+            why_not("sh5", SH5_CELL in mine) if (label, 2) not in ran else "no figure (weft did not run or failed)")
+    else:
+        others = [f"{n} {s.stat(label, n, 2, 'cpufrac')['median']:.3f}" for n in SH_CANDIDATES[1:]
+                  if s.stat(label, n, 2, "cpufrac")]
+        add(name, f"<= {SH5_LIMIT} of one core", st["median"] <= SH5_LIMIT,
+            f"{st['median']:.3f} [{st['min']:.3f}, {st['max']:.3f}] of one core"
+            + (f" (no limit: {', '.join(others)})" if others else ""))
     return t
 
 
 def targets_md(s, tg):
-    met = sum(1 for t in tg if t["met"] is True)
-    unmet = sum(1 for t in tg if t["met"] is False)
-    md = ["## Targets (issue 26)", ""]
-    if s.a.quick:
-        md += ["**Quick run: small counts and one repetition; these verdicts say nothing** (SC3 ran "
-               f"{s.sz['sc3']:,} tasks, not 10,000,000).", ""]
-    md += [f"{met} of {len(tg)} met, {unmet} not met, {len(tg) - met - unmet} without a figure.", "",
-           "| target | limit | measured | met |", "|---|---|---|---|"]
-    for t in tg:
-        v = "n/a" if t["met"] is None else ("met" if t["met"] else "NOT met")
-        md.append(f"| {t['target']} | {t['limit']} | {t['measured']} | {v} |")
-    md.append("")
+    md = []
+    p = s.plan
+    for issue, head, quick_note in (
+            (26, "## Targets (issue 26)", f"(SC3 ran {s.sz['sc3']:,} tasks, not 10,000,000)."),
+            (42, "## Targets (issue 42): idle tasks shrink without a trace",
+             f"(SH1/SH2 ran {p['n12']:,} tasks, SH2 idled {', '.join(secs(i) for i in p['sh2_idle'])}, SH3 "
+             f"{', '.join(secs(i) for i in p['sh3_idle'])}, SH4 ran {secs(p['sh4'][0][2])}; the variants of full runs "
+             "only say so).")):
+        rows = [t for t in tg if t.get("issue") == issue]
+        if not rows:
+            continue
+        met = sum(1 for t in rows if t["met"] is True)
+        unmet = sum(1 for t in rows if t["met"] is False)
+        md += [head, ""]
+        if s.a.quick:
+            md += ["**Quick run: small counts and one repetition; these verdicts say nothing** " + quick_note, ""]
+        if issue == 42:
+            md += ["Ratios are weft's median over the other's; \"weft\" is weft with its default runtime options "
+                   f"(shrink_idle_after = {weft_threshold(s)}), \"weft-noshrink\" the same binary with "
+                   "`--shrink-idle-after-ms 0`. The issue's best peer is the lower of Go and Tokio; its limits name "
+                   "Go, and Tokio's ratio is shown without a limit.", ""]
+        md += [f"{met} of {len(rows)} met, {unmet} not met, {len(rows) - met - unmet} without a figure.", "",
+               "| target | limit | measured | met |", "|---|---|---|---|"]
+        for t in rows:
+            v = "n/a" if t["met"] is None else ("met" if t["met"] else "NOT met")
+            md.append(f"| {t['target']} | {t['limit']} | {t['measured']} | {v} |")
+        md.append("")
     return md
+
+
+def weft_threshold(s):
+    """weft's shrink_idle_after as its default-option samples report it."""
+    vals = sorted({x["result"]["extra"].get("shrink_idle_after_ms") for x in s.samples
+                   if x["ok"] and x["candidate"] == "weft" and isinstance(x["result"].get("extra"), dict)} - {None})
+    return ", ".join(f"{v:,} ms" for v in vals) + " as weft's samples report it" if vals else \
+        "its default (no weft sample reported it)"
 
 
 READ = """\
 How to read this: every cell is **median [min, max]** over the repetitions, each sample a fresh
 process, the candidates of a table alternating within every repetition (their order rotated by
 one each repetition). W=1 children are pinned
-to one CPU. The idle scenarios idle 300 ms (3x weft's default `shrink_idle_after`) for every
+to one CPU. The SC idle scenarios idle {idle_ms:,} ms (`--idle-ms`, meant to be the idle time weft's
+shrinking policy needs; weft's threshold is in the list above) for every
 candidate before memory is read or a task is pinged; in SC1 and SC3 weft's sample then waits
 until its RSS stops falling (less than 8 B per task freed in 200 ms, at most 30 s: shrinking a
 million tasks takes its workers seconds), Go's and Tokio's do not (their RSS does not move). RSS per task is VmRSS growth / tasks; page
@@ -483,15 +804,20 @@ tables (VmPTE) are **not** part of VmRSS and are shown apart. SC5's CPU is the w
 "wakes per s" below the ideal (tasks x 100 per s) means the runtime fell behind. Ratios are
 weft's median over the peer's (below 1: weft is smaller or faster). SC8 runs one binary twice
 (`--shrink-idle-after-ms 0` for off), interleaved: the ratio is what shrinking costs the hot
-paths (the wait arena, the pin checks, the idle list), within this machine's noise.
+paths (the wait arena, the pin checks, the idle list), within this machine's noise. The SH rows
+(issue 42) measure the doors of shrinking: spawning a million tasks until all are parked,
+waking them all after 2 s and 10 s idle, pinging 10,000 idle tasks after 0.3-30 s, and the CPU
+of tasks that sleep 1 s or 100 ms in a loop; weft with its default options against the same
+binary with shrinking off (weft-noshrink), Go and Tokio. Whether weft's tasks were shrunk in a
+sample is under each SH table (its workers' shrinks / restores).
 
 What could favour a candidate here:
 
 - SC1/SC2 count RSS only: weft's stacks are mappings of their own, whose page tables (VmPTE,
   shown) and virtual address space are not in RSS; Go's and Tokio's tasks live in their heaps,
-  whose free space (Go's GC keeps up to 2x live) counts in RSS. The idle wait (300 ms) is the
-  same for all and is chosen for weft's shrinking (3x its default delay); weft alone may wait
-  longer for its RSS to settle (above), which favours it over a reading at a fixed time.
+  whose free space (Go's GC keeps up to 2x live) counts in RSS. The idle wait ({idle_ms:,} ms) is
+  the same for all and is chosen for weft's shrinking; weft alone may wait longer for its RSS
+  to settle (above), which favours it over a reading at a fixed time.
 - Boost.Fiber's fibers have malloc'd 12 KiB stacks (8 KiB crashed) in SC1 and 8 KiB in SC5,
   smaller than its default (128 KiB): its memory figures are smaller than a default user's.
 - SC5 at W=2: Boost.Fiber's work_stealing spins when idle (its default), which shows as CPU.
@@ -507,7 +833,22 @@ What could favour a candidate here:
   is another design; it would likely be faster at W=1); its root is a spawned task, as in
   the others, not the block_on future on the main thread.
 - The Go peer is built by the newest Go on the machine with its own defaults (a build-time
-  go.mod at that version, so no compatibility GODEBUG settings of the source's go 1.19 line)."""
+  go.mod at that version, so no compatibility GODEBUG settings of the source's go 1.19 line).
+- SH1/SH2 end the spawn when the last task has counted itself, just before its wait; Tokio's
+  tasks enable their `Notified` before counting (already registered waiters), weft's and Go's
+  last one may still be a few microseconds from its wait. The wake is one call each (weft
+  `event::set`, Go `close`, Tokio `notify_waiters`), the join counts ends (weft `wait_group`,
+  Go `WaitGroup`, Tokio an atomic counter and a `Notify`). weft's sample reads
+  `runtime::stats()` once before the wake or the pings, outside the timed part; the peers read
+  nothing there. weft's and weft-noshrink's samples of one variant alternate with the peers'.
+- The "weft" column runs with the library's default `shrink_idle_after`: where that is longer
+  than a variant's idle time or sleep period, weft's tasks are not shrunk in that variant and
+  its figure is that of weft without shrinking (the shrink counts under the tables show it).
+- SH3 has no weft-noshrink row (its limit is against Go; it would add about 6 minutes).
+- SH4/SH5's CPU is the whole process's (getrusage), spawn to join: the runtimes' own threads
+  (Go's sysmon and GC, weft's workers shrinking and restoring stacks) count, as they would for
+  a user. Each task's last sleep, begun before the stop flag, is counted (the run is up to one
+  period longer than its nominal time, alike for all). Tokio's timer wheel has 1 ms ticks."""
 
 
 def machine(s, started, elapsed):
@@ -522,6 +863,16 @@ def machine(s, started, elapsed):
                  for x in s.samples]
     lines = rr.machine_lines(r, started, elapsed)
     lines.append("- sc3's children: timeout 900 s, memory limit 16.5 GiB (and the program's own 16 GiB guard)")
+    lines.append(f"- weft: its default runtime options (shrink_idle_after = {weft_threshold(s)}; this script sets "
+                 "none); weft-noshrink: the same binary with `--shrink-idle-after-ms 0`")
+    lines.append(f"- the SC rows' idle wait: {s.a.idle_ms:,} ms (`--idle-ms`"
+                 + (", the default)" if s.a.idle_ms == IDLE_MS_DEFAULT else ")"))
+    thr = {x["result"]["extra"].get("shrink_idle_after_ms") for x in s.samples
+           if x["ok"] and x["candidate"] == "weft" and isinstance(x["result"].get("extra"), dict)} - {None}
+    if thr and any(s.a.idle_ms < v for v in thr) and any(x["label"] in ("sc1", "sc3", "sc4") for x in s.samples):
+        lines.append(f"- **note: the SC idle wait ({s.a.idle_ms:,} ms) is shorter than weft's shrink_idle_after "
+                     f"({', '.join(f'{v:,}' for v in sorted(thr))} ms): SC1-SC4 read weft's tasks before they "
+                     "shrink; give --idle-ms past it**")
     for n, why in s.a.missing:
         lines.append(f"- **{n}: not available** ({why})")
     return lines
@@ -535,7 +886,11 @@ def main():
     ap.add_argument("--reps", type=int, help="repetitions (default 5; --quick: 1)")
     ap.add_argument("--quick", action="store_true", help="small sizes, one repetition: checks that it runs")
     ap.add_argument("--out", default=".", help="directory for scale.md / scale.json (default .)")
-    ap.add_argument("--only", default="sc1,sc2,sc3,sc4,sc5,sc6,sc8", help="targets to run (sc2 is sc1's run)")
+    ap.add_argument("--only", default="sc1,sc2,sc3,sc4,sc5,sc6,sc8,sh1,sh2,sh3,sh4,sh5",
+                    help="targets to run (sc2 is sc1's run; sh5 is one of sh4's cells)")
+    ap.add_argument("--idle-ms", type=int, default=IDLE_MS_DEFAULT,
+                    help=f"the SC rows' idle wait before memory is read or a task pinged (default {IDLE_MS_DEFAULT}; "
+                    "set it to the idle time weft's shrinking policy needs)")
     ap.add_argument("--timeout", type=float, help="seconds per child (default 180; --quick: 30)")
     ap.add_argument("--mem-limit-gib", type=float, default=12.0, help="kill a child past this RSS (sc3: 16.5)")
     ap.add_argument("--cpu", type=int, default=1, help="the CPU W=1 children are pinned to (default 1)")
@@ -567,9 +922,10 @@ def main():
     logf.close()
     elapsed = time.monotonic() - t0
     tg = targets(s)
-    md = ["# weft scale report (issue 26): idle tasks, timers, deadlines against Go, Tokio and Boost.Fiber", ""]
+    md = ["# weft scale report (issues 26 and 42): idle tasks, timers, deadlines against Go, Tokio and Boost.Fiber",
+          ""]
     md += machine(s, started, elapsed)
-    md += ["", READ, ""]
+    md += ["", READ.format(idle_ms=a.idle_ms), ""]
     md += targets_md(s, tg)
     md += ["## Scenarios", ""] + tables_md(s)
     if s.failures:
@@ -579,7 +935,7 @@ def main():
         f.write(text)
     meta = dict(date=started.isoformat(), quick=a.quick, reps=a.reps, elapsed_s=elapsed,
                 candidates={n: p for n, p in a.candidates}, missing=dict(a.missing), sizes=s.sz,
-                pin_cpu=s.runner.pin_cpu, idle_ms=IDLE_MS, machine=dict(cpus=os.cpu_count(),
+                pin_cpu=s.runner.pin_cpu, idle_ms=a.idle_ms, sh_plan=s.plan, machine=dict(cpus=os.cpu_count(),
                                                                           mem_total_kib=rr.meminfo_kib("MemTotal")))
     with open(os.path.join(a.out, "scale.json"), "w") as f:
         json.dump(dict(meta=meta, summary=s.summary(), targets=tg, failures=s.failures, samples=s.samples), f, indent=1)

@@ -7,7 +7,7 @@ coroutine report, bench/compare/report.py), runtime.json and async.json
 (bench/compare/runtime_report.py), r8.json (bench/compare/io/r8.py),
 http.json (bench/compare/io/http.py, index only) and scale.json
 (bench/compare/scale_report.py), whichever exist, and writes
-RESULTS/README.md: the summary table, issue 26's scale targets (from
+RESULTS/README.md: the summary table, issues 26's and 42's scale targets (from
 scale.json, when there), then one line per report with its date and a link. With --readme FILE it also puts the
 summary table into FILE between the markers
 
@@ -148,8 +148,8 @@ def dates(results):
                         ("async", "C++20 tasks next to stackful ones (A1-A4)"),
                         ("r8", "R8, the echo server against Go, Boost.Asio, Tokio and monoio"),
                         ("http", "the HTTP example server against Go net/http under wrk (informational)"),
-                        ("scale", "issue 26's scale scenarios SC1-SC8: idle tasks, timers, deadlines against Go, "
-                         "Tokio and Boost.Fiber")]:
+                        ("scale", "issue 26's scale scenarios SC1-SC8 (idle tasks, timers, deadlines against Go, "
+                         "Tokio and Boost.Fiber) and issue 42's SH1-SH5 (the doors of idle-stack shrinking)")]:
         d = load(results, name + ".json")
         if not d:
             continue
@@ -162,7 +162,7 @@ def dates(results):
 
 
 def scale_targets(results):
-    """Issue 26's targets table (SC1-SC8) from scale.json, or []."""
+    """Issues 26's and 42's targets table (SC1-SC8, SH1-SH5) from scale.json, or []."""
     d = load(results, "scale.json")
     if not d or not d.get("targets"):
         return []
@@ -170,7 +170,7 @@ def scale_targets(results):
     date = meta.get("date", "")[:16].replace("T", " ")
     kind = "quick run: small counts, one repetition, the verdicts say nothing" if meta.get("quick") else \
         f"full run, {meta.get('reps')} repetitions"
-    lines = ["## Scale targets (issue 26)", "",
+    lines = ["## Scale targets (issues 26 and 42)", "",
              f"From [scale.md](scale.md) ({date} UTC, {kind}); measured = weft's median over the peer's.", "",
              "| target | limit | measured | met |", "|---|---|---|---|"]
     for t in d["targets"]:

@@ -1,9 +1,10 @@
 // weft_runtime_go: the Go peer of the runtime section of the peer report
 // (bench/compare/runtime_report.py, which documents the protocol).
 //
-//	weft_runtime_go r1|r2|r2s|r3|r3b|r4|r5|r5b|r6|r6s|r7|idle|sc1|sc3|sc4|sc5|sc6 --workers W [--quick] [--count N]
+//	weft_runtime_go r1|r2|r2s|r3|r3b|r4|r5|r5b|r6|r6s|r7|idle|sc1|sc3|sc4|sc5|sc6|sh1|sh2|sh3|sh4 --workers W [--quick]
+//	                [--count N] [--idle-ms MS] [--period-ms MS] [--run-ms MS]
 //
-// (sc1-sc6, the scale scenarios: scale.go)
+// (sc1-sc6 and sh1-sh4, the scale scenarios: scale.go)
 //
 // The driver sets GOMAXPROCS=W in the environment; --workers is checked
 // against runtime.GOMAXPROCS(0) and echoed in the output. Prints exactly one
@@ -492,7 +493,8 @@ func idle(workers int, quick bool) {
 }
 
 func main() {
-	usage := "usage: weft_runtime_go r1|r2|r2s|r3|r3b|r4|r5|r5b|r6|r6s|r7|idle|sc1|sc3|sc4|sc5|sc6 --workers W [--quick] [--count N (sc*)] (set GOMAXPROCS=W)"
+	usage := "usage: weft_runtime_go r1|r2|r2s|r3|r3b|r4|r5|r5b|r6|r6s|r7|idle|sc1|sc3|sc4|sc5|sc6|sh1|sh2|sh3|sh4 --workers W [--quick]\n" +
+		"       [--count N (sc*, sh*)] [--idle-ms MS (sc1, sc3, sc4, sh1-sh3)] [--period-ms MS] [--run-ms MS (sh4)] (set GOMAXPROCS=W)"
 	scenario, workers, quick := "", 0, false
 	args := os.Args[1:]
 	for i := 0; i < len(args); i++ {
@@ -511,7 +513,8 @@ func main() {
 				os.Exit(2)
 			}
 			workers = w
-		case "r1", "r2", "r2s", "r3", "r3b", "r4", "r5", "r5b", "r6", "r6s", "r7", "idle", "sc1", "sc3", "sc4", "sc5", "sc6":
+		case "r1", "r2", "r2s", "r3", "r3b", "r4", "r5", "r5b", "r6", "r6s", "r7", "idle", "sc1", "sc3", "sc4", "sc5", "sc6",
+			"sh1", "sh2", "sh3", "sh4":
 			scenario = a
 		case "--count":
 			if i+1 >= len(args) {
@@ -525,6 +528,25 @@ func main() {
 				os.Exit(2)
 			}
 			scaleCount = c
+		case "--idle-ms", "--period-ms", "--run-ms":
+			if i+1 >= len(args) {
+				fmt.Fprintln(os.Stderr, usage)
+				os.Exit(2)
+			}
+			i++
+			v, err := strconv.ParseInt(args[i], 10, 64)
+			if err != nil || v < 0 || (a == "--period-ms" && v == 0) {
+				fmt.Fprintln(os.Stderr, usage)
+				os.Exit(2)
+			}
+			switch a {
+			case "--idle-ms":
+				idleMs = v
+			case "--period-ms":
+				periodMs = v
+			default:
+				runMs = v
+			}
 		default:
 			fmt.Fprintf(os.Stderr, "weft_runtime_go: unknown argument %q\n%s\n", a, usage)
 			os.Exit(2)

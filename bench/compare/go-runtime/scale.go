@@ -1,21 +1,35 @@
-// The scale scenarios of issue 26 (bench/compare/scale_report.py documents
-// them; weft's, Tokio's and Boost.Fiber's candidates have the same shapes).
+// The scale scenarios of issue 26 (sc*) and issue 42 (sh*, idle tasks
+// shrink without a trace) (bench/compare/scale_report.py documents them;
+// weft's, Tokio's and Boost.Fiber's candidates have the same shapes). sh1
+// and sh2 are sc1's code, sh3 sc4's and sh4 sc5's, with parameters:
+// --count N, --idle-ms MS (sc1, sc3, sc4, sh1-sh3), --period-ms MS and
+// --run-ms MS (sh4).
 //
 //	sc1  1,000,000 goroutines (quick: 100,000) each blocked receiving from one
-//	     channel; after all have started and 300 ms idle, VmRSS and VmPTE
-//	     growth per goroutine; then the channel is closed (every receiver
+//	     channel; after all have started and --idle-ms (300) idle, VmRSS and
+//	     VmPTE growth per goroutine; then the channel is closed (every receiver
 //	     wakes) and a WaitGroup waits for all. extra.woke must be the count.
 //	sc3  the same shape for a count given with --count (the driver does not
 //	     run Go at 10,000,000: it would need about 27 GiB).
 //	sc4  10,000 goroutines each waiting on a channel of its own (capacity 1);
-//	     after 300 ms idle, main pings them one at a time and receives each
-//	     reply (i+1) on one shared channel (capacity 1). Timed: the round trips.
+//	     after --idle-ms (300) idle, main pings them one at a time and receives
+//	     each reply (i+1) on one shared channel (capacity 1). Timed: the round
+//	     trips.
 //	sc5  100,000 goroutines (quick: 10,000) loop { time.Sleep(10 ms) } for
 //	     2 s (quick: 0.5 s); CPU (getrusage user+sys) per wake and wakes/s.
 //	sc6  1-byte reads from a loopback TCP connection that holds data, each
 //	     { SetReadDeadline(now + 30 s); Read; SetReadDeadline(zero) };
 //	     rounds of { write 65,536 bytes; 65,536 timed reads }, 16 rounds
 //	     (quick: 2). Timed: the reads.
+//	sh1  sc1's shape, --count goroutines (1,000,000; quick 20,000): timed
+//	     from the first spawn until the last has started (it closes a
+//	     channel main waits on): extra.parked_ms; after --idle-ms (0) the
+//	     channel is closed and all are waited for: extra.wake_join_ms.
+//	sh2  the same with --idle-ms 2,000 (quick 200) by default.
+//	sh3  sc4 after --idle-ms (300).
+//	sh4  sc5 with --count (1,000) goroutines each sleeping --period-ms
+//	     (1,000) in a loop for --run-ms (10,000; quick 1,000);
+//	     extra.cpu_fraction = CPU / wall.
 package main
 
 import (
@@ -32,6 +46,26 @@ import (
 
 // scaleCount is --count (0: the scenario's own).
 var scaleCount int64
+
+// idleMs, periodMs, runMs are --idle-ms, --period-ms, --run-ms (-1: the
+// scenario's own).
+var idleMs, periodMs, runMs int64 = -1, -1, -1
+
+// msOr returns arg milliseconds, or fallback when arg < 0.
+func msOr(arg, fallback int64) time.Duration {
+	if arg < 0 {
+		arg = fallback
+	}
+	return time.Duration(arg) * time.Millisecond
+}
+
+// countOr returns --count, or fallback when it was not given.
+func countOr(fallback int64) int64 {
+	if scaleCount > 0 {
+		return scaleCount
+	}
+	return fallback
+}
 
 // statusKiB returns a "kB" field of /proc/self/status ("VmRSS:"), or -1.
 func statusKiB(field string) int64 {
@@ -52,9 +86,12 @@ func statusKiB(field string) int64 {
 	return -1
 }
 
-func scIdle(scenario string, workers int, n int64) {
-	const idle = 300 * time.Millisecond
+// scIdle is sc1 / sc3 / sh1 / sh2: timed (sh1, sh2) waits for the last
+// goroutine's start on a channel it closes (no polling) and times the spawn
+// (parked_ms) and the wake + join (wake_join_ms).
+func scIdle(scenario string, workers int, n int64, idle time.Duration, timed bool) {
 	ch := make(chan struct{})
+	allStarted := make(chan struct{})
 	var wg sync.WaitGroup
 	var started, woke atomic.Int64
 	rss0, pte0 := statusKiB("VmRSS:"), statusKiB("VmPTE:")
@@ -62,7 +99,9 @@ func scIdle(scenario string, workers int, n int64) {
 	wg.Add(int(n))
 	for i := int64(0); i < n; i++ {
 		go func() {
-			started.Add(1)
+			if started.Add(1) == n {
+				close(allStarted)
+			}
 			<-ch
 			woke.Add(1)
 			wg.Done()
@@ -72,28 +111,35 @@ func scIdle(scenario string, workers int, n int64) {
 		}
 	}
 	spawn := time.Since(t0)
-	for k := 0; k < 600_000 && started.Load() < n; k++ {
-		time.Sleep(time.Millisecond)
+	if timed {
+		<-allStarted
+	} else {
+		for k := 0; k < 600_000 && started.Load() < n; k++ {
+			time.Sleep(time.Millisecond)
+		}
 	}
-	time.Sleep(idle)
+	parked := time.Since(t0)
+	if idle > 0 {
+		time.Sleep(idle)
+	}
 	rss1, pte1 := statusKiB("VmRSS:"), statusKiB("VmPTE:")
+	t1 := time.Now()
 	close(ch)
 	wg.Wait()
+	wake := time.Since(t1)
 	d := time.Since(t0)
 	if woke.Load() != n {
 		die("%s: %d of %d woke", scenario, woke.Load(), n)
 	}
 	emit(scenario, workers, d, n, fmt.Sprintf("\"tasks\":%d,\"woke\":%d,\"idle_ms\":%d,\"rss_bytes_per_task\":%g,"+
 		"\"pte_bytes_per_task\":%g,\"rss_before_kib\":%d,\"rss_idle_kib\":%d,\"pte_before_kib\":%d,\"pte_idle_kib\":%d,"+
-		"\"spawn_ms\":%g", n, woke.Load(), idle.Milliseconds(), float64(rss1-rss0)*1024/float64(n),
-		float64(pte1-pte0)*1024/float64(n), rss0, rss1, pte0, pte1, spawn.Seconds()*1e3))
+		"\"spawn_ms\":%g,\"parked_ms\":%g,\"wake_join_ms\":%g", n, woke.Load(), idle.Milliseconds(),
+		float64(rss1-rss0)*1024/float64(n), float64(pte1-pte0)*1024/float64(n), rss0, rss1, pte0, pte1,
+		spawn.Seconds()*1e3, parked.Seconds()*1e3, wake.Seconds()*1e3))
 }
 
-func sc4(workers int) {
-	n := int64(10_000)
-	if scaleCount > 0 {
-		n = scaleCount
-	}
+// sc4 is sc4 / sh3.
+func sc4(scenario string, workers int, n int64, idle time.Duration) {
 	in := make([]chan int64, n)
 	for i := range in {
 		in[i] = make(chan int64, 1)
@@ -113,7 +159,7 @@ func sc4(workers int) {
 	for k := 0; k < 60_000 && started.Load() < n; k++ {
 		time.Sleep(time.Millisecond)
 	}
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(idle)
 	bad := 0
 	t0 := time.Now()
 	for i := int64(0); i < n; i++ {
@@ -125,20 +171,15 @@ func sc4(workers int) {
 	d := time.Since(t0)
 	wg.Wait()
 	if bad != 0 {
-		die("sc4: %d wrong replies", bad)
+		die("%s: %d wrong replies", scenario, bad)
 	}
-	emit("sc4", workers, d, n, fmt.Sprintf("\"tasks\":%d,\"idle_ms\":300,\"replies_ok\":%d", n, n))
+	emit(scenario, workers, d, n, fmt.Sprintf("\"tasks\":%d,\"idle_ms\":%d,\"replies_ok\":%d", n,
+		idle.Milliseconds(), n))
 }
 
-func sc5(workers int, quick bool) {
-	n := int64(100_000)
-	run := 2 * time.Second
-	if quick {
-		n, run = 10_000, 500*time.Millisecond
-	}
-	if scaleCount > 0 {
-		n = scaleCount
-	}
+// sc5 is sc5 / sh4: n goroutines loop { time.Sleep(period) } until a stop
+// flag raised after run.
+func sc5(scenario string, workers int, n int64, period, run time.Duration) {
 	var stop atomic.Bool
 	var wakes atomic.Int64
 	var wg sync.WaitGroup
@@ -149,7 +190,7 @@ func sc5(workers int, quick bool) {
 		go func() {
 			w := int64(0)
 			for k := 0; k < 100_000 && !stop.Load(); k++ {
-				time.Sleep(10 * time.Millisecond)
+				time.Sleep(period)
 				w++
 			}
 			wakes.Add(w)
@@ -164,11 +205,12 @@ func sc5(workers int, quick bool) {
 	cpu := (u1 - u0) + (s1 - s0)
 	w := wakes.Load()
 	if w <= 0 {
-		die("sc5: no wakes")
+		die("%s: no wakes", scenario)
 	}
-	emit("sc5", workers, d, n, fmt.Sprintf("\"tasks\":%d,\"wakes\":%d,\"cpu_s\":%g,\"cpu_ns_per_wake\":%g,"+
-		"\"wakes_per_s\":%g,\"ideal_wakes_per_s\":%g,\"run_ms\":%d", n, w, cpu, cpu*1e9/float64(w),
-		float64(w)/d.Seconds(), float64(n)*100, run.Milliseconds()))
+	emit(scenario, workers, d, n, fmt.Sprintf("\"tasks\":%d,\"wakes\":%d,\"cpu_s\":%g,\"cpu_ns_per_wake\":%g,"+
+		"\"wakes_per_s\":%g,\"ideal_wakes_per_s\":%g,\"run_ms\":%d,\"period_ms\":%d,\"cpu_fraction\":%g", n, w, cpu,
+		cpu*1e9/float64(w), float64(w)/d.Seconds(), float64(n)*float64(time.Second)/float64(period),
+		run.Milliseconds(), period.Milliseconds(), cpu/d.Seconds()))
 }
 
 func sc6(workers int, quick bool) {
@@ -223,29 +265,38 @@ func sc6(workers int, quick bool) {
 		"\"api\":\"SetReadDeadline(now+30s); Read; SetReadDeadline(zero)\"", got))
 }
 
-// scale runs a scale scenario; false if s is none.
+// scale runs a scale scenario; false if s is none. The sizes are the
+// scenarios' own unless --count, --idle-ms, --period-ms, --run-ms say
+// otherwise (scale_report.py passes them).
 func scale(s string, workers int, quick bool) bool {
+	q := func(full, quick_ int64) int64 {
+		if quick {
+			return quick_
+		}
+		return full
+	}
 	switch s {
 	case "sc1":
-		n := int64(1_000_000)
-		if quick {
-			n = 100_000
-		}
-		if scaleCount > 0 {
-			n = scaleCount
-		}
-		scIdle("sc1", workers, n)
+		scIdle("sc1", workers, countOr(q(1_000_000, 100_000)), msOr(idleMs, 300), false)
 	case "sc3":
 		if scaleCount <= 0 {
 			die("sc3: give --count (10,000,000 goroutines need about 27 GiB)")
 		}
-		scIdle("sc3", workers, scaleCount)
+		scIdle("sc3", workers, scaleCount, msOr(idleMs, 300), false)
 	case "sc4":
-		sc4(workers)
+		sc4("sc4", workers, countOr(10_000), msOr(idleMs, 300))
 	case "sc5":
-		sc5(workers, quick)
+		sc5("sc5", workers, countOr(q(100_000, 10_000)), 10*time.Millisecond, msOr(-1, q(2000, 500)))
 	case "sc6":
 		sc6(workers, quick)
+	case "sh1":
+		scIdle("sh1", workers, countOr(q(1_000_000, 20_000)), msOr(idleMs, 0), true)
+	case "sh2":
+		scIdle("sh2", workers, countOr(q(1_000_000, 20_000)), msOr(idleMs, q(2000, 200)), true)
+	case "sh3":
+		sc4("sh3", workers, countOr(10_000), msOr(idleMs, 300))
+	case "sh4":
+		sc5("sh4", workers, countOr(1_000), msOr(periodMs, 1000), msOr(runMs, q(10_000, 1000)))
 	default:
 		return false
 	}

@@ -30,7 +30,8 @@ even 100,000 connections fit in the ephemeral ports. Loopback only.
 Per sample: start the server, wait for "listening on <port>", read its
 status (base); start the clients; wait until each has connected and the
 server holds a descriptor for every connection (/proc/<pid>/fd); sleep
---settle (default 2 s: longer than weft's shrink_idle_after, 100 ms); read
+--settle (default 2 s; scripts/bench passes 65 s in full runs, past weft's
+one-minute shrink_idle_after); read
 its status (idle); every client sends one --size byte message on each of
 its connections at once and checks each echo (late past --late-ms, lost if
 not back and correct within --lost-ms); read the status again (after

@@ -3,7 +3,8 @@
 //! runtime scenarios; bench/compare/scale_report.py the scale scenarios).
 //!
 //!     weft_runtime_tokio r1|r2|r2s|r3|r3b|r4|r5|r5b|r6|r6s|r7|idle --workers W [--quick]
-//!     weft_runtime_tokio sc1|sc3|sc4|sc5|sc6 --workers W [--quick] [--count N]
+//!     weft_runtime_tokio sc1|sc3|sc4|sc5|sc6|sh1|sh2|sh3|sh4 --workers W [--quick] [--count N]
+//!                        [--idle-ms MS] [--period-ms MS] [--run-ms MS]
 //!
 //! Prints one JSON line on stdout; exits 1 (message on stderr) if a result
 //! does not verify. peak_rss_kib is VmHWM of /proc/self/status; every
@@ -66,12 +67,12 @@
 //!
 //!   sc1  1,000,000 tasks (quick: 100,000) each awaiting one
 //!        tokio::sync::Notify (registered with Notified::enable() before
-//!        counting itself started); after all started and 300 ms idle, VmRSS
+//!        counting itself started); after all started and --idle-ms (300) idle, VmRSS
 //!        and VmPTE growth per task; then notify_waiters() wakes all and a
 //!        counter + Notify waits for their ends (no JoinHandles kept).
 //!   sc3  the same for --count N.
 //!   sc4  10,000 tasks each awaiting a tokio::sync::mpsc::channel(1) of its
-//!        own; after 300 ms idle the root pings them one at a time and awaits
+//!        own; after --idle-ms (300) idle the root pings them one at a time and awaits
 //!        each reply (i+1) on one shared mpsc::channel(1). Timed: the trips.
 //!   sc5  100,000 tasks (quick: 10,000) loop { tokio::time::sleep(10 ms) }
 //!        for 2 s (quick: 0.5 s); CPU (getrusage user+sys) per wake, wakes/s.
@@ -79,6 +80,19 @@
 //!        tokio::time::timeout(30 s, stream.read(&mut b)); rounds of { write
 //!        65,536 bytes; 65,536 timed reads }, 16 rounds (quick: 2). Timed:
 //!        the reads.
+//!
+//! Issue 42's scenarios (idle tasks shrink without a trace) are sc1's, sc4's
+//! and sc5's code with parameters (--count, --idle-ms, --period-ms, --run-ms):
+//!
+//!   sh1  sc1's shape, --count tasks (1,000,000; quick 20,000): timed from the
+//!        first spawn until the last has started (it notify_one()s a Notify
+//!        the root awaits): extra.parked_ms; after --idle-ms (0),
+//!        notify_waiters() and the wait for all ends: extra.wake_join_ms.
+//!   sh2  the same with --idle-ms 2,000 (quick 200) by default.
+//!   sh3  sc4 after --idle-ms (300).
+//!   sh4  sc5 with --count (1,000) tasks each sleeping --period-ms (1,000) in
+//!        a loop for --run-ms (10,000; quick 1,000); extra.cpu_fraction = CPU
+//!        / wall.
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -158,9 +172,12 @@ async fn wait_started(started: &AtomicI64, n: i64) {
     }
 }
 
-async fn sc_idle(scenario: &'static str, workers: usize, n: i64) {
-    let idle = Duration::from_millis(300);
+/// sc1 / sc3 / sh1 / sh2. timed (sh1, sh2): the task whose start makes the
+/// count n notify_one()s a Notify the root awaits (no polling); parked_ms
+/// and wake_join_ms time the spawn and the wake + join.
+async fn sc_idle(scenario: &'static str, workers: usize, n: i64, idle: Duration, timed: bool) {
     let go = Arc::new(Notify::new());
+    let all_started = Arc::new(Notify::new());
     let done = Arc::new(Notify::new());
     let started = Arc::new(AtomicI64::new(0));
     let woke = Arc::new(AtomicI64::new(0));
@@ -169,11 +186,14 @@ async fn sc_idle(scenario: &'static str, workers: usize, n: i64) {
     let t0 = Instant::now();
     for i in 0..n {
         let (go, done, started, woke, left) = (go.clone(), done.clone(), started.clone(), woke.clone(), left.clone());
+        let all_started = all_started.clone();
         drop(tokio::spawn(async move {
             let wait = go.notified();
             tokio::pin!(wait);
             wait.as_mut().enable();
-            started.fetch_add(1, Ordering::Relaxed);
+            if started.fetch_add(1, Ordering::Relaxed) + 1 == n {
+                all_started.notify_one();
+            }
             wait.await;
             woke.fetch_add(1, Ordering::Relaxed);
             if left.fetch_sub(1, Ordering::AcqRel) == 1 {
@@ -185,13 +205,22 @@ async fn sc_idle(scenario: &'static str, workers: usize, n: i64) {
         }
     }
     let spawn = t0.elapsed();
-    wait_started(&started, n).await;
-    tokio::time::sleep(idle).await;
+    if timed {
+        all_started.notified().await;
+    } else {
+        wait_started(&started, n).await;
+    }
+    let parked = t0.elapsed();
+    if !idle.is_zero() {
+        tokio::time::sleep(idle).await;
+    }
     let (rss1, pte1) = (status_kib("VmRSS:"), status_kib("VmPTE:"));
+    let t1 = Instant::now();
     go.notify_waiters();
     if tokio::time::timeout(Duration::from_secs(600), done.notified()).await.is_err() {
         die(&format!("{scenario}: {} of {n} woke after 600 s", woke.load(Ordering::Relaxed)));
     }
+    let wake = t1.elapsed();
     let d = t0.elapsed();
     let w = woke.load(Ordering::Relaxed);
     if w != n {
@@ -204,17 +233,20 @@ async fn sc_idle(scenario: &'static str, workers: usize, n: i64) {
         n,
         &format!(
             "\"tasks\":{n},\"woke\":{w},\"idle_ms\":{},\"rss_bytes_per_task\":{},\"pte_bytes_per_task\":{},\
-             \"rss_before_kib\":{rss0},\"rss_idle_kib\":{rss1},\"pte_before_kib\":{pte0},\"pte_idle_kib\":{pte1},\"spawn_ms\":{}",
+             \"rss_before_kib\":{rss0},\"rss_idle_kib\":{rss1},\"pte_before_kib\":{pte0},\"pte_idle_kib\":{pte1},\"spawn_ms\":{},\
+             \"parked_ms\":{},\"wake_join_ms\":{}",
             idle.as_millis(),
             (rss1 - rss0) as f64 * 1024.0 / n as f64,
             (pte1 - pte0) as f64 * 1024.0 / n as f64,
-            spawn.as_secs_f64() * 1e3
+            spawn.as_secs_f64() * 1e3,
+            parked.as_secs_f64() * 1e3,
+            wake.as_secs_f64() * 1e3
         ),
     );
 }
 
-async fn sc4(workers: usize, count: i64) {
-    let n = if count > 0 { count } else { 10_000 };
+/// sc4 / sh3.
+async fn sc4(scenario: &'static str, workers: usize, n: i64, idle: Duration) {
     let (reply_tx, mut reply_rx) = mpsc::channel::<i64>(1);
     let started = Arc::new(AtomicI64::new(0));
     let mut senders = Vec::with_capacity(n as usize);
@@ -230,12 +262,12 @@ async fn sc4(workers: usize, count: i64) {
         }));
     }
     wait_started(&started, n).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    tokio::time::sleep(idle).await;
     let mut bad = 0;
     let t0 = Instant::now();
     for (i, tx) in senders.iter().enumerate() {
         if tx.send(i as i64).await.is_err() {
-            die("sc4: send failed");
+            die(&format!("{scenario}: send failed"));
         }
         match reply_rx.recv().await {
             Some(r) if r == i as i64 + 1 => {}
@@ -247,16 +279,19 @@ async fn sc4(workers: usize, count: i64) {
         let _ = h.await;
     }
     if bad != 0 {
-        die(&format!("sc4: {bad} wrong replies"));
+        die(&format!("{scenario}: {bad} wrong replies"));
     }
-    emit("sc4", workers, d.as_secs_f64(), n, &format!("\"tasks\":{n},\"idle_ms\":300,\"replies_ok\":{n}"));
+    emit(
+        scenario,
+        workers,
+        d.as_secs_f64(),
+        n,
+        &format!("\"tasks\":{n},\"idle_ms\":{},\"replies_ok\":{n}", idle.as_millis()),
+    );
 }
 
-async fn sc5(workers: usize, quick: bool, count: i64) {
-    let (mut n, run) = if quick { (10_000, Duration::from_millis(500)) } else { (100_000, Duration::from_secs(2)) };
-    if count > 0 {
-        n = count;
-    }
+/// sc5 / sh4: n tasks loop { sleep(period) } until a stop flag raised after run.
+async fn sc5(scenario: &'static str, workers: usize, n: i64, period: Duration, run: Duration) {
     let stop = Arc::new(AtomicBool::new(false));
     let wakes = Arc::new(AtomicI64::new(0));
     let c0 = cpu_seconds();
@@ -268,7 +303,7 @@ async fn sc5(workers: usize, quick: bool, count: i64) {
             let mut w = 0i64;
             let mut k = 0;
             while k < 100_000 && !stop.load(Ordering::Relaxed) {
-                tokio::time::sleep(Duration::from_millis(10)).await;
+                tokio::time::sleep(period).await;
                 w += 1;
                 k += 1;
             }
@@ -284,19 +319,22 @@ async fn sc5(workers: usize, quick: bool, count: i64) {
     let cpu = cpu_seconds() - c0;
     let w = wakes.load(Ordering::Relaxed);
     if w <= 0 {
-        die("sc5: no wakes");
+        die(&format!("{scenario}: no wakes"));
     }
     emit(
-        "sc5",
+        scenario,
         workers,
         d,
         n,
         &format!(
-            "\"tasks\":{n},\"wakes\":{w},\"cpu_s\":{cpu},\"cpu_ns_per_wake\":{},\"wakes_per_s\":{},\"ideal_wakes_per_s\":{},\"run_ms\":{}",
+            "\"tasks\":{n},\"wakes\":{w},\"cpu_s\":{cpu},\"cpu_ns_per_wake\":{},\"wakes_per_s\":{},\"ideal_wakes_per_s\":{},\"run_ms\":{},\
+             \"period_ms\":{},\"cpu_fraction\":{}",
             cpu * 1e9 / w as f64,
             w as f64 / d,
-            n as f64 * 100.0,
-            run.as_millis()
+            n as f64 / period.as_secs_f64(),
+            run.as_millis(),
+            period.as_millis(),
+            cpu / d
         ),
     );
 }
@@ -781,9 +819,12 @@ fn run_runtime_scenario(scenario: String, workers: usize, quick: bool) {
 const RUNTIME_SCENARIOS: [&str; 12] = ["r1", "r2", "r2s", "r3", "r3b", "r4", "r5", "r5b", "r6", "r6s", "r7", "idle"];
 
 fn main() {
-    let usage = "usage: weft_runtime_tokio r1|r2|r2s|r3|r3b|r4|r5|r5b|r6|r6s|r7|idle|sc1|sc3|sc4|sc5|sc6 --workers W [--quick] [--count N (sc*)]";
+    let usage = "usage: weft_runtime_tokio r1|r2|r2s|r3|r3b|r4|r5|r5b|r6|r6s|r7|idle|sc1|sc3|sc4|sc5|sc6|sh1|sh2|sh3|sh4 --workers W [--quick]\n       \
+                 [--count N (sc*, sh*)] [--idle-ms MS (sc1, sc3, sc4, sh1-sh3)] [--period-ms MS] [--run-ms MS (sh4)]";
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (mut scenario, mut workers, mut quick, mut count) = (String::new(), 0usize, false, 0i64);
+    // --idle-ms, --period-ms, --run-ms (-1: the scenario's own)
+    let (mut idle_ms, mut period_ms, mut run_ms) = (-1i64, -1i64, -1i64);
     let mut i = 0;
     while i < args.len() {
         match args[i].as_str() {
@@ -796,7 +837,20 @@ fn main() {
                 i += 1;
                 count = args[i].parse().unwrap_or(0);
             }
-            "sc1" | "sc3" | "sc4" | "sc5" | "sc6" => scenario = args[i].clone(),
+            flag @ ("--idle-ms" | "--period-ms" | "--run-ms") if i + 1 < args.len() => {
+                i += 1;
+                let v: i64 = args[i].parse().unwrap_or(-1);
+                if v < 0 || (flag == "--period-ms" && v == 0) {
+                    eprintln!("weft_runtime_tokio: bad {flag} {:?}\n{usage}", args[i]);
+                    std::process::exit(2);
+                }
+                match flag {
+                    "--idle-ms" => idle_ms = v,
+                    "--period-ms" => period_ms = v,
+                    _ => run_ms = v,
+                }
+            }
+            "sc1" | "sc3" | "sc4" | "sc5" | "sc6" | "sh1" | "sh2" | "sh3" | "sh4" => scenario = args[i].clone(),
             s if RUNTIME_SCENARIOS.contains(&s) => scenario = args[i].clone(),
             other => {
                 eprintln!("weft_runtime_tokio: unknown argument {other:?}\n{usage}");
@@ -818,17 +872,26 @@ fn main() {
         .enable_all()
         .build()
         .unwrap_or_else(|e| die(&format!("runtime: {e}")));
+    // The scenarios' own sizes unless --count, --idle-ms, --period-ms,
+    // --run-ms say otherwise (scale_report.py passes them).
+    let q = move |full: i64, quick_: i64| if quick { quick_ } else { full };
+    let n_or = move |fallback: i64| if count > 0 { count } else { fallback };
+    let ms_or = move |arg: i64, fallback: i64| Duration::from_millis(if arg >= 0 { arg } else { fallback } as u64);
     let root = async move {
         match scenario.as_str() {
-            "sc1" => sc_idle("sc1", workers, if count > 0 { count } else if quick { 100_000 } else { 1_000_000 }).await,
+            "sc1" => sc_idle("sc1", workers, n_or(q(1_000_000, 100_000)), ms_or(idle_ms, 300), false).await,
             "sc3" => {
                 if count <= 0 {
                     die("sc3: give --count");
                 }
-                sc_idle("sc3", workers, count).await
+                sc_idle("sc3", workers, count, ms_or(idle_ms, 300), false).await
             }
-            "sc4" => sc4(workers, count).await,
-            "sc5" => sc5(workers, quick, count).await,
+            "sc4" => sc4("sc4", workers, n_or(10_000), ms_or(idle_ms, 300)).await,
+            "sc5" => sc5("sc5", workers, n_or(q(100_000, 10_000)), Duration::from_millis(10), ms_or(-1, q(2000, 500))).await,
+            "sh1" => sc_idle("sh1", workers, n_or(q(1_000_000, 20_000)), ms_or(idle_ms, 0), true).await,
+            "sh2" => sc_idle("sh2", workers, n_or(q(1_000_000, 20_000)), ms_or(idle_ms, q(2000, 200)), true).await,
+            "sh3" => sc4("sh3", workers, n_or(10_000), ms_or(idle_ms, 300)).await,
+            "sh4" => sc5("sh4", workers, n_or(1_000), ms_or(period_ms, 1000), ms_or(run_ms, q(10_000, 1000))).await,
             _ => sc6(workers, quick).await,
         }
     };
