@@ -11,6 +11,7 @@
 // bug: BUG_NO_CLOSED_CHECK run_op() submits and links the op without looking at closed (REACTOR-R5, REACTOR-R7)
 // bug: BUG_NO_DRAIN_BEFORE_PUT submit() on the owner puts its SQE without draining the mailbox first: a stale cancel handed over by another thread's close reaches the SQ after the task's next op at the same address and cancels it (URING-O2)
 // bug: BUG_CANCEL_JUMPS_QUEUE retire()'s ASYNC_CANCEL reaches the kernel at once, ahead of the RECV still queued in the SQ (URING-O2, REACTOR-R7)
+// bug: BUG_GIVE_BACK_NOTIFIED_ONLY ring_io() copies out and gives back the provided buffer only of a receive whose wait ended notified: one that completed with data after its deadline keeps its buffer (URING-P1)
 /* uring_owner.pml: the io_uring owner ring's wait protocols (src/io/
  * uring.cpp, class owner_backend, URING-O1 - URING-O4), in two parts, one
  * per configuration (the `config:` lines):
@@ -23,7 +24,9 @@
  *            task's ring_io() -> run_op() against handle::close() ->
  *            reactor::retire() from a task on the owner thread or from
  *            another thread, with the SQ in order, the FIFO mailbox and the
- *            kernel's RECV / ASYNC_CANCEL.
+ *            kernel's RECV / ASYNC_CANCEL; the RECV takes a provided buffer
+ *            of the ring's for its data, which the reader gives back
+ *            (URING-P1).
  *
  * Code (weft): src/io/uring.cpp owner_backend::wait, interrupt, submit,
  * drain_mailbox, put, queue_read_wake, translate, start_op, cancel_op;
@@ -103,7 +106,11 @@
  *   Kernel  consumes the SQ in order: a RECV completes at once with the
  *           socket's data, if any, else is pending; an ASYNC_CANCEL
  *           completes the pending RECV with -ECANCELED, or finds nothing
- *           (-ENOENT: the RECV has completed, or is not consumed yet);
+ *           (-ENOENT: the RECV has completed, or is not consumed yet). A
+ *           RECV that takes data takes a buffer from the buffer ring (one
+ *           buffer here: the reader has one receive out at a time) and its
+ *           completion owns it; with the ring empty it ends with -ENOBUFS
+ *           and takes nothing (URING-P1);
  *   Data    data comes to the socket once, or never; it completes a
  *           pending RECV.
  * Abstractions: the kernel may take the SQ's head at any moment, not only
@@ -126,7 +133,11 @@
  *     closed; it returns the data if its RECV took the data (no byte
  *     lost, also after a deadline);
  *   - when it returns, its op is unlinked and the kernel has no RECV of it
- *     pending (IO-F1: nothing writes the buffer after run_op()).
+ *     pending (IO-F1: nothing writes the buffer after run_op());
+ *   - when it returns, the provided buffer its RECV took, if any, is back
+ *     in the buffer ring (URING-P1: ring_io() copies the bytes out and
+ *     gives it back whatever ended run_op()'s wait), so the next receive
+ *     (ADDR_REUSE) finds one.
  *
  * -DADDR_REUSE (a configuration of its own): after its first receive the
  * reader makes a second one on another handle that is never closed; that
@@ -336,6 +347,7 @@ init {
 #define DATA      1     /* a count > 0 */
 #define ECANCELED 2     /* -ECANCELED: operation_canceled for ring_io() */
 #define TIMEDOUT  3     /* -ETIMEDOUT */
+#define NOBUFS    4     /* -ENOBUFS: the buffer ring was empty (URING-P1) */
 
 #define RECV   1
 #define CANCEL 2
@@ -360,6 +372,7 @@ bool w_woken = false;    /* its wake() */
 byte pend = 0;           /* the handle whose RECV (at the op's address) is pending; 0 none */
 bool arrived[3];         /* data came to handle h's socket (h = 1, 2) */
 bool taken[3];           /* a RECV of handle h took that data */
+byte bufs = 1;           /* provided buffers in the buffer ring (URING-P1) */
 
 /* The RECV's CQE, reaped by the owner's wait(): op_state::complete(res):
  * under op.mu res, done, the claim of op.w (WAITER-V1) and op.w = null;
@@ -387,7 +400,8 @@ end_k:
         :: k == RECV ->
             assert(pend == 0);
             if
-            :: arrived[h] && !taken[h] -> taken[h] = true; complete(DATA)
+            :: arrived[h] && !taken[h] && bufs > 0 -> bufs--; taken[h] = true; complete(DATA)
+            :: arrived[h] && !taken[h] && bufs == 0 -> complete(NOBUFS)
             :: else -> pend = h     /* waits for data (an internal poll) */
             fi
         :: k == CANCEL ->
@@ -409,7 +423,8 @@ proctype Data(byte h)
     :: atomic {
         arrived[h] = true;
         if
-        :: pend == h -> pend = 0; taken[h] = true; complete(DATA)
+        :: pend == h && bufs > 0 -> pend = 0; bufs--; taken[h] = true; complete(DATA)
+        :: pend == h && bufs == 0 -> pend = 0; complete(NOBUFS)
         :: else
         fi
        }
@@ -554,12 +569,26 @@ proctype Reader()
     fi;
 unlink:
     atomic { linked = false };              /* unlink() under r->mu */
+    /* ring_io(): a count > 0 is copied out of the provided buffer, which
+     * then goes back to the buffer ring (give_back(), URING-P1) */
+#ifdef BUG_GIVE_BACK_NOTIFIED_ONLY
+    if
+    :: res == DATA && !timed -> bufs++
+    :: else
+    fi;
+#else
+    if
+    :: res == DATA -> bufs++
+    :: else
+    fi;
+#endif
 returned:
     assert(res != NONE);
     assert(!linked);
     assert(pend == 0);                      /* IO-F1: no RECV into the buffer is left */
     assert(res != ECANCELED || r_closed);   /* operation_canceled only after close */
     assert(!taken[1] || res == DATA);       /* the bytes a RECV took are returned */
+    assert(bufs == 1);                      /* URING-P1: no provided buffer is kept */
 #ifdef ADDR_REUSE
     /* The same task's next read_some() on handle 2, which nobody closes:
      * a new ring_op at the same address, so the same user_data. */
@@ -590,7 +619,8 @@ end_wait2:                                  /* no data may ever come: a valid en
         res = op_res
     :: else
     fi;
-    assert(res != ECANCELED)                /* handle 2 was never closed */
+    assert(res != ECANCELED);               /* handle 2 was never closed */
+    assert(res != NOBUFS)                   /* the first receive gave its buffer back */
 #endif
 }
 

@@ -12,6 +12,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -191,26 +193,40 @@ std::error_code handle::registration_in(weft::detail::runtime_core* core, detail
 
 // IO-R2  On a runtime whose reactor is the owner ring (one worker, io_uring,
 //        src/io/uring.cpp URING-O1) or the worker rings (URING-W1: the ring of
-//        the worker the task runs on, URING-W2), a task with a stack of its own reads a
-//        socket (or a handle not yet known not to be one) by submitting
-//        IORING_OP_RECV into the caller's buffer and waiting for its completion
-//        (detail::run_op(), IO-F1 and REACTOR-R7): no recv(2) that finds nothing,
-//        no readiness event, and the submission rides on the worker's next poll.
-//        (A receive that filled its buffer makes the next one try recv(2) first,
-//        as a readiness loop reads on while data lasts.) It writes with send(2)
-//        first (a reply usually fits the socket's buffer)
-//        and, on EAGAIN, with IORING_OP_SEND, which waits for room in the kernel:
-//        neither direction arms the registration's multishot poll, which would
-//        post a completion for every segment that arrives as well. Results are
-//        read_some()'s and write_some()'s: a count (a read's 0: the end of the
-//        stream), timed_out when the deadline passed first (an op that completed
-//        anyway gives its count), operation_canceled when the handle is closed
-//        meanwhile, the errno otherwise. ENOTSOCK marks the handle not a socket
-//        and EAGAIN (a kernel that hands the wait back) goes on by readiness
-//        (IO-R1), or gives operation_canceled if the handle was closed meanwhile.
-//        A task canceled while its op was out gets the count, if any (those bytes
-//        left or entered the socket), and unwinds at its next wait (run_op()).
-//        The stack stays pinned while the kernel may use the buffer (SHRINK-A2).
+//        the worker the task runs on, URING-W2), a task with a stack of its own
+//        reads a socket (or a handle not yet known not to be one) through the
+//        ring, waiting with detail::run_op() (IO-F1 and REACTOR-R7), and never
+//        lets the kernel write its frames while it waits: its stack is not
+//        pinned (SHRINK-A2), so a task idle in a read can be shrunk like any
+//        parked task. A read of up to 16 KiB (a provided buffer's size) is
+//        one IORING_OP_RECV into a buffer of the ring's own (IOSQE_BUFFER_
+//        SELECT, URING-P1), whose bytes the task copies into the caller's
+//        buffer when it runs again and then gives the buffer back; a larger
+//        read (a datagram must not be cut at 16 KiB), and any read without
+//        provided buffers (turned off, or refused by the kernel), is a
+//        one-shot IORING_OP_POLL_ADD for POLLIN and recv(2) once that
+//        completes. No recv(2) that finds nothing, no readiness event, and
+//        the submission rides on the worker's next poll. (A receive that
+//        filled its buffer, or that the kernel says left more behind, makes
+//        the next one try recv(2) first, as a readiness loop reads on while
+//        data lasts. A receive that finds the provided buffers all taken,
+//        -ENOBUFS, reads with recv(2) and, if that finds nothing, waits by
+//        the one-shot poll.)
+//        It writes with send(2) first (a reply usually fits the socket's
+//        buffer) and, on EAGAIN, with IORING_OP_SEND from the caller's buffer,
+//        which waits for room in the kernel: the stack stays pinned for that
+//        wait. Neither direction arms the registration's multishot poll, which
+//        would post a completion for every segment that arrives as well.
+//        Results are read_some()'s and write_some()'s: a count (a read's 0: the
+//        end of the stream), timed_out when the deadline passed first (an op
+//        that completed anyway gives its count), operation_canceled when the
+//        handle is closed meanwhile, the errno otherwise. ENOTSOCK marks the
+//        handle not a socket and EAGAIN (a kernel that hands the wait back)
+//        goes on by readiness (IO-R1), or gives operation_canceled if the
+//        handle was closed meanwhile. A task canceled while its receive or
+//        send was out gets the count, if any (those bytes left or entered the
+//        socket), and unwinds at its next wait (run_op()); one canceled in the
+//        poll unwinds at once, its data left in the socket.
 bool handle::ring_io(bool send, std::span<std::byte> buf, std::error_code& ec, clock::time_point deadline,
                      std::size_t& n) {
     weft::detail::runtime_core* core =
@@ -244,37 +260,9 @@ bool handle::ring_io(bool send, std::span<std::byte> buf, std::error_code& ec, c
     }
     detail::registration* r = nullptr;
     if (registration_in(core, r)) return false;  // readiness gives the error, after its attempt (IO-R1)
-    if (!send && r->full_read.load(std::memory_order_relaxed)) {
-        // The last receive filled its buffer: read what is probably there
-        // at once, as a readiness loop would, rather than a scheduler round
-        // trip per buffer (bulk transfers fill the peer's window otherwise).
-        for (;;) {
-            const ssize_t got = ::recv(raw(), buf.data(), buf.size(), 0);
-            if (got >= 0) {
-                n = static_cast<std::size_t>(got);
-                r->full_read.store(n == buf.size(), std::memory_order_relaxed);
-                return true;
-            }
-            if (errno == EINTR) continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK) {
-                ec = errno_code();
-                return true;
-            }
-            r->full_read.store(false, std::memory_order_relaxed);
-            break;
-        }
-    }
-    weft::detail::stack_pin pin;
-    weft::detail::stable<detail::ring_op> o;
-    const auto len = static_cast<std::uint32_t>(std::min<std::size_t>(buf.size(), std::size_t{1} << 30));
-    for (;;) {
-        o->prepare(send ? detail::op_state::send : detail::op_state::recv, raw(), buf.data(), len, 0);
-        const int res = detail::run_op(b, *o, deadline, r, seq_);
-        if (res >= 0) {
-            n = static_cast<std::size_t>(res);
-            if (!send) r->full_read.store(n == len, std::memory_order_relaxed);
-            return true;
-        }
+    // failed() is the outcome of an op's error: true with ec set, or false
+    // to go on by readiness.
+    auto failed = [&](int res) {
         if (res == -ENOTSOCK || res == -EAGAIN) {
             if (res == -ENOTSOCK) kind_.store(2, std::memory_order_relaxed);
             // On by readiness (IO-R1), unless the handle was closed while the
@@ -285,11 +273,96 @@ bool handle::ring_io(bool send, std::span<std::byte> buf, std::error_code& ec, c
             return true;
         }
         switch (res) {
-        case -EINTR: continue;
-        case -ETIMEDOUT: ec = std::make_error_code(std::errc::timed_out); return true;
-        case -ECANCELED: ec = std::make_error_code(std::errc::operation_canceled); return true;
-        default: ec = {-res, std::system_category()}; return true;
+        case -ETIMEDOUT: ec = std::make_error_code(std::errc::timed_out); break;
+        case -ECANCELED: ec = std::make_error_code(std::errc::operation_canceled); break;
+        default: ec = {-res, std::system_category()}; break;
         }
+        return true;
+    };
+    if (send) {
+        weft::detail::stack_pin pin;  // SHRINK-A2: the kernel reads the caller's buffer
+        weft::detail::stable<detail::ring_op> o;
+        const auto len = static_cast<std::uint32_t>(std::min<std::size_t>(buf.size(), std::size_t{1} << 30));
+        for (;;) {
+            o->prepare(detail::op_state::send, raw(), buf.data(), len, 0);
+            const int res = detail::run_op(b, *o, deadline, r, seq_);
+            if (res >= 0) {
+                n = static_cast<std::size_t>(res);
+                return true;
+            }
+            if (res != -EINTR) return failed(res);
+        }
+    }
+    // The read. try_recv: recv(2) first (the last receive filled its buffer,
+    // a poll said readable, or the provided buffers ran out). A buffer
+    // larger than a provided one waits by the poll and reads with recv(2):
+    // a datagram socket's message must not be cut at the provided buffer's
+    // size.
+    bool try_recv = r->full_read.load(std::memory_order_relaxed);
+    std::uint32_t select_max = b.recv_select_max();  // 0: by the one-shot poll
+    if (buf.size() > select_max) select_max = 0;
+    std::optional<weft::detail::stable<detail::ring_op>> o;
+    for (;;) {
+        if (try_recv) {
+            const ssize_t got = ::recv(raw(), buf.data(), buf.size(), 0);
+            if (got >= 0) {
+                n = static_cast<std::size_t>(got);
+                r->full_read.store(n == buf.size(), std::memory_order_relaxed);
+                return true;
+            }
+            if (errno == EINTR) continue;
+            if (errno == ENOTSOCK) {
+                kind_.store(2, std::memory_order_relaxed);
+                return false;  // read(2) by readiness
+            }
+            if (errno != EAGAIN && errno != EWOULDBLOCK) {
+                ec = errno_code();
+                return true;
+            }
+            r->full_read.store(false, std::memory_order_relaxed);
+            try_recv = false;
+        }
+        if (!o) o.emplace();  // WAITER-V4: off the frame when the task may be shrunk
+        detail::ring_op& op = **o;
+        int res;
+        if (select_max != 0) {
+            const auto len = static_cast<std::uint32_t>(buf.size());
+            op.prepare(detail::op_state::recv_select, raw(), nullptr, len, 0);
+            res = detail::run_op(b, op, deadline, r, seq_);
+            if (res > 0) {
+                // URING-P1: the kernel filled one of the ring's buffers;
+                // copy it out, then give it back (once).
+                if (!(op.op.cflags & detail::cqe_f_buffer)) {
+                    ec = std::make_error_code(std::errc::io_error);  // never seen: no buffer named
+                    return true;
+                }
+                std::memcpy(buf.data(), b.selected(op.op), static_cast<std::size_t>(res));
+                b.give_back(op.op);
+                n = static_cast<std::size_t>(res);
+                r->full_read.store(n == len || (op.op.cflags & detail::cqe_f_sock_nonempty) != 0,
+                                   std::memory_order_relaxed);
+                return true;
+            }
+            if (res == 0) {  // the end of the stream (its buffer, if any, went back: URING-P1)
+                r->full_read.store(false, std::memory_order_relaxed);
+                return true;
+            }
+            if (res == -ENOBUFS) {
+                // Every buffer is taken: read what came directly, and wait
+                // by the poll for the rest of this call.
+                select_max = 0;
+                try_recv = true;
+                continue;
+            }
+        } else {
+            op.prepare(detail::op_state::poll_in, raw(), nullptr, 0, 0);
+            res = detail::run_op(b, op, deadline, r, seq_);
+            if (res >= 0) {  // readable, hung up or failed: recv(2) says which
+                try_recv = true;
+                continue;
+            }
+        }
+        if (res != -EINTR) return failed(res);
     }
 }
 

@@ -185,7 +185,8 @@ unsigned uring_off_from_env() noexcept {
                  {"coop_taskrun", off_coop_taskrun},
                  {"owner_ring", off_owner_ring},
                  {"recv_op", off_recv_op},
-                 {"worker_rings", off_worker_rings}};
+                 {"worker_rings", off_worker_rings},
+                 {"provided_buffers", off_provided_buffers}};
     unsigned off = 0;
     const std::string_view all(v);
     std::size_t i = 0;
@@ -334,6 +335,7 @@ reactor* reactor_of(weft::detail::runtime_core* c) {
 }
 
 std::uint64_t ops_completed(weft::detail::runtime_core* c) { return reactor_of(c)->get_backend().ops_completed(); }
+std::uint64_t recv_nobufs(weft::detail::runtime_core* c) { return reactor_of(c)->get_backend().recv_nobufs(); }
 
 int run_op(backend& b, ring_op& r, clock::time_point deadline, registration* reg, std::uint32_t seq) {
     op_state& op = r.op;
@@ -400,8 +402,10 @@ int run_op(backend& b, ring_op& r, clock::time_point deadline, registration* reg
     unlink();
     // A receive that completed with data anyway returns it, also to a task
     // being canceled (REACTOR-R7): those bytes left the socket, and the
-    // cancellation, still pending, ends the task's next wait instead.
-    if (out == weft::waiter::outcome::canceled && !(reg && op.res > 0)) weft::throw_canceled();
+    // cancellation, still pending, ends the task's next wait instead. A poll
+    // took nothing: the task unwinds, the data stays in the socket (IO-R1).
+    if (out == weft::waiter::outcome::canceled && !(reg && op.res > 0 && op.op != op_state::poll_in))
+        weft::throw_canceled();
     if (out == weft::waiter::outcome::canceled) return op.res;
     // Timed out. Canceled in time (ECANCELED; EINTR from an io-wq worker the
     // cancel interrupted): timed_out. Completed anyway: its result.

@@ -30,9 +30,9 @@
 //               backend's watch reports the fd's current state when it starts, so an
 //               edge between the waiter's EAGAIN and the arming is not lost.
 //               retire() removes only an armed registration;
-//   REACTOR-R7  a ring operation on the fd (a receive) is linked to `ops` under r->mu
-//               only while the registration is open with the op's sequence number,
-//               and submitted under the same hold; retire() marks it closed and
+//   REACTOR-R7  a ring operation on the fd (a receive, a poll, a send) is linked to
+//               `ops` under r->mu only while the registration is open with the op's
+//               sequence number, and submitted under the same hold; retire() marks it closed and
 //               cancels every linked op under r->mu, so an op either sees it closed
 //               and is never submitted, or is submitted before the cancel (same
 //               thread, or the owner ring's FIFO mailbox, URING-O2) and ends with
@@ -98,16 +98,27 @@ struct alignas(64) registration {
     registration* next_free = nullptr;  // guarded by the reactor's free_mu
 };
 
+// The CQE flags an operation's completion may carry (the kernel's ABI,
+// IORING_CQE_F_BUFFER and IORING_CQE_F_SOCK_NONEMPTY; uring.cpp checks them
+// against liburing's).
+inline constexpr std::uint32_t cqe_f_buffer = 1u << 0;         // the upper 16 bits name a provided buffer
+inline constexpr std::uint32_t cqe_f_sock_nonempty = 1u << 2;  // a receive left more data in the socket
+
 // op_state is one read or write at an offset that a backend carries out
 // itself (io_uring: IORING_OP_READ / IORING_OP_WRITE), for io::file, or one
-// receive or send on a socket (IORING_OP_RECV / SEND, handle::read_some /
-// write_some on the owner ring, IO-R2). It
-// lives on the submitting task's stack and must stay there until `done`
-// (IO-F1 in file.cpp): the kernel writes `buf` until the completion arrives,
-// also after a cancel. Fields above `mu` are written before start_op() and
-// only read by the backend; `w`, `done` and `res` are guarded by `mu`.
+// socket operation of handle::read_some / write_some on the owner ring or
+// the worker rings (IO-R2): a send (IORING_OP_SEND from `buf`), a receive
+// into a provided buffer (recv_select: IORING_OP_RECV with
+// IOSQE_BUFFER_SELECT, at most `len` bytes into a buffer of the ring's own,
+// URING-P1; `buf` unused), or a wait for readability (poll_in: a one-shot
+// IORING_OP_POLL_ADD, `buf` unused). It lives where the submitting task's
+// detail::stable puts it (WAITER-V4) and must stay there until `done`
+// (IO-F1 in file.cpp): the kernel writes `buf` (a read) until the completion
+// arrives, also after a cancel. Fields above `mu` are written before
+// start_op() and only read by the backend; `w`, `done`, `res` and `cflags`
+// are guarded by `mu`.
 struct alignas(8) op_state {
-    enum kind : std::uint8_t { read, write, recv, send };
+    enum kind : std::uint8_t { read, write, send, recv_select, poll_in };
     kind op = read;
     int fd = -1;
     void* buf = nullptr;
@@ -118,6 +129,7 @@ struct alignas(8) op_state {
     weft::waiter* w = nullptr;  // the armed waiter to claim on completion, or null
     bool done = false;          // the completion has arrived; the op is over
     int res = 0;                // the CQE's res: a count or -errno
+    std::uint32_t cflags = 0;   // the CQE's flags (recv_select: the buffer it took, URING-P1)
     op_state* next_op = nullptr;  // REACTOR-R7: guarded by the registration's mu while linked
     std::uint32_t ring = 0;       // the worker ring it was submitted to (URING-W2), set by start_op()
 
@@ -125,11 +137,12 @@ struct alignas(8) op_state {
     // outside the backend's locks): writes res and done, then claims the
     // armed waiter and wakes it (WAITER-V1, WAITER-V2). Touches nothing of *this after
     // releasing mu: the task may return (and end *this) from then on.
-    void complete(int r) noexcept {
+    void complete(int r, std::uint32_t flags = 0) noexcept {
         weft::waiter* claimed = nullptr;
         {
             std::lock_guard g(mu);
             res = r;
+            cflags = flags;
             done = true;
             if (w && w->claim()) claimed = w;
             w = nullptr;
@@ -186,10 +199,25 @@ public:
         (void)token;
         return 0;
     }
-    // supports_recv() says whether start_op() takes op_state::recv and
-    // send (the owner ring, IO-R2). cancel_op() of such an op may be called
-    // under the registration's mu (REACTOR-R7).
+    // supports_recv() says whether start_op() takes op_state::send and
+    // poll_in (the owner ring and the worker rings, IO-R2). cancel_op() of
+    // such an op may be called under the registration's mu (REACTOR-R7).
     [[nodiscard]] virtual bool supports_recv() const noexcept { return false; }
+    // recv_select_max() is the size of the ring's provided buffers when
+    // start_op() takes op_state::recv_select (URING-P1), else 0.
+    [[nodiscard]] virtual std::uint32_t recv_select_max() const noexcept { return 0; }
+    // selected() is the provided buffer that a recv_select op's completion
+    // filled (res > 0, IORING_CQE_F_BUFFER in op.cflags); give_back() returns
+    // it to its ring, once, from any thread, after its bytes are copied out
+    // (URING-P1).
+    [[nodiscard]] virtual const std::byte* selected(const op_state& op) const noexcept {
+        (void)op;
+        return nullptr;
+    }
+    virtual void give_back(const op_state& op) noexcept { (void)op; }
+    // recv_nobufs() counts the recv_select ops that ended with -ENOBUFS (the
+    // ring had no free buffer), for tests.
+    [[nodiscard]] virtual std::uint64_t recv_nobufs() const noexcept { return 0; }
     // features() says what the backend uses and what the kernel refused,
     // for io::backend_info.
     [[nodiscard]] virtual std::string features() const { return name(); }
@@ -217,6 +245,8 @@ enum uring_off : unsigned {
     off_owner_ring = 4,     // "owner_ring": the shared ring even for one worker
     off_recv_op = 8,        // "recv_op": sockets by readiness, not IORING_OP_RECV / SEND
     off_worker_rings = 16,  // "worker_rings": the shared ring for two or more workers
+    off_provided_buffers = 32,  // "provided_buffers": a socket read waits by a one-shot poll, then
+                                // recv(2), not IORING_OP_RECV into a provided buffer (URING-P1)
 };
 // uring_off_from_env() parses WEFT_IO_URING_OFF; unknown names are ignored.
 unsigned uring_off_from_env() noexcept;
@@ -295,6 +325,8 @@ reactor* reactor_of(weft::detail::runtime_core* c);
 
 // ops_completed() is reactor_of(c)->get_backend().ops_completed(), for tests.
 WEFT_API std::uint64_t ops_completed(weft::detail::runtime_core* c);
+// recv_nobufs() is reactor_of(c)->get_backend().recv_nobufs(), for tests.
+WEFT_API std::uint64_t recv_nobufs(weft::detail::runtime_core* c);
 
 // ring_op is a submitted operation and the two waiters of IO-F1 (file.cpp),
 // together off a shared stack (WAITER-V4 in weft/waiter.hpp): the completion
@@ -310,6 +342,7 @@ struct ring_op {
         op.offset = offset;
         op.done = false;
         op.res = 0;
+        op.cflags = 0;
         op.next_op = nullptr;
     }
 };

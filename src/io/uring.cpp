@@ -82,6 +82,35 @@
 //             delays the IO of the tasks that were started on its worker (the
 //             thread-per-core trade; docs/io.md, "Backends").
 //
+// Provided buffers (provided_buffers, one per owner ring: the owner ring's, and
+// each worker ring's):
+//
+//   URING-P1  a socket read (IO-R2 in handle.cpp) is an IORING_OP_RECV with
+//             IOSQE_BUFFER_SELECT from the ring's buffer group 0, never into the
+//             caller's buffer: the kernel writes nothing of the waiting task's,
+//             so its stack is not pinned (SHRINK-A2) and an idle connection's
+//             task can be shrunk. Each buffer is at every moment either in the
+//             buffer ring (the kernel may take it when data arrives) or owned by
+//             exactly one completion, the CQE whose IORING_CQE_F_BUFFER names it.
+//             The owner gives a buffer back at once when its completion brought
+//             no bytes (res <= 0: the end of the stream, an error), so a task
+//             that unwinds holds none; otherwise the op's task, after run_op()
+//             returned res > 0 (which it does whatever ended its wait: IO-F1,
+//             REACTOR-R7), copies the res bytes into the caller's buffer and then
+//             gives the buffer back, once, to the ring its op went to (URING-W2),
+//             from whatever worker it runs on: give_back() appends at the buffer
+//             ring's tail under the pool's spin lock (the producers are one at a
+//             time; the kernel only reads the tail) and publishes it with a
+//             release store. A buffer is in the ring at most once, so the tail
+//             never passes the head by more than the ring's size. A receive that
+//             finds the ring empty ends with -ENOBUFS and takes nothing: its task
+//             reads with recv(2) and, if that finds nothing, waits by a one-shot
+//             IORING_OP_POLL_ADD (as without provided buffers: turned off by
+//             WEFT_IO_URING_OFF=provided_buffers, or refused by a kernel before
+//             5.19). The buffers are registered before the ring is enabled
+//             (URING-O1: SINGLE_ISSUER restricts io_uring_register() to the owner
+//             afterwards) and unmapped after the ring is gone.
+//
 // The owner ring (owner_backend, for a runtime whose only poller is one thread):
 //
 //   URING-O1  one thread, the owner, makes every io_uring_enter() of the ring and
@@ -129,6 +158,7 @@
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -136,6 +166,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -145,6 +176,8 @@
 #include "reactor.hpp"
 
 namespace weft::io::detail {
+
+static_assert(cqe_f_buffer == IORING_CQE_F_BUFFER && cqe_f_sock_nonempty == IORING_CQE_F_SOCK_NONEMPTY);
 
 namespace {
 
@@ -164,6 +197,7 @@ struct event {
     unsigned bits;
     op_state* op;
     int res;
+    std::uint32_t cflags;  // an operation's CQE flags (URING-P1)
 };
 
 // refuse_unpollable() is URING-U5 for fd: EPERM (from epoll, via the probe
@@ -187,6 +221,7 @@ std::error_code refuse_unpollable(int probe, int fd) noexcept {
 bool poll_event(std::uint64_t ud, int res, bool more, event& e, bool& rearm) noexcept {
     e.op = nullptr;
     e.res = 0;
+    e.cflags = 0;
     e.token = ud;
     e.bits = 0;
     rearm = !more && (res >= 0 || res == -ECANCELED || res == -ENOMEM || res == -EAGAIN);
@@ -210,7 +245,7 @@ std::size_t hand_out(const event* evs, std::size_t n, reactor& re, std::atomic<s
     for (std::size_t i = 0; i < n; ++i) {
         if (op_state* op = evs[i].op) {
             completed.fetch_add(1, std::memory_order_relaxed);
-            op->complete(evs[i].res);
+            op->complete(evs[i].res, evs[i].cflags);
             ++woke;
             continue;
         }
@@ -460,6 +495,7 @@ private:
             e.bits = 0;
             e.op = reinterpret_cast<op_state*>(static_cast<std::uintptr_t>(ud & ~internal_bit));  // URING-U7
             e.res = res;
+            e.cflags = 0;  // the shared ring takes no recv_select (URING-P1)
             return true;
         }
         bool rearm = false;
@@ -482,6 +518,100 @@ private:
     std::string features_ = "io_uring shared ring";
 };
 
+
+// ---- provided buffers (URING-P1) --------------------------------------------
+
+// provided_buffers is one owner ring's provided-buffer ring (IORING_REGISTER_
+// PBUF_RING, Linux 5.19; buffer group 0): count() buffers of `size` bytes in
+// one anonymous mapping, whose pages are touched only as the kernel first
+// fills them. The kernel takes the buffer at the ring's head when a
+// recv_select op's data arrives; give_back() puts a buffer back at the tail.
+// The tail is written by whoever gives back (the owner, or the task that
+// copied the bytes out, on any worker: the spin lock makes them one
+// producer at a time); the kernel only reads it.
+class provided_buffers {
+public:
+    static constexpr unsigned default_count = 256;  // a power of two, at most 32,768
+    static constexpr unsigned size = 16 * 1024;     // the largest receive into one (a read_some's usual buffer)
+    static constexpr std::uint16_t group = 0;
+
+    provided_buffers() = default;
+    provided_buffers(const provided_buffers&) = delete;
+    provided_buffers& operator=(const provided_buffers&) = delete;
+    // The ring must be gone first (io_uring_queue_exit() unregisters).
+    ~provided_buffers() { unmap(); }
+
+    // init() maps `count` buffers (a power of two, 1 .. 32,768), registers
+    // them with `ring` and offers every one; the errno when that fails
+    // (EINVAL before Linux 5.19).
+    int init(io_uring& ring, unsigned count) noexcept {
+        count_ = count;
+        ring_bytes_ = std::max<std::size_t>(std::size_t{count} * sizeof(io_uring_buf), 4096);
+        void* br = ::mmap(nullptr, ring_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (br == MAP_FAILED) return errno;
+        br_ = static_cast<io_uring_buf_ring*>(br);
+        void* base = ::mmap(nullptr, std::size_t{count_} * size, PROT_READ | PROT_WRITE,
+                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (base == MAP_FAILED) {
+            const int e = errno;
+            unmap();
+            return e;
+        }
+        base_ = static_cast<std::byte*>(base);
+        io_uring_buf_reg reg{};
+        reg.ring_addr = reinterpret_cast<std::uintptr_t>(br_);
+        reg.ring_entries = count_;
+        reg.bgid = group;
+        if (const int rc = ::io_uring_register_buf_ring(&ring, &reg, 0); rc < 0) {
+            unmap();
+            return -rc;
+        }
+        ::io_uring_buf_ring_init(br_);
+        for (unsigned i = 0; i < count_; ++i)
+            ::io_uring_buf_ring_add(br_, base_ + std::size_t{i} * size, size, static_cast<unsigned short>(i),
+                                    ::io_uring_buf_ring_mask(count_), static_cast<int>(i));
+        ::io_uring_buf_ring_advance(br_, static_cast<int>(count_));
+        return 0;
+    }
+
+    [[nodiscard]] const std::byte* at(std::uint32_t cflags) const noexcept {
+        return base_ + std::size_t{cflags >> IORING_CQE_BUFFER_SHIFT} * size;
+    }
+    void give_back(std::uint32_t cflags) noexcept {
+        const auto bid = static_cast<unsigned short>(cflags >> IORING_CQE_BUFFER_SHIFT);
+        std::lock_guard g(mu_);
+        ::io_uring_buf_ring_add(br_, base_ + std::size_t{bid} * size, size, bid, ::io_uring_buf_ring_mask(count_), 0);
+        ::io_uring_buf_ring_advance(br_, 1);
+    }
+
+    [[nodiscard]] unsigned count() const noexcept { return count_; }
+
+    // count_from_env() is WEFT_IO_URING_BUFFERS (read when a ring is made):
+    // a power of two from 1 to 32,768, else default_count. Tests run the
+    // buffers out with a few.
+    static unsigned count_from_env() noexcept {
+        const char* v = std::getenv("WEFT_IO_URING_BUFFERS");
+        if (!v) return default_count;
+        char* end = nullptr;
+        const unsigned long n = std::strtoul(v, &end, 10);
+        if (end == v || *end != '\0' || n == 0 || n > 32768 || (n & (n - 1)) != 0) return default_count;
+        return static_cast<unsigned>(n);
+    }
+
+private:
+    void unmap() noexcept {
+        if (base_) ::munmap(base_, std::size_t{count_} * size);
+        if (br_) ::munmap(br_, ring_bytes_);
+        base_ = nullptr;
+        br_ = nullptr;
+    }
+
+    unsigned count_ = 0;
+    std::size_t ring_bytes_ = 0;
+    io_uring_buf_ring* br_ = nullptr;
+    std::byte* base_ = nullptr;
+    weft::spin_lock mu_;
+};
 
 // ---- the owner ring (URING-O1 - URING-O6) ------------------------------------
 
@@ -539,8 +669,20 @@ public:
             return false;
         }
         recv_ = !(off & off_recv_op);
-        features_ += recv_ ? "; sockets: IORING_OP_RECV, send(2) then IORING_OP_SEND"
-                           : "; sockets by readiness (recv_op turned off)";
+        if (!recv_) {
+            features_ += "; sockets by readiness (recv_op turned off)";
+        } else if (off & off_provided_buffers) {
+            features_ += "; sockets: IORING_OP_POLL_ADD then recv(2) (provided_buffers turned off (WEFT_IO_URING_OFF)), "
+                         "send(2) then IORING_OP_SEND";
+        } else if (const int e = pool_.init(ring_, provided_buffers::count_from_env()); e != 0) {  // URING-P1
+            features_ += std::string("; sockets: IORING_OP_POLL_ADD then recv(2) (provided buffers refused: ") +
+                         std::strerror(e) + "), send(2) then IORING_OP_SEND";
+        } else {
+            select_ = true;
+            features_ += "; sockets: IORING_OP_RECV into provided buffers (" + std::to_string(pool_.count()) +
+                         " x " + std::to_string(provided_buffers::size / 1024) +
+                         " KiB), send(2) then IORING_OP_SEND";
+        }
         features_ += "; batched submission";
         probe_ = ::epoll_create1(EPOLL_CLOEXEC);
         efd_ = ::eventfd(0, EFD_CLOEXEC);  // blocking: the ring's read of it waits (URING-O4)
@@ -622,6 +764,14 @@ public:
     [[nodiscard]] std::string features() const override { return features_; }
     [[nodiscard]] bool supports_ops() const noexcept override { return true; }
     [[nodiscard]] bool supports_recv() const noexcept override { return recv_; }
+    [[nodiscard]] std::uint32_t recv_select_max() const noexcept override {
+        return select_ ? provided_buffers::size : 0;
+    }
+    [[nodiscard]] const std::byte* selected(const op_state& op) const noexcept override { return pool_.at(op.cflags); }
+    void give_back(const op_state& op) noexcept override { pool_.give_back(op.cflags); }  // URING-P1
+    [[nodiscard]] std::uint64_t recv_nobufs() const noexcept override {
+        return nobufs_.load(std::memory_order_relaxed);
+    }
 
     int start_op(op_state* op) noexcept override { return submit({cmd::op, -1, 0, op}) ? 0 : -ENOMEM; }
     void cancel_op(op_state* op) noexcept override { submit({cmd::cancel, -1, op_data(op), nullptr}); }
@@ -725,8 +875,12 @@ private:
                 ::io_uring_prep_read(e, op->fd, op->buf, op->len, op->offset);
             else if (op->op == op_state::write)
                 ::io_uring_prep_write(e, op->fd, op->buf, op->len, op->offset);
-            else if (op->op == op_state::recv)
-                ::io_uring_prep_recv(e, op->fd, op->buf, op->len, 0);
+            else if (op->op == op_state::recv_select) {  // URING-P1: into a buffer of the ring's
+                ::io_uring_prep_recv(e, op->fd, nullptr, op->len, 0);
+                e->flags |= IOSQE_BUFFER_SELECT;
+                e->buf_group = provided_buffers::group;
+            } else if (op->op == op_state::poll_in)
+                ::io_uring_prep_poll_add(e, op->fd, POLLIN | POLLRDHUP);
             else
                 ::io_uring_prep_send(e, op->fd, op->buf, op->len, MSG_NOSIGNAL);
             ::io_uring_sqe_set_data64(e, op_data(op));
@@ -761,6 +915,14 @@ private:
             e.bits = 0;
             e.op = reinterpret_cast<op_state*>(static_cast<std::uintptr_t>(ud & ~internal_bit));
             e.res = res;
+            e.cflags = cqe->flags;
+            if ((e.cflags & IORING_CQE_F_BUFFER) && res <= 0) {
+                // URING-P1: no bytes to copy out; the buffer goes back now,
+                // so that a task that unwinds holds none.
+                pool_.give_back(e.cflags);
+                e.cflags &= ~IORING_CQE_F_BUFFER;
+            }
+            if (res == -ENOBUFS) nobufs_.fetch_add(1, std::memory_order_relaxed);
             return true;
         }
         bool again = false;
@@ -776,6 +938,7 @@ private:
     bool disabled_ = false;      // R_DISABLED: the owner enables it (URING-O1)
     bool taskrun_flag_ = false;  // the kernel flags deferred work (URING-O3)
     bool recv_ = true;
+    bool select_ = false;       // recv_select ops, into pool_ (URING-P1)
     bool owned_ = false;        // owner only
     bool watch_armed_ = false;  // owner only: watch()'s poll is out (URING-W3)
     std::atomic<std::thread::id> owner_{};
@@ -788,6 +951,10 @@ private:
     std::atomic<bool> mbox_full_{false};
     std::string features_;
     std::atomic<std::uint64_t> ops_completed_{0};
+    std::atomic<std::uint64_t> nobufs_{0};
+    // Unmapped after the destructor's io_uring_queue_exit(), which
+    // unregisters it (URING-P1).
+    provided_buffers pool_;
 };
 
 
@@ -820,6 +987,11 @@ public:
         }
         features_ = rings_[0]->features() + "; readiness by epoll (accept, connect, pipes, select)";
         recv_ = rings_[0]->supports_recv();
+        // URING-P1: recv_select only if every ring has its provided buffers.
+        select_max_ = rings_[0]->recv_select_max();
+        for (const auto& r : rings_) select_max_ = std::min(select_max_, r->recv_select_max());
+        if (select_max_ == 0 && rings_[0]->recv_select_max() != 0)
+            features_ += "; provided buffers refused on a ring: IORING_OP_POLL_ADD then recv(2) on all";
         return true;
     }
 
@@ -851,6 +1023,17 @@ public:
         return rings_[op->ring]->start_op(op);
     }
     void cancel_op(op_state* op) noexcept override { rings_[op->ring]->cancel_op(op); }  // URING-W2
+    [[nodiscard]] std::uint32_t recv_select_max() const noexcept override { return select_max_; }
+    // URING-P1: the buffer belongs to the ring the op went to (URING-W2).
+    [[nodiscard]] const std::byte* selected(const op_state& op) const noexcept override {
+        return rings_[op.ring]->selected(op);
+    }
+    void give_back(const op_state& op) noexcept override { rings_[op.ring]->give_back(op); }
+    [[nodiscard]] std::uint64_t recv_nobufs() const noexcept override {
+        std::uint64_t n = 0;
+        for (const auto& r : rings_) n += r->recv_nobufs();
+        return n;
+    }
     [[nodiscard]] std::uint64_t ops_completed() const noexcept override {
         std::uint64_t n = 0;
         for (const auto& r : rings_) n += r->ops_completed();
@@ -873,6 +1056,7 @@ private:
     std::vector<std::unique_ptr<owner_backend>> rings_;
     std::string features_;
     bool recv_ = true;
+    std::uint32_t select_max_ = 0;  // URING-P1
     int probe_ = -1;  // URING-U5
 };
 

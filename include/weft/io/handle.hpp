@@ -176,8 +176,10 @@ private:
     // handle is closing meanwhile or belongs to another runtime's reactor.
     std::error_code registration_in(weft::detail::runtime_core* core, detail::registration*& r);
     // ring_io() is read_some() / write_some() (send) by the owner ring's
-    // (or the worker rings') IORING_OP_RECV / IORING_OP_SEND (IO-R2 in src/io/handle.cpp); false
-    // when that does not apply and the call goes on by readiness.
+    // (or the worker rings') IORING_OP_RECV into a provided buffer (or a
+    // one-shot poll, then recv(2)) / IORING_OP_SEND (IO-R2 in
+    // src/io/handle.cpp); false when that does not apply and the call goes
+    // on by readiness.
     bool ring_io(bool send, std::span<std::byte> buf, std::error_code& ec, clock::time_point deadline,
                  std::size_t& n);
     [[nodiscard]] bool ring_eligible(std::size_t len) const noexcept;
@@ -231,8 +233,9 @@ struct backend_info {
     const char* fallback_reason = "";
     // features: what the backend uses and what the kernel refused, e.g.
     // "io_uring owner ring (one worker); SINGLE_ISSUER+DEFER_TASKRUN;
-    // IORING_OP_RECV for reads; batched submission" (docs/io.md,
-    // "Backends"); "none" like name when there is no reactor.
+    // sockets: IORING_OP_RECV into provided buffers (256 x 16 KiB), send(2)
+    // then IORING_OP_SEND; batched submission" (docs/io.md, "Backends");
+    // "none" like name when there is no reactor.
     const char* features = "none";
 };
 // current_backend() makes the calling task's runtime's reactor if needed

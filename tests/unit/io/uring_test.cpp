@@ -4,7 +4,11 @@
 // by many tasks while the watcher polls, stale completions for a closed and
 // reused fd, a handle closed while its event is delivered (it must really
 // close), and readiness reported on edges only. The behavioural tests run
-// over both backends (the contract is the same).
+// over both backends (the contract is the same). uring_idle: a task idle in
+// a socket read on the owner ring or the worker rings is not pinned and is
+// shrunk (IO-R2, URING-P1), in each mode of the read (provided buffers, the
+// poll), with its deadline, close and cancel semantics, and the provided
+// buffers running out.
 
 #include <fcntl.h>
 #include <sys/socket.h>
@@ -12,7 +16,9 @@
 
 #include <array>
 #include <atomic>
+#include <cstdint>
 #include <cstring>
+#include <memory>
 #include <span>
 #include <string>
 #include <thread>
@@ -20,6 +26,7 @@
 
 #include "io_test_support.hpp"
 #include "reactor.hpp"
+#include "weft/io/buffered.hpp"
 
 namespace weft::test {
 namespace {
@@ -353,6 +360,275 @@ TEST(uring_owner, spawns_from_outside_wake_a_worker_asleep_in_the_ring) {
         EXPECT_EQ(sum, want) << workers << " workers";
         (void)p.w.write_some(bytes("z"));
         EXPECT_EQ(idle_reader.join(), 1u) << workers << " workers";
+    }
+}
+
+// ---- an idle read does not pin its task (IO-R2, URING-P1) ------------------
+
+// canary fills a few KiB of a task's frames with a pattern that depends on
+// its own address: a stack restored wrongly, or not at all, shows.
+struct canary {
+    static constexpr std::size_t words = 600;
+    std::array<std::uint64_t, words> v;
+    [[nodiscard]] std::uint64_t at(std::size_t i) const noexcept {
+        return (reinterpret_cast<std::uintptr_t>(this) ^ 0x9e3779b97f4a7c15ull) * (i + 1);
+    }
+    canary() noexcept {
+        for (std::size_t i = 0; i < words; ++i) v[i] = at(i);
+        asm volatile("" : : "r"(this) : "memory");
+    }
+    [[nodiscard]] bool intact() const noexcept {
+        asm volatile("" : : "r"(this) : "memory");
+        for (std::size_t i = 0; i < words; ++i)
+            if (v[i] != at(i)) return false;
+        return true;
+    }
+};
+
+// shrunk_while_reading() spawns `read` (a task that parks in a read of an idle
+// socket, its buffer in its frames, and returns whether it read what came,
+// its frames intact) on rt, has it shrunk by runtime::shrink_idle(), then
+// runs `send` (the data comes) and joins it. Returns what went wrong, or "".
+template <class Read, class Send>
+std::string shrunk_while_reading(runtime& rt, Read read, Send send) {
+    const std::uint64_t shrinks = rt.stats().total().shrinks;
+    const std::uint64_t restores = rt.stats().total().restores;
+    const std::uint64_t ops = rt.block_on([] { return io::detail::ops_completed(weft::detail::current_core("t")); });
+    std::atomic<bool> reading{false};
+    auto reader = rt.spawn([&] {
+        canary c;
+        reading = true;
+        const bool ok = read();
+        return ok && c.intact();
+    });
+    while (!reading || reader.state() != task_state::waiting) std::this_thread::sleep_for(1ms);
+    bool shrunk = false;
+    for (int i = 0; i < 3000 && !shrunk; ++i) {  // about 3 s
+        rt.shrink_idle();
+        shrunk = rt.stats().total().shrinks > shrinks;
+        if (!shrunk) std::this_thread::sleep_for(1ms);
+    }
+    std::string what;
+    if (!shrunk) what += "the task idle in its read was not shrunk (pinned?); ";
+    send();
+    if (!reader.join()) what += "the read did not return what came, or the frames did not survive; ";
+    if (shrunk && rt.stats().total().restores <= restores) what += "no restore counted; ";
+    const std::uint64_t ops_after =
+        rt.block_on([] { return io::detail::ops_completed(weft::detail::current_core("t")); });
+    if (ops_after == ops) what += "the read made no ring operation (it went by readiness); ";
+    return what;
+}
+
+// idle_read_is_shrunk() is shrunk_while_reading() over a socket pair's
+// read_some() on a runtime of `workers` workers and backend `io`, whose
+// features must contain `expect`.
+void idle_read_is_shrunk(unsigned workers, io_backend io, const char* expect, const char* off = nullptr) {
+    std::unique_ptr<scoped_uring_off> env;
+    if (off) env = std::make_unique<scoped_uring_off>(off);
+    runtime rt({.workers = workers, .io = io});  // shrink_idle() shrinks whatever the age
+    const std::string features = rt.block_on([] { return std::string(io::current_backend().features); });
+    ASSERT_TRUE(has(features, expect)) << features;
+    socket_pair p;
+    const std::string what = shrunk_while_reading(
+        rt,
+        [&p] {
+            std::array<std::byte, 64> buf{};  // in the frames that are shrunk
+            std::error_code ec;
+            const std::size_t n = p.r.read_some(buf, ec, io::after(30s));
+            return !ec && n == 5 && std::memcmp(buf.data(), "hello", 5) == 0;
+        },
+        [&p] { EXPECT_EQ(p.w.write_some(bytes("hello")), 5u); });
+    EXPECT_EQ(what, "") << workers << " workers, " << (off ? off : "defaults") << ": " << features;
+}
+
+TEST(uring_idle, a_task_idle_in_a_read_on_the_owner_ring_is_shrunk) {
+    watchdog dog;
+    std::string why;
+    if (!uring_available(why)) GTEST_SKIP() << "no io_uring here: " << why;
+    idle_read_is_shrunk(1, io_backend::io_uring, "owner ring");
+    idle_read_is_shrunk(1, io_backend::automatic, "IORING_OP_RECV into provided buffers");
+}
+
+TEST(uring_idle, a_task_idle_in_a_read_on_the_worker_rings_is_shrunk) {
+    watchdog dog;
+    std::string why;
+    if (!uring_available(why)) GTEST_SKIP() << "no io_uring here: " << why;
+    idle_read_is_shrunk(2, io_backend::io_uring, "worker rings (one per worker)");
+    idle_read_is_shrunk(4, io_backend::io_uring, "IORING_OP_RECV into provided buffers");
+}
+
+TEST(uring_idle, without_provided_buffers_an_idle_read_waits_by_a_poll_and_is_shrunk) {
+    watchdog dog;
+    std::string why;
+    if (!uring_available(why)) GTEST_SKIP() << "no io_uring here: " << why;
+    for (const unsigned workers : {1u, 2u})
+        idle_read_is_shrunk(workers, io_backend::io_uring, "IORING_OP_POLL_ADD then recv(2) (provided_buffers turned off",
+                            "provided_buffers");
+}
+
+TEST(uring_idle, a_connection_idle_in_a_buffered_read_line_is_shrunk) {
+    // The shape of a server's idle connection: a task per connection, in
+    // read_line() of a buffered_reader over a TCP stream.
+    watchdog dog;
+    std::string why;
+    if (!uring_available(why)) GTEST_SKIP() << "no io_uring here: " << why;
+    for (const unsigned workers : {1u, 2u}) {
+        runtime rt({.workers = workers, .io = workers == 1 ? io_backend::automatic : io_backend::io_uring});
+        auto conn = rt.block_on([] {
+            auto l = io::tcp_listener::bind(io::endpoint::loopback_v4(0));
+            auto c = io::tcp_stream::connect(l.local_endpoint(), io::after(30s));
+            return std::pair(std::move(c), l.accept(io::after(30s)));
+        });
+        io::stream& client = conn.first;
+        io::stream& server = conn.second;
+        const std::string what = shrunk_while_reading(
+            rt,
+            [&server] {
+                io::buffered_reader<io::stream> r(server);
+                std::string line;
+                std::error_code ec;
+                (void)r.read_line(line, ec, io::after(30s));
+                return !ec && line == "GET / HTTP/1.1";
+            },
+            [&client] { EXPECT_EQ(client.write_some(bytes("GET / HTTP/1.1\r\n")), 16u); });
+        EXPECT_EQ(what, "") << workers << " workers";
+    }
+}
+
+TEST(uring_idle, a_read_larger_than_a_provided_buffer_gets_a_whole_datagram_and_is_shrunk) {
+    // A provided buffer holds 16 KiB: a larger read waits by the poll and
+    // reads with recv(2) into the caller's buffer, so a 20,000-byte message
+    // of a SOCK_SEQPACKET socket comes whole (a receive into a provided
+    // buffer would have cut it, and the rest of a message is dropped), and
+    // the idle reader is not pinned either.
+    watchdog dog;
+    std::string why;
+    if (!uring_available(why)) GTEST_SKIP() << "no io_uring here: " << why;
+    for (const unsigned workers : {1u, 2u}) {
+        runtime rt({.workers = workers, .io = io_backend::io_uring});
+        int fds[2];
+        ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds), 0);
+        io::handle r(fds[0]), w(fds[1]);
+        const std::string message(20000, 'm');
+        const std::string what = shrunk_while_reading(
+            rt,
+            [&r, &message] {
+                std::vector<std::byte> buf(32 * 1024);
+                std::error_code ec;
+                const std::size_t n = r.read_some(buf, ec, io::after(30s));
+                return !ec && n == message.size() && std::memcmp(buf.data(), message.data(), n) == 0;
+            },
+            [&w, &message] { EXPECT_EQ(w.write_some(bytes(message)), message.size()); });
+        EXPECT_EQ(what, "") << workers << " workers";
+        // The same once data is there at once (no wait at all).
+        rt.block_on([&] {
+            EXPECT_EQ(w.write_some(bytes(message)), message.size());
+            std::vector<std::byte> buf(32 * 1024);
+            EXPECT_EQ(r.read_some(buf, io::after(10s)), message.size());
+        });
+    }
+}
+
+TEST(uring_idle, reads_beyond_the_provided_buffers_fall_back_and_lose_nothing) {
+    // More readers than the ring has provided buffers (four, by
+    // WEFT_IO_URING_BUFFERS), all of whose data comes while the worker is
+    // busy: its next polls complete the receives, the buffers run out, and
+    // the rest get -ENOBUFS and read with recv(2) (URING-P1). Every reader
+    // gets its own message.
+    watchdog dog;
+    std::string why;
+    if (!uring_available(why)) GTEST_SKIP() << "no io_uring here: " << why;
+    struct scoped_buffers {
+        scoped_buffers() { ::setenv("WEFT_IO_URING_BUFFERS", "4", 1); }
+        ~scoped_buffers() { ::unsetenv("WEFT_IO_URING_BUFFERS"); }
+    } four;
+    const int n = 64;
+    runtime rt({.workers = 1, .io = io_backend::io_uring});
+    EXPECT_TRUE(has(rt.block_on([] { return std::string(io::current_backend().features); }),
+                    "IORING_OP_RECV into provided buffers (4 x 16 KiB)"));
+    std::vector<std::unique_ptr<socket_pair>> pairs;
+    for (int i = 0; i < n; ++i) pairs.push_back(std::make_unique<socket_pair>());
+    std::atomic<int> parked{0};
+    std::vector<join_handle<bool>> readers;
+    for (int i = 0; i < n; ++i) {
+        readers.push_back(rt.spawn([&, i] {
+            std::array<std::byte, 32> buf{};
+            std::error_code ec;
+            parked.fetch_add(1);
+            const std::size_t got = pairs[i]->r.read_some(buf, ec, io::after(30s));
+            const std::string want = "message " + std::to_string(i);
+            return !ec && got == want.size() && std::memcmp(buf.data(), want.data(), got) == 0;
+        }));
+    }
+    while (parked.load() < n) std::this_thread::sleep_for(1ms);
+    for (const auto& r : readers)
+        while (r.state() != task_state::waiting) std::this_thread::sleep_for(1ms);
+    // The worker runs a task that does not yield while every message is sent.
+    std::atomic<bool> busy_runs{false}, sent{false};
+    auto busy = rt.spawn([&] {
+        busy_runs = true;
+        while (!sent.load()) {
+        }
+    });
+    while (!busy_runs.load()) std::this_thread::sleep_for(1ms);
+    for (int i = 0; i < n; ++i) {
+        const std::string m = "message " + std::to_string(i);
+        ASSERT_EQ(pairs[i]->w.write_some(bytes(m)), m.size());
+    }
+    sent = true;
+    busy.join();
+    int good = 0;
+    for (auto& r : readers) good += r.join() ? 1 : 0;
+    EXPECT_EQ(good, n);
+    const std::uint64_t nobufs =
+        rt.block_on([] { return io::detail::recv_nobufs(weft::detail::current_core("uring_test")); });
+    EXPECT_GT(nobufs, 0u) << "the provided buffers never ran out: the fallback was not tested";
+}
+
+TEST(uring_idle, a_read_keeps_its_deadline_close_and_cancel_semantics_in_each_mode) {
+    // IO-R2 with provided buffers and with the poll: a deadline gives
+    // timed_out and loses nothing (the data that comes later goes to the
+    // next read), a close from another task gives operation_canceled, a
+    // cancellation unwinds, the end of the stream is 0.
+    watchdog dog;
+    std::string why;
+    if (!uring_available(why)) GTEST_SKIP() << "no io_uring here: " << why;
+    for (const char* off : {"", "provided_buffers"}) {
+        scoped_uring_off env(off);
+        for (const unsigned workers : {1u, 2u}) {
+            runtime rt({.workers = workers, .io = io_backend::io_uring});
+            rt.block_on([&] {
+                socket_pair p;
+                std::array<std::byte, 16> buf{};
+                std::error_code ec;
+                const auto start = io::clock::now();
+                EXPECT_EQ(p.r.read_some(buf, ec, start + 20ms), 0u);
+                EXPECT_EQ(ec, std::errc::timed_out) << off << ", " << workers << " workers";
+                EXPECT_GE(io::clock::now(), start + 20ms);
+                (void)p.w.write_some(bytes("later"));
+                EXPECT_EQ(p.r.read_some(buf, ec, io::after(10s)), 5u);
+                EXPECT_FALSE(ec);
+                EXPECT_EQ(std::memcmp(buf.data(), "later", 5), 0);
+
+                auto reader = blocked_read(p.r);
+                EXPECT_FALSE(p.r.close());
+                const auto [n, rec] = reader.join();
+                EXPECT_EQ(n, 0u);
+                EXPECT_EQ(rec, std::errc::operation_canceled) << off << ", " << workers << " workers";
+
+                socket_pair q;
+                EXPECT_TRUE(cancel_unwinds([&] {
+                    std::array<std::byte, 16> b{};
+                    (void)q.r.read_some(b, io::after(30s));
+                }));
+                (void)q.w.write_some(bytes("kept"));  // the canceled read took nothing
+                EXPECT_EQ(q.r.read_some(buf, io::after(10s)), 4u);
+                EXPECT_EQ(std::memcmp(buf.data(), "kept", 4), 0);
+                EXPECT_FALSE(q.w.close());
+                EXPECT_EQ(q.r.read_some(buf, ec, io::after(10s)), 0u);
+                EXPECT_FALSE(ec) << "the end of the stream";
+            });
+        }
     }
 }
 
