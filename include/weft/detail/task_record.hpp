@@ -33,10 +33,10 @@ namespace detail {
 // pin_frame_of() adds d to the wait arena's pins (SHRINK-A2) of the calling
 // task when p lies on that task's own stack: a primitive (its wait_queue)
 // that lives in a task's frame is reached by other tasks and threads while
-// the task waits, so the task's stack must not be released meanwhile
-// (docs/runtime.md, "What a task's neighbours may not do while it is
-// parked"). Does nothing elsewhere: on a thread, on a copy stack, in a
-// nested fiber, on the heap.
+// the task waits, so a shrink would be undone at the first touch (SHRINK-P2;
+// docs/runtime.md, "When other code touches a shrunk stack"): the task is
+// not shrunk meanwhile. Does nothing elsewhere: on a thread, on a copy
+// stack, in a nested fiber, on the heap.
 inline void pin_frame_of(const void* p, int d) noexcept {
     fiber_record* f = this_thread_state()->current;
     if (!f || !f->arena) return;
