@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/stack_canary.hpp"
 #include "io_test_support.hpp"
 #include "reactor.hpp"
 #include "weft/io/buffered.hpp"
@@ -367,23 +368,7 @@ TEST(uring_owner, spawns_from_outside_wake_a_worker_asleep_in_the_ring) {
 
 // canary fills a few KiB of a task's frames with a pattern that depends on
 // its own address: a stack restored wrongly, or not at all, shows.
-struct canary {
-    static constexpr std::size_t words = 600;
-    std::array<std::uint64_t, words> v;
-    [[nodiscard]] std::uint64_t at(std::size_t i) const noexcept {
-        return (reinterpret_cast<std::uintptr_t>(this) ^ 0x9e3779b97f4a7c15ull) * (i + 1);
-    }
-    canary() noexcept {
-        for (std::size_t i = 0; i < words; ++i) v[i] = at(i);
-        asm volatile("" : : "r"(this) : "memory");
-    }
-    [[nodiscard]] bool intact() const noexcept {
-        asm volatile("" : : "r"(this) : "memory");
-        for (std::size_t i = 0; i < words; ++i)
-            if (v[i] != at(i)) return false;
-        return true;
-    }
-};
+using canary = stack_canary<600>;
 
 // shrunk_while_reading() spawns `read` (a task that parks in a read of an idle
 // socket, its buffer in its frames, and returns whether it read what came,

@@ -45,6 +45,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/stack_canary.hpp"
 #include "runtime_fixture.hpp"
 #include "weft/async.hpp"
 #include "weft/sync.hpp"
@@ -113,23 +114,7 @@ bool page_released(const void* p) {
 // canary fills more than a page of the task's frames with a pattern that
 // depends on its own address: a stack that a fault on one of its pages
 // brings back only in part, or at other addresses, is seen.
-struct canary {
-    static constexpr std::size_t words = 700;
-    std::array<std::uint64_t, words> v;
-    std::uint64_t at(std::size_t i) const noexcept {
-        return (reinterpret_cast<std::uintptr_t>(this) ^ 0x9e3779b97f4a7c15ull) * (i + 1);
-    }
-    canary() noexcept {
-        for (std::size_t i = 0; i < words; ++i) v[i] = at(i);
-        asm volatile("" : : "r"(this) : "memory");
-    }
-    [[nodiscard]] bool intact() const noexcept {
-        asm volatile("" : : "r"(this) : "memory");
-        for (std::size_t i = 0; i < words; ++i)
-            if (v[i] != at(i)) return false;
-        return true;
-    }
-};
+using canary = stack_canary<700>;
 
 // scope_exit runs its function when it goes: it lets parked tasks go when
 // an ASSERT leaves a test early, before what they wait on is destroyed.

@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/stack_canary.hpp"
 #include "runtime_fixture.hpp"
 #include "weft/io/handle.hpp"
 #include "weft/sync.hpp"
@@ -59,23 +60,7 @@ bool shrunk_to(weft::runtime& rt, std::uint64_t n, int rounds = 10'000) {
 // canary fills more than a page of the task's frames with a pattern that
 // depends on its own address, so that a stack restored at other addresses,
 // or not at all (released pages read as zeros), is seen.
-struct canary {
-    static constexpr std::size_t words = 700;
-    std::array<std::uint64_t, words> v;
-    std::uint64_t at(std::size_t i) const noexcept {
-        return (reinterpret_cast<std::uintptr_t>(this) ^ 0x9e3779b97f4a7c15ull) * (i + 1);
-    }
-    canary() noexcept {
-        for (std::size_t i = 0; i < words; ++i) v[i] = at(i);
-        asm volatile("" : : "r"(this) : "memory");
-    }
-    [[nodiscard]] bool intact() const noexcept {
-        asm volatile("" : : "r"(this) : "memory");
-        for (std::size_t i = 0; i < words; ++i)
-            if (v[i] != at(i)) return false;
-        return true;
-    }
-};
+using canary = stack_canary<700>;
 
 // shrunk_across() runs `wait` in a task that holds a canary, shrinks the
 // task while it waits, runs `wake` and checks that the task came back
