@@ -343,7 +343,8 @@ def _unshrink(f):
             inferior.write_memory(at + i * 8, struct.pack("<Q", v))
     except gdb.error as e:
         return ("shrunk task: its frames are in a heap block at 0x%x and could not be written back "
-                "to its stack for unwinding (%s); a core file cannot show them\n" % (block, e))
+                "to its stack for unwinding (%s); a core file, or a gdb stub that cannot write the "
+                "task's protected pages (qemu-user's), cannot show them\n" % (block, e))
     return None
 
 
