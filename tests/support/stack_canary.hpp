@@ -1,4 +1,5 @@
-// stack_canary.hpp: a block of a task's frames whose every word depends on
+// stack_canary.hpp: for the tests of idle tasks giving their stack back:
+// the runtime options that shrink at once, and a block of a task's frames whose every word depends on
 // its own address, for the tests of idle tasks giving their stack back
 // (docs/runtime.md): a stack restored at other addresses, only in part, or
 // not at all (released pages read as zeros) no longer checks out.
@@ -6,7 +7,10 @@
 
 #include <array>
 #include <cstddef>
+#include <chrono>
 #include <cstdint>
+
+#include "weft/runtime.hpp"
 
 namespace weft::test {
 
@@ -29,5 +33,15 @@ struct stack_canary {
         return true;
     }
 };
+
+// shrinking() is runtime options that shrink a task parked 1 ms (tests
+// then ask for shrinks with runtime::shrink_idle()); shrinks() counts them.
+inline weft::runtime_options shrinking(unsigned workers) {
+    weft::runtime_options o;
+    o.workers = workers;
+    o.shrink_idle_after = std::chrono::milliseconds(1);
+    return o;
+}
+inline std::uint64_t shrinks(const weft::runtime& rt) { return rt.stats().total().shrinks; }
 
 }  // namespace weft::test

@@ -55,14 +55,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-weft::runtime_options shrinking(unsigned workers) {
-    weft::runtime_options o;
-    o.workers = workers;
-    o.shrink_idle_after = 1ms;
-    return o;
-}
-
-std::uint64_t shrinks(const weft::runtime& rt) { return rt.stats().total().shrinks; }
 
 // shrink_faults() is runtime_stats::shrink_faults (process-wide: the
 // shrunk stacks other code touched) where the runtime counts them; empty

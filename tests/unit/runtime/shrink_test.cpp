@@ -36,14 +36,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-weft::runtime_options shrinking(unsigned workers) {
-    weft::runtime_options o;
-    o.workers = workers;
-    o.shrink_idle_after = 1ms;
-    return o;
-}
-
-std::uint64_t shrinks(const weft::runtime& rt) { return rt.stats().total().shrinks; }
 std::uint64_t restores(const weft::runtime& rt) { return rt.stats().total().restores; }
 
 // shrunk_to() asks the runtime to shrink its idle tasks until its stats
