@@ -573,29 +573,56 @@ def ratio_target(s, label, metric, w, peer, limit):
     return r <= limit, f"{r:.2f}x {peer} (weft {rr.fmt(wf['median'])}{u}, {peer} {rr.fmt(p['median'])}{u})"
 
 
-def sc7_row(d, path):
-    """SC7 from bench/compare/io/idle_conns/sc7.py's JSON: weft's RSS per
-    idle connection over Go's, median [min, max] over the repetitions; met
-    when the median is within the limit and weft lost no echo and none was
-    late."""
+def sc7_rows(d, path):
+    """SC7 and SH6 from bench/compare/io/idle_conns/sc7.py's JSON, a pair of
+    rows per worker count: weft's RSS per idle connection over Go's, and
+    weft's echo round over Go's (SH6), median [min, max] over the
+    repetitions; met when the median is within the limit and weft lost no
+    echo (SC7: and none was late). A JSON from before worker counts holds
+    W=1 alone. Returns [(name, met, measured, limit)]."""
     limit = d.get("target_rss_vs_go", 0.5)
-    ratios = sorted(r["rss"] for r in d.get("ratios", []) if isinstance(r, dict) and "rss" in r)
-    w = d.get("summary", {}).get("weft", {})
-    lost, late = w.get("lost"), w.get("late")
-    n = (w.get("connected") or ["?"])[0]
-    if not ratios:
-        return None, f"no weft/Go ratio in {os.path.basename(path)} (missing: {d.get('missing')})", f"<= {limit}x go"
-    med = statistics.median(ratios)
-    met = med <= limit and lost == 0 and late == 0
-    rss = statistics.median(w.get("rss_per_conn") or [0])
-    g = statistics.median(d.get("summary", {}).get("go", {}).get("rss_per_conn") or [0])
-    return met, (f"{med:.2f}x go [{ratios[0]:.2f}, {ratios[-1]:.2f}] at {n} connections "
-                 f"(weft {rss:,.0f} B, go {g:,.0f} B per connection); weft lost {lost}, late {late}"), \
-        f"<= {limit}x go, 0 lost"
+    elimit = d.get("target_echo_vs_go", 1.0)
+    per_w = d.get("by_workers") or {"1": {"summary": d.get("summary", {}), "ratios": d.get("ratios", [])}}
+    rows = []
+    for wk in sorted(per_w, key=int):
+        summ, rat = per_w[wk].get("summary", {}), per_w[wk].get("ratios", [])
+        w = summ.get("weft", {})
+        lost, late = w.get("lost"), w.get("late")
+        n = (w.get("connected") or ["?"])[0]
+        ratios = sorted(r["rss"] for r in rat if isinstance(r, dict) and "rss" in r)
+        name = f"SC7 idle connections, W={wk}"
+        if not ratios:
+            rows.append((name, None, f"no weft/Go ratio in {os.path.basename(path)} (missing: {d.get('missing')})",
+                         f"<= {limit}x go"))
+        else:
+            med = statistics.median(ratios)
+            rss = statistics.median(w.get("rss_per_conn") or [0])
+            g = statistics.median(summ.get("go", {}).get("rss_per_conn") or [0])
+            rows.append((name, med <= limit and lost == 0 and late == 0,
+                         f"{med:.2f}x go [{ratios[0]:.2f}, {ratios[-1]:.2f}] at {n} connections "
+                         f"(weft {rss:,.0f} B, go {g:,.0f} B per connection); weft lost {lost}, late {late}",
+                         f"<= {limit}x go, 0 lost"))
+        echo = sorted(r["echo"] for r in rat if isinstance(r, dict) and "echo" in r)
+        name = f"SH6 one byte to each idle connection, all replies in, W={wk}"
+        if "by_workers" not in d:
+            continue  # an older sc7.json has no echo round figure
+        if not echo:
+            rows.append((name, None, f"no weft/Go pair of echo rounds that lost nothing in {os.path.basename(path)}",
+                         f"<= {elimit}x go"))
+        else:
+            med = statistics.median(echo)
+            we = statistics.median(w.get("echo_s") or [0]) * 1e3
+            ge = statistics.median(summ.get("go", {}).get("echo_s") or [0]) * 1e3
+            rows.append((name, med <= elimit and lost == 0,
+                         f"{med:.2f}x go [{echo[0]:.2f}, {echo[-1]:.2f}] at {n} connections "
+                         f"(weft {we:,.0f} ms, go {ge:,.0f} ms); weft lost {lost}",
+                         f"<= {elimit}x go, 0 lost"))
+    return rows
 
 
 def idle_conns(s):
-    """SC7 from the IO section's JSON (bench/compare/io/idle_conns*), if any."""
+    """SC7 (and SH6) from the IO section's JSON (bench/compare/io/idle_conns*),
+    if any: [(name, met, measured, limit)]."""
     cand = [s.a.idle_conns_json] if s.a.idle_conns_json else (
         [os.path.join(s.a.out, "idle_conns.json")]
         + sorted(glob.glob(os.path.join(s.a.out, "idle_conns*.json"))) + [os.path.join(s.a.out, "sc7.json")])
@@ -605,9 +632,9 @@ def idle_conns(s):
                 with open(path) as f:
                     d = json.load(f)
             except (OSError, ValueError) as ex:
-                return None, f"{path}: unreadable ({ex})", "see the IO section"
+                return [("SC7 idle connections", None, f"{path}: unreadable ({ex})", "see the IO section")]
             if isinstance(d, dict) and "ratios" in d and "summary" in d:
-                return sc7_row(d, path)
+                return sc7_rows(d, path)
             ts = d.get("targets") if isinstance(d, dict) else None
             if isinstance(ts, dict):
                 ts = list(ts.values())
@@ -617,11 +644,12 @@ def idle_conns(s):
                                  for t in ts if isinstance(t, dict))
                 lim = "; ".join(str(t.get("limit", t.get("target", "?"))) for t in ts if isinstance(t, dict))
                 met = None if any(m is None for m in mets) else all(mets)
-                return met, f"{meas} ({os.path.basename(path)})", lim or "see the IO section"
+                return [("SC7 idle connections", met, f"{meas} ({os.path.basename(path)})", lim or "see the IO section")]
             met = d.get("met") if isinstance(d, dict) else None
-            return met if isinstance(met, bool) else None, \
-                f"{os.path.basename(path)} present; no targets list found in it", "see the IO section"
-    return None, "not run (no idle_conns.json in the results)", "see the IO section (bench/compare/io/idle_conns*)"
+            return [("SC7 idle connections", met if isinstance(met, bool) else None,
+                     f"{os.path.basename(path)} present; no targets list found in it", "see the IO section")]
+    return [("SC7 idle connections", None, "not run (no sc7.json in the results)",
+             "see the IO section (bench/compare/io/idle_conns*)")]
 
 
 def targets(s):
@@ -667,8 +695,8 @@ def targets(s):
     r2, m2 = ratio_target(s, "sc6", "ns", 1, "go", 0.5)
     add("SC6 read with a deadline", "<= 1.0x tokio and <= 0.5x go",
         None if r1 is None or r2 is None else (r1 and r2), f"{m1}; {m2}")
-    met, m, lim = idle_conns(s)
-    add("SC7 idle connections", lim, met, m)
+    for name, met, m, lim in idle_conns(s):
+        add(name, lim, met, m)
     for sc in ("r3", "r4"):
         for w in (1, 2):
             on, off = s.stat(f"sc8-{sc}", "weft", w, "ns"), s.stat(f"sc8-{sc}", "weft-noshrink", w, "ns")
@@ -679,8 +707,10 @@ def targets(s):
             else:
                 add(f"SC8 {sc.upper()} shrinking on / off, W={w}", "<= 1.05", None, "not run")
     for x in t:
-        x["issue"] = 26
-    return t + sh_targets(s)
+        x["issue"] = 42 if x["target"].startswith("SH6") else 26
+    sh = sh_targets(s)
+    # SH6 comes from sc7.py's run; it goes last among issue 42's rows.
+    return [x for x in t if x["issue"] == 26] + sh + [x for x in t if x["issue"] == 42]
 
 
 def sh_targets(s):

@@ -149,7 +149,7 @@ def dates(results):
                         ("r8", "R8, the echo server against Go, Boost.Asio, Tokio and monoio"),
                         ("http", "the HTTP example server against Go net/http under wrk (informational)"),
                         ("scale", "issue 26's scale scenarios SC1-SC8 (idle tasks, timers, deadlines against Go, "
-                         "Tokio and Boost.Fiber) and issue 42's SH1-SH5 (the doors of idle-stack shrinking)")]:
+                         "Tokio and Boost.Fiber) and issue 42's SH1-SH6 (the doors of idle-stack shrinking)")]:
         d = load(results, name + ".json")
         if not d:
             continue

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""SC7 (issue 26): idle loopback connections at the fd limit.
+"""SC7 (issue 26) and SH6 (issue 42): idle loopback connections at the fd limit.
 
 As many idle loopback connections as one server process may open, each
 served by one task (weft) or goroutine (Go) that reads with a 60 s read
@@ -10,9 +10,13 @@ server's memory per idle connection (VmRSS and VmPTE from
 echo round: messages lost, messages late, echo latency.
 
   target SC7: weft's RSS per connection <= 0.5x Go's (same count), 0 lost
+  target SH6: the echo round (first write to last reply) <= 1.0x Go's
 
-The servers (one fresh process per sample, pinned to CPU 0, one worker /
-GOMAXPROCS=1, default runtime options otherwise):
+each at every worker count of --workers (default 1 and 2).
+
+The servers (one fresh process per sample, pinned to CPU 0 with one worker
+/ GOMAXPROCS=1, to CPUs 0 and 1 with two; default runtime options
+otherwise, so weft runs the backend `automatic` picks for that count):
 
   weft  bench/compare/io/idle_conns/server_weft.cpp (weft_bench_idle_conns):
         one weft::spawn per connection, read_some(buf, ec, io::after(60 s)),
@@ -74,6 +78,7 @@ import time
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", ".."))
 TARGET_RSS_VS_GO = 0.5
+TARGET_ECHO_VS_GO = 1.0  # SH6 (issue 42): the echo round after the idle time
 
 
 def log(msg):
@@ -211,21 +216,25 @@ class Proc:
             self.err.close()
 
 
-def run_sample(args, name, path, sample_no, logf):
-    """One fresh server, the clients, the echo round. Returns a dict; an
-    'error' key says what went wrong."""
+def run_sample(args, name, path, sample_no, logf, workers):
+    """One fresh server with `workers` workers (GOMAXPROCS for Go), the
+    clients, the echo round. Returns a dict; an 'error' key says what went
+    wrong."""
     n = args.count
-    s = {"server": name, "count": n}
-    env = dict(os.environ, GOMAXPROCS="1")
+    s = {"server": name, "count": n, "workers": workers}
+    env = dict(os.environ, GOMAXPROCS=str(workers))
     env.pop("GOGC", None)
     env.pop("GODEBUG", None)
     if name == "go":
         argv = [path, "-port", "0", "-buf", str(args.buf), "-read-timeout", "60", "-max-seconds",
                 str(args.sample_limit)]
     else:
-        argv = [path, "--port", "0", "--workers", "1", "--buf", str(args.buf), "--read-timeout", "60",
+        argv = [path, "--port", "0", "--workers", str(workers), "--buf", str(args.buf), "--read-timeout", "60",
                 "--max-seconds", str(args.sample_limit)]
-    server = Proc(name, ["taskset", "-c", "0"] + argv, env, logf)
+    cpus = ",".join(str(c) for c in range(workers))
+    server = Proc(name, ["taskset", "-c", cpus] + argv, env, logf)
+    # The clients are Go processes with GOMAXPROCS=1 of their own.
+    env = dict(env, GOMAXPROCS="1")
     clients = []
     t_start = time.monotonic()
     try:
@@ -392,6 +401,8 @@ def main():
     ap.add_argument("--lost-ms", type=int, default=20000, help="an echo not back within this is lost")
     ap.add_argument("--per-client", type=int, default=10000, help="connections per client process")
     ap.add_argument("--servers", default="weft,go")
+    ap.add_argument("--workers", default="1,2",
+                    help="the servers' worker counts (weft `workers`, Go GOMAXPROCS), each measured")
     ap.add_argument("--out", default=None, help="default bench/results (--quick: build/bench/results)")
     ap.add_argument("--log", default=os.path.join(ROOT, "build/bench/sc7-log.txt"))
     args = ap.parse_args()
@@ -411,8 +422,14 @@ def main():
                  "needs a few descriptors besides its connections")
     if not (1000 <= args.per_client <= limit - 100):
         ap.error(f"--per-client must be in [1000, {limit - 100}]")
-    if not (0.2 <= args.settle <= 60) or not (16 <= args.size <= 65536):
-        ap.error("--settle must be in [0.2, 60], --size in [16, 65536]")
+    if not (0.2 <= args.settle <= 120) or not (16 <= args.size <= 65536):
+        ap.error("--settle must be in [0.2, 120], --size in [16, 65536]")
+    try:
+        args.workers = [int(x) for x in str(args.workers).split(",") if x]
+    except ValueError:
+        ap.error("--workers takes worker counts separated by commas, e.g. 1,2")
+    if not args.workers or any(not (1 <= w <= min(2, os.cpu_count() or 1)) for w in args.workers):
+        ap.error(f"--workers: each count must be in [1, {min(2, os.cpu_count() or 1)}] (the servers use CPUs 0..W-1)")
     if not (1 <= args.late_ms <= args.lost_ms <= 120000):
         ap.error("need 1 <= --late-ms <= --lost-ms <= 120000")
     # Bounds: connects at (pessimistically) 500 a second, plus slack.
@@ -452,13 +469,13 @@ def main():
     state0 = machine_state()
     samples = []
     names = list(servers)
-    total = args.reps * len(names)
+    total = args.reps * len(names) * len(args.workers)
     done = 0
     started = time.monotonic()
     for rep in range(args.reps):
         order = names if rep % 2 == 0 else names[::-1]
-        for name in order:
-            s = run_sample(args, name, servers[name], done, logf)
+        for name, w in [(n_, w_) for w_ in args.workers for n_ in order]:
+            s = run_sample(args, name, servers[name], done, logf, w)
             s["rep"] = rep
             done += 1
             samples.append(s)
@@ -469,57 +486,76 @@ def main():
                         f"echo max {s.get('lat_max_us', 0) / 1000:,.1f} ms")
             else:
                 what = "no memory figure"
-            log(f"sc7: [{done}/{total}] rep {rep + 1} {name} {args.count:,} conns: {what}"
+            log(f"sc7: [{done}/{total}] rep {rep + 1} {name} W={w} {args.count:,} conns: {what}"
                 + (f"; FAILED: {s['error']}" if "error" in s else "") + f"  ({el:.0f} s)")
     logf.close()
     state1 = machine_state()
 
     # ---- summary ----------------------------------------------------------
-    summary = {}
-    for name in names:
-        mine = [s for s in samples if s["server"] == name]
-        good = [s for s in mine if "rss_per_conn" in s]
-        summary[name] = {
-            "samples": len(mine),
-            "rss_per_conn": [s["rss_per_conn"] for s in good],
-            "pte_per_conn": [s["pte_per_conn"] for s in good],
-            "rss_after_echo_per_conn": [s["rss_after_echo_per_conn"] for s in good if "rss_after_echo_per_conn" in s],
-            "idle_rss": [s["idle"]["VmRSS"] for s in good],
-            "connected": [s.get("connected", 0) for s in mine],
-            # over the samples that got to the echo round (the others are
-            # failures, listed as such)
-            "lost": sum(s["lost"] for s in mine if "lost" in s),
-            "late": sum(s["late"] for s in mine if "late" in s),
-            "echo_rounds": sum(1 for s in mine if "lost" in s),
-            "runtime": sorted({s["runtime"] for s in mine if "runtime" in s}),
-            "lat_p99_us": [s["lat_p99_us"] for s in mine if "lat_p99_us" in s],
-            "lat_max_us": [s["lat_max_us"] for s in mine if "lat_max_us" in s],
-            "errors": [f"rep {s['rep'] + 1}: {s['error']}" for s in mine if "error" in s],
-        }
+    def summarize(w):
+        summary = {}
+        for name in names:
+            mine = [s for s in samples if s["server"] == name and s["workers"] == w]
+            good = [s for s in mine if "rss_per_conn" in s]
+            summary[name] = {
+                "samples": len(mine),
+                "rss_per_conn": [s["rss_per_conn"] for s in good],
+                "pte_per_conn": [s["pte_per_conn"] for s in good],
+                "rss_after_echo_per_conn": [s["rss_after_echo_per_conn"] for s in good
+                                            if "rss_after_echo_per_conn" in s],
+                "idle_rss": [s["idle"]["VmRSS"] for s in good],
+                "connected": [s.get("connected", 0) for s in mine],
+                # over the samples that got to the echo round (the others are
+                # failures, listed as such)
+                "lost": sum(s["lost"] for s in mine if "lost" in s),
+                "late": sum(s["late"] for s in mine if "late" in s),
+                "echo_rounds": sum(1 for s in mine if "lost" in s),
+                "runtime": sorted({s["runtime"] for s in mine if "runtime" in s}),
+                "lat_p99_us": [s["lat_p99_us"] for s in mine if "lat_p99_us" in s],
+                "lat_max_us": [s["lat_max_us"] for s in mine if "lat_max_us" in s],
+                # SH6: the whole echo round, first write to last reply, as the
+                # slowest client process saw it; only rounds that lost nothing
+                "echo_s": [s["echo_s"] for s in mine if "echo_s" in s and s.get("lost") == 0],
+                "errors": [f"rep {s['rep'] + 1}: {s['error']}" for s in mine if "error" in s],
+            }
+        ratios = []
+        for rep in range(args.reps):
+            one = {n_: [s for s in samples if s["rep"] == rep and s["server"] == n_ and s["workers"] == w]
+                   for n_ in ("weft", "go")}
+            if not one["weft"] or not one["go"]:
+                continue
+            ws, gs = one["weft"][0], one["go"][0]
+            r = {}
+            if "rss_per_conn" in ws and "rss_per_conn" in gs and gs["rss_per_conn"] > 0:
+                r["rss"] = ws["rss_per_conn"] / gs["rss_per_conn"]
+                r["rss_pte"] = ((ws["rss_per_conn"] + ws["pte_per_conn"])
+                                / (gs["rss_per_conn"] + gs["pte_per_conn"]))
+            if ws.get("lost") == 0 and gs.get("lost") == 0 and gs.get("echo_s", 0) > 0:
+                r["echo"] = ws["echo_s"] / gs["echo_s"]
+            if r:
+                ratios.append(r)
+        return summary, ratios
 
-    ratios = []
-    for rep in range(args.reps):
-        w = [s for s in samples if s["rep"] == rep and s["server"] == "weft" and "rss_per_conn" in s]
-        g = [s for s in samples if s["rep"] == rep and s["server"] == "go" and "rss_per_conn" in s]
-        if w and g and g[0]["rss_per_conn"] > 0:
-            ratios.append({"rss": w[0]["rss_per_conn"] / g[0]["rss_per_conn"],
-                           "rss_pte": (w[0]["rss_per_conn"] + w[0]["pte_per_conn"])
-                           / (g[0]["rss_per_conn"] + g[0]["pte_per_conn"])})
+    by_workers = {str(w): dict(zip(("summary", "ratios"), summarize(w))) for w in args.workers}
 
-    lines = ["## SC7: idle loopback connections at the fd limit", ""]
+    lines = ["## SC7 and SH6: idle loopback connections at the fd limit", ""]
     lines.append(
         f"{args.count:,} connections to one server process (RLIMIT_NOFILE hard limit {limit:,}), "
         f"{args.reps} repetition(s), each sample a fresh server, servers interleaved (the first one "
-        "alternating); median [min-max]. Server pinned to CPU 0 with one worker (weft: default runtime "
-        "options but `workers = 1`; Go: GOMAXPROCS=1); one task / goroutine per connection, reading with a "
+        "alternating); median [min-max]. Server pinned to CPU 0 with one worker, or to CPUs 0 and 1 with "
+        "two (weft: default runtime options but `workers`, so the backend `automatic` picks for that count; "
+        "Go: GOMAXPROCS); one task / goroutine per connection, reading with a "
         f"60 s read deadline, echoing, into a {args.buf:,} B buffer (weft: on the task's stack; Go: "
-        f"make per connection). Clients: {math.ceil(args.count / args.per_client)} Go process(es) on CPU 1, "
-        "connections bound to two 127.x.y.z source addresses per process. Memory: VmRSS and VmPTE from "
+        f"make per connection). Clients: {math.ceil(args.count / args.per_client)} Go process(es) "
+        "(GOMAXPROCS=1) on CPU 1, "
+        "connections bound to two 127.x.y.z source addresses per process; at W=2 they share CPU 1 with "
+        "one of the server's threads, for both servers alike. Memory: VmRSS and VmPTE from "
         f"/proc/<pid>/status after every connection was accepted and {args.settle:g} s idle, minus the same "
         "before the first connection, divided by the connections. Echo: every connection sends one "
         f"{args.size} B message at once; late: echo after {args.late_ms:,} ms; lost: not back and correct "
         f"within {args.lost_ms:,} ms (or never connected). Latency: write to last byte read, as the client "
-        "sees it (all connections at once, so it includes the queue of the burst).")
+        "sees it (all connections at once, so it includes the queue of the burst). Echo round (SH6): "
+        "from the clients' first write to the last correct reply, as the slower client process saw it.")
     lines.append("")
     lines.append(f"Machine at start: {state0}; at end: {state1}. vm.max_map_count: {max_map_count}.")
     if missing:
@@ -527,36 +563,54 @@ def main():
         for name, why in missing.items():
             lines.append(f"- {name}: {why}")
     lines.append("")
-    lines.append("| server | connections | RSS per connection | VmPTE per connection | RSS per connection after echo "
-                 "| idle RSS total | lost | late | echo p99 | echo max |")
-    lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for name in names:
-        c = summary[name]
-        conns = f"{med(c['connected']):,.0f}" if c["connected"] else "-"
-        lines.append(
-            f"| {name} | {conns} | {spread(c['rss_per_conn'], kib)} | {spread(c['pte_per_conn'], byts)} "
-            f"| {spread(c['rss_after_echo_per_conn'], kib)} "
-            f"| {spread(c['idle_rss'], lambda x: f'{x / 2**20:,.1f} MiB')} "
-            f"| {c['lost'] if c['echo_rounds'] else '-'} | {c['late'] if c['echo_rounds'] else '-'} "
-            f"| {spread(c['lat_p99_us'], ms)} | {spread(c['lat_max_us'], ms)} |")
+    lines.append("| server | W | connections | RSS per connection | VmPTE per connection "
+                 "| RSS per connection after echo | idle RSS total | lost | late | echo p99 | echo max "
+                 "| echo round |")
+    lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for w in args.workers:
+        summary = by_workers[str(w)]["summary"]
+        for name in names:
+            c = summary[name]
+            conns = f"{med(c['connected']):,.0f}" if c["connected"] else "-"
+            lines.append(
+                f"| {name} | {w} | {conns} | {spread(c['rss_per_conn'], kib)} | {spread(c['pte_per_conn'], byts)} "
+                f"| {spread(c['rss_after_echo_per_conn'], kib)} "
+                f"| {spread(c['idle_rss'], lambda x: f'{x / 2**20:,.1f} MiB')} "
+                f"| {c['lost'] if c['echo_rounds'] else '-'} | {c['late'] if c['echo_rounds'] else '-'} "
+                f"| {spread(c['lat_p99_us'], ms)} | {spread(c['lat_max_us'], ms)} "
+                f"| {spread([x * 1e6 for x in c['echo_s']], ms)} |")
     lines.append("")
-    for name in names:
-        if summary[name]["runtime"]:
-            lines.append(f"- {name} server: {'; '.join(summary[name]['runtime'])}")
+    for w in args.workers:
+        summary = by_workers[str(w)]["summary"]
+        for name in names:
+            if summary[name]["runtime"]:
+                lines.append(f"- {name} server, W={w}: {'; '.join(summary[name]['runtime'])}")
     lines.append("")
     lines.append("| target | want | weft / Go | verdict |")
     lines.append("|---|---|---|---|")
-    if ratios:
-        r = [x["rss"] for x in ratios]
-        rp = [x["rss_pte"] for x in ratios]
+    for w in args.workers:
+        summary, ratios = by_workers[str(w)]["summary"], by_workers[str(w)]["ratios"]
         wl = summary.get("weft", {}).get("lost", 0)
-        met = med(r) <= TARGET_RSS_VS_GO and wl == 0
-        lines.append(f"| SC7 | <= {TARGET_RSS_VS_GO}x Go | {med(r):.2f} [{min(r):.2f}-{max(r):.2f}] "
-                     f"| {'met' if met else 'not met'}{'' if wl == 0 else f' ({wl} lost)'} |")
-        lines.append(f"| (RSS + VmPTE, for information) | - | {med(rp):.2f} [{min(rp):.2f}-{max(rp):.2f}] | - |")
-    else:
-        lines.append(f"| SC7 | <= {TARGET_RSS_VS_GO}x Go | - | not measured (no pair of weft and Go samples) |")
-    errs = [(n_, e) for n_ in names for e in summary[n_]["errors"]]
+        r = [x["rss"] for x in ratios if "rss" in x]
+        if r:
+            rp = [x["rss_pte"] for x in ratios if "rss_pte" in x]
+            met = med(r) <= TARGET_RSS_VS_GO and wl == 0
+            lines.append(f"| SC7 W={w} | <= {TARGET_RSS_VS_GO}x Go | {med(r):.2f} [{min(r):.2f}-{max(r):.2f}] "
+                         f"| {'met' if met else 'not met'}{'' if wl == 0 else f' ({wl} lost)'} |")
+            lines.append(f"| (RSS + VmPTE, W={w}, for information) | - "
+                         f"| {med(rp):.2f} [{min(rp):.2f}-{max(rp):.2f}] | - |")
+        else:
+            lines.append(f"| SC7 W={w} | <= {TARGET_RSS_VS_GO}x Go | - | not measured (no pair of weft and Go samples) |")
+        e = [x["echo"] for x in ratios if "echo" in x]
+        if e:
+            met = med(e) <= TARGET_ECHO_VS_GO and wl == 0
+            lines.append(f"| SH6 echo round W={w} | <= {TARGET_ECHO_VS_GO}x Go | {med(e):.2f} [{min(e):.2f}-{max(e):.2f}] "
+                         f"| {'met' if met else 'not met'} |")
+        else:
+            lines.append(f"| SH6 echo round W={w} | <= {TARGET_ECHO_VS_GO}x Go | - "
+                         "| not measured (no pair of weft and Go rounds that lost nothing) |")
+    errs = [(n_, f"W={w}, {e}") for w in args.workers for n_ in names
+            for e in by_workers[str(w)]["summary"][n_]["errors"]]
     if errs:
         lines.append("")
         lines.append("### Failures")
@@ -571,7 +625,10 @@ def main():
     with open(os.path.join(args.out, "sc7.json"), "w") as f:
         json.dump({"args": vars(args), "nofile_hard": limit, "max_map_count": max_map_count,
                    "machine_start": state0, "machine_end": state1, "target_rss_vs_go": TARGET_RSS_VS_GO,
-                   "missing": missing, "summary": summary, "ratios": ratios, "samples": samples}, f, indent=1)
+                   "target_echo_vs_go": TARGET_ECHO_VS_GO, "missing": missing, "by_workers": by_workers,
+                   # W=1's, as before there were worker counts (older readers)
+                   "summary": by_workers[str(args.workers[0])]["summary"],
+                   "ratios": by_workers[str(args.workers[0])]["ratios"], "samples": samples}, f, indent=1)
     log(f"sc7: wrote {os.path.join(args.out, 'sc7.md')} and sc7.json ({time.monotonic() - started:.0f} s)")
     weft_failed = "weft" in servers and any("error" in s for s in samples if s["server"] == "weft")
     return 1 if weft_failed else 0
