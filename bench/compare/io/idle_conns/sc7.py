@@ -226,10 +226,10 @@ def run_sample(args, name, path, sample_no, logf, workers):
     env.pop("GOGC", None)
     env.pop("GODEBUG", None)
     if name == "go":
-        argv = [path, "-port", "0", "-buf", str(args.buf), "-read-timeout", "60", "-max-seconds",
+        argv = [path, "-port", "0", "-buf", str(args.buf), "-read-timeout", str(args.read_timeout), "-max-seconds",
                 str(args.sample_limit)]
     else:
-        argv = [path, "--port", "0", "--workers", str(workers), "--buf", str(args.buf), "--read-timeout", "60",
+        argv = [path, "--port", "0", "--workers", str(workers), "--buf", str(args.buf), "--read-timeout", str(args.read_timeout),
                 "--max-seconds", str(args.sample_limit)]
     cpus = ",".join(str(c) for c in range(workers))
     server = Proc(name, ["taskset", "-c", cpus] + argv, env, logf)
@@ -307,7 +307,7 @@ def run_sample(args, name, path, sample_no, logf, workers):
         echoes = [read_json_line(c, echo_deadline, c.name) for c in clients]
         if server.alive():
             s["after_echo"] = proc_status(pid)
-        lat = sorted(x for e in echoes for x in e["lat_us"])
+        lat = sorted(x for e in echoes for x in (e.get("lat_us") or []))  # Go writes an empty list as null
         s["sent"] = sum(e["sent"] for e in echoes)
         s["echoed"] = sum(e["ok"] for e in echoes)
         s["late"] = sum(e["late"] for e in echoes)
@@ -432,6 +432,10 @@ def main():
         ap.error(f"--workers: each count must be in [1, {min(2, os.cpu_count() or 1)}] (the servers use CPUs 0..W-1)")
     if not (1 <= args.late_ms <= args.lost_ms <= 120000):
         ap.error("need 1 <= --late-ms <= --lost-ms <= 120000")
+    # The servers' read deadline: 60 s, or longer than the idle wait, which
+    # must end before it (scripts/bench's full runs idle 65 s, past weft's
+    # one-minute shrink threshold).
+    args.read_timeout = max(60, int(math.ceil(args.settle)) + 60)
     # Bounds: connects at (pessimistically) 500 a second, plus slack.
     args.connect_limit = 60 + args.count // 500
     args.sample_limit = args.connect_limit + int(args.settle) + args.lost_ms // 1000 + 120
@@ -545,7 +549,7 @@ def main():
         "alternating); median [min-max]. Server pinned to CPU 0 with one worker, or to CPUs 0 and 1 with "
         "two (weft: default runtime options but `workers`, so the backend `automatic` picks for that count; "
         "Go: GOMAXPROCS); one task / goroutine per connection, reading with a "
-        f"60 s read deadline, echoing, into a {args.buf:,} B buffer (weft: on the task's stack; Go: "
+        f"{args.read_timeout} s read deadline, echoing, into a {args.buf:,} B buffer (weft: on the task's stack; Go: "
         f"make per connection). Clients: {math.ceil(args.count / args.per_client)} Go process(es) "
         "(GOMAXPROCS=1) on CPU 1, "
         "connections bound to two 127.x.y.z source addresses per process; at W=2 they share CPU 1 with "
