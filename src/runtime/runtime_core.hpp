@@ -120,6 +120,7 @@
 #include "../stack/task_stacks.hpp"
 #include "observe.hpp"
 #include "poller.hpp"
+#include "shrink.hpp"
 #include "timer_wheel.hpp"
 #include "work_deque.hpp"
 
@@ -132,12 +133,6 @@ struct worker;
 // set_this_worker() sets it (worker.cpp).
 worker* this_worker() noexcept;
 void set_this_worker(worker* w) noexcept;
-// shrink.cpp (SHRINK-P1 - SHRINK-P5): install_shrink_fault() makes weft's
-// fault handler restore a shrunk stack that other code touches; false when
-// this process cannot (then nothing is shrunk). shrink_faults() counts those
-// restores, process-wide.
-bool install_shrink_fault() noexcept;
-std::uint64_t shrink_faults() noexcept;
 
 // task_fifo is an intrusive FIFO through task_record::next
 // (detail::intrusive_fifo, LIST-IL1 - LIST-IL3) that counts its tasks.
@@ -194,19 +189,11 @@ struct alignas(64) worker {
     // timeout, as the watcher (SCHED-I1); guarded by runtime_core::idle_mu.
     bool polling = false;
     unsigned io_tick = 0;  // loop iterations since the last IO poll
-    // Idle candidates (docs/runtime.md, "Finding idle tasks"): owner-only;
-    // each entry holds a reference. sweep_asked: runtime::shrink_idle().
-    intrusive_fifo<task_record, fifo_link<task_record, &task_record::idle_next>> idle_fifo;
-    std::size_t idle_count = 0;
-    unsigned sweep_tick = 0;
-    std::atomic<bool> sweep_asked{false};
+    // Idle-stack shrinking's part: candidates and fiber rooms (shrink.hpp).
+    worker_shrink shrink;
     // Copy-stack tasks pinned here run on these stacks.
     std::once_flag shared_once;
     std::unique_ptr<shared_stack_pool> shared;
-    // Fiber rooms given back here (SCHED-R1, runtime.cpp): a singly linked
-    // list through each room's first word; owner-only.
-    void* free_rooms = nullptr;
-    std::size_t free_room_count = 0;
     // Counters, the running task, the trace (observe.hpp, OBSERVE-O1 - OBSERVE-O3).
     worker_view view;
 
@@ -530,11 +517,11 @@ struct hooks {
     // w's sweep (docs/runtime.md, "Finding idle tasks"), once: before the
     // arrival, after which the task may run and end elsewhere.
     static void list_idle(worker* w, task_record* t) noexcept {
-        if (!t->shrinkable || t->idle_listed.load(std::memory_order_relaxed)) return;
-        if (t->idle_listed.exchange(true, std::memory_order_acq_rel)) return;
+        if (!t->shrink.shrinkable || t->shrink.listed.load(std::memory_order_relaxed)) return;
+        if (t->shrink.listed.exchange(true, std::memory_order_acq_rel)) return;
         t->refs.fetch_add(1, std::memory_order_relaxed);
-        w->idle_fifo.push_back(t);
-        ++w->idle_count;
+        w->shrink.fifo.push_back(t);
+        ++w->shrink.count;
     }
     // left() is the worker's side of a task that suspended back to it
     // (after_park, after_yield): run_task() learns it from `switched`, and
