@@ -56,7 +56,16 @@ std::error_code thread_wait(int fd, interest what, clock::time_point deadline) {
 // somebody else reused. A first wait registers under reg_mu_, then looks at
 // `closing` again (seq_cst, against close()'s store of `closing` and its
 // exchange of reg_): either close() retires the new registration or the
-// waiter sees `closing` and does not wait.
+// waiter sees `closing` and does not wait. The fd is closed only after
+// detach() has retired the registration, and retire() returns only once no
+// watch of the backend holds the fd's file (backend::remove(), URING-U8,
+// URING-O7): so when close(), ~handle() or the last operation out closes the
+// fd, the file is closed then and there on every backend (a pipe's writer
+// gets EPIPE, a socket's peer the end of the stream), unless something else
+// holds it (a dup, a fork); after release() the caller's close(2) does the
+// same. A ring operation of the handle's (IO-R2) holds the file too, but it
+// holds an operation on the handle as well, so the fd is not closed before
+// its completion has arrived (IO-F1).
 
 handle::handle(int fd) {
     if (fd < 0) throw std::system_error(std::make_error_code(std::errc::bad_file_descriptor), "weft::io::handle");

@@ -115,8 +115,12 @@ public:
     // close() wakes every task waiting on this handle (their waits return
     // operation_canceled), stops watching the fd and closes it, at once or,
     // if other tasks are inside an operation on it, when the last of them
-    // leaves. Returns what close(2) reported if it closed the fd itself
-    // (EINTR is not retried: on Linux the fd is closed anyway);
+    // leaves. The file is closed with the fd, on every backend: no watch of
+    // the reactor's holds it afterwards (a pipe's writer gets EPIPE, a
+    // socket's peer the end of the stream, right after close() returns when
+    // no operation was in flight). Returns what close(2) reported if it
+    // closed the fd itself (EINTR is not retried: on Linux the fd is closed
+    // anyway);
     // bad_file_descriptor if already closed.
     std::error_code close() noexcept;
     // release() stops watching the fd and gives it back to the caller,
