@@ -14,9 +14,11 @@
 # (the test targets are on in every preset but `bench`), and pkg-config for
 # the install check; liburing-dev for the io_uring backend (L6); gdb and
 # python3 for the gdb tests, python3-matplotlib for the trace check (which
-# draws the trace), curl for the HTTP example's test (examples/16_http_server_curl.sh).
+# draws the trace), curl for the HTTP example's test (examples/16_http_server_curl.sh),
+# redis-tools (redis-cli, redis-benchmark) for the Redis example's test
+# (examples/17_redis_server_cli.sh).
 # shellcheck disable=SC2034  # used by the scripts that source this file
-WEFT_PKGS_BASE=(cmake ninja-build g++ libgtest-dev googletest pkgconf liburing-dev gdb python3 python3-matplotlib curl)
+WEFT_PKGS_BASE=(cmake ninja-build g++ libgtest-dev googletest pkgconf liburing-dev gdb python3 python3-matplotlib curl redis-tools)
 # clang-* presets: the compiler and its runtime libraries (sanitizers).
 # shellcheck disable=SC2034  # used by the scripts that source this file
 WEFT_PKGS_CLANG=(clang-14 libclang-rt-14-dev)
