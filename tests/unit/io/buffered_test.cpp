@@ -13,6 +13,7 @@
 #include <array>
 #include <atomic>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <cstdint>
 #include <cstring>
@@ -555,31 +556,37 @@ TEST_P(buffered_test, stream_char_overloads_move_text_without_casts) {
     });
 }
 
-// waiting_stream is an io::stream whose lazy reads say when they have given
-// the reader's buffer up to wait (read_target::idle()) and when they take
-// one again (get()).
+// waiting_stream is an io::stream whose lazy reads record, each time they
+// are about to wait (read_target::idle()), whether the reader still held a
+// buffer then (held_at_wait, asked of `holds` on the reader's own thread)
+// and how many requests the server had served by then (waited_after; the
+// server counts `served` after each reply's flush). A waiting read may wake
+// without bytes and wait again (a kept readiness edge), so the test asks the
+// reading task itself rather than reading the reader from another thread.
 struct waiting_stream {
+    explicit waiting_stream(io::stream& st) : s(st) {}
     io::stream& s;
-    std::atomic<bool> waiting{false};
+    std::function<bool()> holds;
+    int served = 0;  // the server task's own
+    std::atomic<int> waited_after{-1};
+    std::atomic<bool> held_at_wait{false};
 
     struct seen final : io::read_target {
         io::read_target& in;
-        std::atomic<bool>& waiting;
-        seen(io::read_target& t, std::atomic<bool>& w) : in(t), waiting(w) {}
-        std::span<std::byte> get() noexcept override {
-            waiting.store(false, std::memory_order_relaxed);
-            return in.get();
-        }
+        waiting_stream& ws;
+        seen(io::read_target& t, waiting_stream& w) : in(t), ws(w) {}
+        std::span<std::byte> get() noexcept override { return in.get(); }
         void idle() noexcept override {
             in.idle();
-            waiting.store(true, std::memory_order_release);  // after the reader gave its buffer up
+            if (ws.holds()) ws.held_at_wait.store(true, std::memory_order_relaxed);
+            ws.waited_after.store(ws.served, std::memory_order_release);
         }
     };
     std::size_t read_some(std::span<std::byte> b, std::error_code& ec, io::clock::time_point d) {
         return s.read_some(b, ec, d);
     }
     std::size_t read_some(io::read_target& t, std::error_code& ec, io::clock::time_point d) {
-        seen w(t, waiting);
+        seen w(t, *this);
         return s.read_some(w, ec, d);
     }
 };
@@ -598,7 +605,9 @@ TEST_P(buffered_test, connections_idle_between_requests_hold_no_buffers) {
             waiting_stream in{server};
             io::buffered_reader<waiting_stream> r{in, {.capacity = cap}};
             io::buffered_writer<io::stream> w{server, {.capacity = cap}};
-            conn(io::stream c, io::stream s) : client(std::move(c)), server(std::move(s)) {}
+            conn(io::stream c, io::stream s) : client(std::move(c)), server(std::move(s)) {
+                in.holds = [this] { return r.holds_buffer(); };
+            }
         };
         auto l = io::tcp_listener::bind(io::endpoint::loopback_v4(0));
         std::vector<std::unique_ptr<conn>> conns;
@@ -619,6 +628,7 @@ TEST_P(buffered_test, connections_idle_between_requests_hold_no_buffers) {
                     c.w.flush(io::after(30s));
                     line.clear();
                     ++served;
+                    ++c.in.served;
                 }
                 return served;
             }));
@@ -635,13 +645,16 @@ TEST_P(buffered_test, connections_idle_between_requests_hold_no_buffers) {
         int waiting = 0;
         for (int k = 0; k < 30000; ++k) {
             waiting = 0;
-            for (auto& c : conns) waiting += c->in.waiting.load(std::memory_order_acquire) ? 1 : 0;
+            for (auto& c : conns) waiting += c->in.waited_after.load(std::memory_order_acquire) == 1 ? 1 : 0;
             if (waiting == n) break;
             this_task::sleep_for(1ms);
         }
         ASSERT_EQ(waiting, n);
         int held = 0;
-        for (auto& c : conns) held += (c->r.holds_buffer() ? 1 : 0) + (c->w.holds_buffer() ? 1 : 0);
+        // The writer is touched only while a request is served, which ended
+        // before the server's read stored waited_after (release, acquired above).
+        for (auto& c : conns)
+            held += (c->in.held_at_wait.load(std::memory_order_relaxed) ? 1 : 0) + (c->w.holds_buffer() ? 1 : 0);
         EXPECT_EQ(held, 0) << "buffers held by idle connections";
         if constexpr (!sanitized) {  // under the sanitizers and valgrind the resident set is theirs
             const long grown = resident_bytes() - before;
