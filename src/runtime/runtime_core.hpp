@@ -10,6 +10,7 @@
 //   sleeping.cpp   sleeping and waking workers, the watcher, IO polling
 //                  (SCHED-P1, SCHED-T2, SCHED-I1, SCHED-I2)
 //   timers.cpp     the timer wheels (SCHED-T1 - SCHED-T3)
+//   callback_timer.cpp  weft::timer, a callback node in the wheels (TIMER-C1 - TIMER-C4)
 //   spawn.cpp      spawning, the registry, statistics, unhandled exceptions
 //   stop.cpp       stopping
 //   blocking.cpp   the blocking pool
@@ -127,6 +128,7 @@
 namespace weft::detail {
 
 void set_current_task(task_record* t) noexcept;  // task.cpp
+struct timer_block;  // weft/timer.hpp
 
 struct worker;
 // this_worker() is the worker this thread is (or drives), or null;
@@ -218,6 +220,10 @@ public:
     void switch_out(task_record* t, bool yield) override;
     void add_timer(timer_node* n, std::chrono::steady_clock::time_point when, std::uint64_t word) override;
     void remove_timer(timer_node* n) noexcept override;
+    // weft::timer (callback_timer.cpp, TIMER-C1 - TIMER-C4).
+    bool arm_callback(timer_block* b, std::chrono::steady_clock::time_point when, std::int64_t period_ns);
+    bool stop_callback(timer_block* b) noexcept;
+    bool callback_pending(const timer_block* b) noexcept;
     void unhandled(task_record* t, std::exception_ptr e) noexcept override;
     void released() noexcept override {
         if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
@@ -310,6 +316,15 @@ private:
     struct timer_shard;
     void fire_timers(worker* w, std::int64_t now) noexcept;
     std::size_t fire_shard(worker* w, timer_shard& s, std::int64_t now, bool wait) noexcept;
+    // note_due() is add_timer()'s second half (SCHED-T2): a wheel's next_due()
+    // moved earlier, to `due`; wake the watcher if it sleeps past it.
+    void note_due(std::int64_t due) noexcept;
+    // expired_callback() is fire_shard()'s step for a callback node taken out
+    // of s under its lock: true if the firing worker is to run it (it then
+    // holds a reference to b and its snapshot in `snap`).
+    bool expired_callback(timer_shard& s, timer_block* b, std::chrono::steady_clock::time_point now,
+                          std::uint64_t& snap) noexcept;
+    void run_callback(timer_shard& s, timer_block* b, std::uint64_t snap) noexcept;
     // due_now() is the clock's reading when a timer is due, for
     // fire_timers(w, due_now()); 0 when none is (the clock is read only when
     // a timer exists).

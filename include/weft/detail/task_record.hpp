@@ -174,7 +174,8 @@ inline constexpr int wait_sequence_shift = 4;
 // the wheel that holds the node (add_timer() writes when and word there).
 struct timer_node {
     static constexpr std::uint16_t unlinked = 0xffff;
-    enum class kind : std::uint8_t { task_deadline, wait_timeout };
+    // callback: a weft::timer's (weft/timer.hpp), in its timer_block, not in a task record.
+    enum class kind : std::uint8_t { task_deadline, wait_timeout, callback };
     std::chrono::steady_clock::time_point when{};
     timer_node* prev = nullptr;
     timer_node* next = nullptr;
