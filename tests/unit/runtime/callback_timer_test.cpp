@@ -109,10 +109,14 @@ TEST_P(callback_timer_test, rearming_and_stopping_allocate_nothing) {
         for (auto& t : ts) {
             // pending, except right after a round that stopped it
             EXPECT_EQ(t->reset(1h + std::chrono::milliseconds(round)), round == 0 || round % 10 != 0);
-            if (round % 10 == 9) EXPECT_TRUE(t->stop());
+            if (round % 10 == 9) {
+                EXPECT_TRUE(t->stop());
+            }
         }
     const auto after = ::mallinfo2().uordblks;
-    if constexpr (!weft::test::sanitized) EXPECT_EQ(after, before);
+    if constexpr (!weft::test::sanitized) {
+        EXPECT_EQ(after, before);
+    }
     EXPECT_EQ(runs.load(), 0);
 }
 
