@@ -32,9 +32,11 @@ WEFT_PKGS_AARCH64=(g++-aarch64-linux-gnu qemu-user googletest gdb-multiarch)
 # runtime section's peer), Boost.Asio (libboost-dev: R8's echo peer),
 # matplotlib for the report's charts (Debian's python3), valgrind for the
 # callgrind counts, taskset (util-linux) for R8's pinned servers, wrk for
-# the HTTP row's load (bench/compare/io/http.py).
+# the HTTP row's load (bench/compare/io/http.py), redis-server (R9's
+# reference row) and strace (R9b's system call counts; bench/compare/io/r9.py,
+# whose load, redis-benchmark, comes with redis-tools in WEFT_PKGS_BASE).
 # shellcheck disable=SC2034  # used by the scripts that source this file
-WEFT_PKGS_BENCH=(libboost-context-dev libboost-fiber-dev libboost-dev libbenchmark-dev python3-matplotlib valgrind util-linux wrk)
+WEFT_PKGS_BENCH=(libboost-context-dev libboost-fiber-dev libboost-dev libbenchmark-dev python3-matplotlib valgrind util-linux wrk redis-server strace)
 # scripts/bench, optional: the Go peer. Without it the report says
 # "Go: not available" instead of failing.
 # shellcheck disable=SC2034  # used by the scripts that source this file

@@ -5,7 +5,8 @@ of a results directory, both generated from the reports' JSON files.
 scripts/bench runs it after the reports. It reads RESULTS/latest.json (the
 coroutine report, bench/compare/report.py), runtime.json and async.json
 (bench/compare/runtime_report.py), r8.json (bench/compare/io/r8.py),
-http.json (bench/compare/io/http.py, index only) and scale.json
+http.json (bench/compare/io/http.py, index only), r9.json
+(bench/compare/io/r9.py, index only) and scale.json
 (bench/compare/scale_report.py), whichever exist, and writes
 RESULTS/README.md: the summary table, issues 26's and 42's scale targets (from
 scale.json, when there), then one line per report with its date and a link. With --readme FILE it also puts the
@@ -148,6 +149,8 @@ def dates(results):
                         ("async", "C++20 tasks next to stackful ones (A1-A4)"),
                         ("r8", "R8, the echo server against Go, Boost.Asio, Tokio and monoio"),
                         ("http", "the HTTP example server against Go net/http under wrk (informational)"),
+                        ("r9", "R9 / R9b, the RESP example server against Go under redis-benchmark "
+                         "(redis-server for reference)"),
                         ("scale", "issue 26's scale scenarios SC1-SC8 (idle tasks, timers, deadlines against Go, "
                          "Tokio and Boost.Fiber) and issue 42's SH1-SH6 (the doors of idle-stack shrinking)")]:
         d = load(results, name + ".json")
