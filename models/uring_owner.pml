@@ -3,6 +3,8 @@
 // config: -DPART_O4
 // config: -DPART_R7
 // config: -DPART_R7 -DADDR_REUSE
+// config: -DPART_O7
+// config: -DPART_O7 -DON_OWNER
 // bug: BUG_CHECK_BEFORE_WAITING the owner exchanges kicked_ (and loads mbox_full_) before it stores waiting_ (the store-buffering reorder; URING-O4)
 // bug: BUG_NO_REARM the owner does not queue the eventfd's read again after its completion (URING-O4)
 // bug: BUG_INTERRUPT_BEFORE_PUSH submit() interrupts the owner before it pushes its request into the mailbox (URING-O2)
@@ -11,10 +13,13 @@
 // bug: BUG_NO_CLOSED_CHECK run_op() submits and links the op without looking at closed (REACTOR-R5, REACTOR-R7)
 // bug: BUG_NO_DRAIN_BEFORE_PUT submit() on the owner puts its SQE without draining the mailbox first: a stale cancel handed over by another thread's close reaches the SQ after the task's next op at the same address and cancels it (URING-O2)
 // bug: BUG_CANCEL_JUMPS_QUEUE retire()'s ASYNC_CANCEL reaches the kernel at once, ahead of the RECV still queued in the SQ (URING-O2, REACTOR-R7)
+// bug: BUG_PUBLISH_AT_DRAIN drain_mailbox() says the removes it took settled at once, before the enter that submits their cancels and runs the poll's end (URING-O7)
+// bug: BUG_OWNER_NO_SETTLE remove() on the owner puts the cancel and returns without settle(): close(2) runs while the poll still holds the file (URING-O7)
+// bug: BUG_TICKET_OUTSIDE_LOCK remove() on another thread takes its ticket in one hold of mbox_mu_ and pushes its cancel in another: a drain between them settles the ticket without the cancel (URING-O7)
 // bug: BUG_GIVE_BACK_NOTIFIED_ONLY ring_io() copies out and gives back the provided buffer only of a receive whose wait ended notified: one that completed with data after its deadline keeps its buffer (URING-P1)
 /* uring_owner.pml: the io_uring owner ring's wait protocols (src/io/
- * uring.cpp, class owner_backend, URING-O1 - URING-O4), in two parts, one
- * per configuration (the `config:` lines):
+ * uring.cpp, class owner_backend, URING-O1 - URING-O4, URING-O7), in three
+ * parts, each with its configurations (the `config:` lines):
  *
  *   PART_O4  no lost interrupt (URING-O4) and the mailbox (URING-O2): the
  *            owner thread's poll (drain the mailbox, waiting_ / kicked_,
@@ -26,7 +31,12 @@
  *            another thread, with the SQ in order, the FIFO mailbox and the
  *            kernel's RECV / ASYNC_CANCEL; the RECV takes a provided buffer
  *            of the ring's for its data, which the reader gives back
- *            (URING-P1).
+ *            (URING-P1);
+ *   PART_O7  close closes the file at once (URING-O7): remove() of the fd's
+ *            multishot poll, from another thread (the mailbox, a ticket,
+ *            the owner's settle() and its futex wake) or (-DON_OWNER) from
+ *            a task on the owner thread (put, then settle() at once),
+ *            against the owner's polls; see its own header below.
  *
  * Code (weft): src/io/uring.cpp owner_backend::wait, interrupt, submit,
  * drain_mailbox, put, queue_read_wake, translate, start_op, cancel_op;
@@ -638,3 +648,223 @@ init {
 }
 
 #endif /* PART_R7 */
+
+/* ======================================================================== */
+#ifdef PART_O7
+
+/* ---- PART_O7 ----------------------------------------------------------------
+ *
+ * remove() returns only once the fd's multishot poll is over (URING-O7),
+ * so that close(2) right after retire() closes the file (issue 43).
+ *
+ * Parties:
+ *   Owner   the owner thread, for ever: owner_backend::wait() (drain the
+ *           mailbox, taking the tickets asked so far: seen = asked; the
+ *           blocking check of PART_O4; the io_uring_enter(), which submits
+ *           the SQ and runs the deferred task work (GETEVENTS), and, when
+ *           blocking, sleeps until the eventfd's read completes; then
+ *           settle() when tickets were taken or a poll is being settled:
+ *           one more enter, then done = seen and the futex wake), or, between
+ *           polls, a task's submit() (it drains the mailbox too), or (-DON_OWNER)
+ *           the task that closes the handle: remove() on the owner puts the
+ *           cancel after a drain and settle()s at once, then close(2);
+ *   Closer  (not -DON_OWNER) handle::close() on another thread: remove()
+ *           pushes the cancel and takes its ticket under mbox_mu_ (one
+ *           step), interrupt()s the owner, waits until done reaches the
+ *           ticket (the futex; the code's settle_limit and owner-exit checks
+ *           are left out, so a missed wake-up is an invalid end state), then
+ *           close(2);
+ *   Kernel  inside the owner's enter only (DEFER_TASKRUN): an ARM in the SQ
+ *           arms the poll; a CANCEL marks an armed poll canceled and queues
+ *           its end as task work (found nothing: -ENOENT); the task work
+ *           ends the poll: its last CQE, the request freed, the file
+ *           released. The eventfd's read completes once efd is set.
+ * The poll is armed before the close, or its ARM is still in the mailbox
+ * (an arm() from another thread; URING-O2 puts it before the cancel).
+ *
+ * Properties:
+ *   - when close(2) runs, the poll is over (it holds no file);
+ *   - the closer always gets there (a state where it waits for ever is an
+ *     invalid end state: no lost wake-up of await_settled()).
+ */
+
+#define ARM     1
+#define CANCEL  2
+
+#define P_QUEUED   1   /* the POLL_ADD in the mailbox or the SQ */
+#define P_ARMED    2   /* in the kernel: holds the file */
+#define P_CANCELED 3   /* canceled; its end is task work not yet run */
+#define P_ENDED    4   /* last CQE posted, request freed: the file is free */
+
+chan mbox = [2] of { byte };   /* owner_backend::mbox_ */
+chan sq = [3] of { byte };     /* the SQ */
+byte poll = P_ARMED;
+bool tw = false;               /* the poll's end is queued as task work */
+byte asked = 0;                /* settle_asked_ (mbox_mu_) */
+byte seen = 0;                 /* settle_seen_ (owner) */
+byte done = 0;                 /* settle_done_ (the futex word) */
+bool settling = false;         /* settling_ not empty (owner) */
+bool closed = false;           /* close(2) has run */
+bool waiting = false, kicked = false, mbox_full = false, efd = false;
+
+/* drain_mailbox(): the swap under mbox_mu_ with seen = asked, and the puts. */
+inline drain()
+{
+    if
+    :: mbox_full ->
+        atomic {
+            do
+            :: mbox?c ->
+                sq!c;
+                if
+                :: c == CANCEL -> settling = true   /* put() of cmd::remove */
+                :: else
+                fi
+            :: empty(mbox) -> break
+            od;
+#ifndef BUG_PUBLISH_AT_DRAIN
+            seen = asked;
+#else
+            seen = asked; done = asked;   /* the tickets said settled before any enter */
+#endif
+            mbox_full = false
+        }
+    :: else
+    fi;
+    c = 0
+}
+
+/* io_uring_enter() with GETEVENTS: the SQ in order, then the task work. */
+inline enter()
+{
+    atomic {
+        do
+        :: sq?c ->
+            if
+            :: c == ARM -> poll = P_ARMED
+            :: c == CANCEL ->
+                if
+                :: poll == P_ARMED -> poll = P_CANCELED; tw = true
+                :: else                                  /* -ENOENT */
+                fi
+            fi
+        :: empty(sq) -> break
+        od;
+        if
+        :: tw -> poll = P_ENDED; tw = false
+        :: else
+        fi
+    };
+    c = 0
+}
+
+/* settle(): enter until the poll's last CQE is in the CQ (one round is
+ * enough here), then publish what was taken. */
+inline settle()
+{
+    enter();
+    atomic {
+        if
+        :: settling -> assert(poll == P_ENDED); settling = false   /* the CQ scan finds it */
+        :: else
+        fi;
+        done = seen     /* settle_done_.store, then the futex wake */
+    }
+}
+
+inline interrupt()
+{
+    kicked = true;
+    if
+    :: waiting -> efd = true
+    :: else
+    fi
+}
+
+proctype Owner()
+{
+    bool block = false, k = false;
+    byte c = 0;
+end_loop:
+    do
+    :: true ->   /* wait() */
+        drain();
+        if
+        :: block = true
+        :: block = false
+        fi;
+        if
+        :: block ->
+            waiting = true;
+            atomic { k = kicked; kicked = false };
+            if
+            :: !k -> k = mbox_full
+            :: else
+            fi;
+            if
+            :: k -> block = false; waiting = false; drain()
+            :: else
+            fi;
+            k = false
+        :: else
+        fi;
+        enter();
+        if
+        :: block ->
+end_block:
+            atomic { efd -> efd = false };
+            waiting = false
+        :: else
+        fi;
+        if
+        :: settling || seen != done -> settle()
+        :: else
+        fi
+    :: true ->   /* a task's submit(): drains the mailbox before its own SQE */
+        drain()
+#ifdef ON_OWNER
+    :: !closed ->
+        /* the closing task: retire() -> remove() on the owner */
+        drain();
+        sq!CANCEL;
+        settling = true;
+#ifndef BUG_OWNER_NO_SETTLE
+        settle();
+#endif
+        assert(poll == P_ENDED);   /* close(2): the file goes with the fd */
+        closed = true
+#endif
+    od
+}
+
+#ifndef ON_OWNER
+proctype Closer()
+{
+    byte ticket = 0;
+#ifndef BUG_TICKET_OUTSIDE_LOCK
+    atomic { mbox!CANCEL; asked++; ticket = asked; mbox_full = true };   /* under mbox_mu_ */
+#else
+    atomic { asked++; ticket = asked };
+    atomic { mbox!CANCEL; mbox_full = true };
+#endif
+    interrupt();
+    done >= ticket;            /* await_settled(): the futex wait */
+    assert(poll == P_ENDED);   /* close(2): the file goes with the fd */
+    closed = true
+}
+#endif
+
+init {
+    atomic {
+        if
+        :: poll = P_ARMED                              /* armed by a wait on the owner */
+        :: poll = P_QUEUED; mbox!ARM; mbox_full = true /* arm() from another thread, still handed over */
+        fi;
+        run Owner();
+#ifndef ON_OWNER
+        run Closer()
+#endif
+    }
+}
+
+#endif /* PART_O7 */

@@ -14,9 +14,11 @@
 # (the test targets are on in every preset but `bench`), and pkg-config for
 # the install check; liburing-dev for the io_uring backend (L6); gdb and
 # python3 for the gdb tests, python3-matplotlib for the trace check (which
-# draws the trace), curl for the HTTP example's test (examples/16_http_server_curl.sh).
+# draws the trace), curl for the HTTP example's test (examples/16_http_server_curl.sh),
+# redis-tools (redis-cli, redis-benchmark) for the Redis example's test
+# (examples/17_redis_server_cli.sh).
 # shellcheck disable=SC2034  # used by the scripts that source this file
-WEFT_PKGS_BASE=(cmake ninja-build g++ libgtest-dev googletest pkgconf liburing-dev gdb python3 python3-matplotlib curl)
+WEFT_PKGS_BASE=(cmake ninja-build g++ libgtest-dev googletest pkgconf liburing-dev gdb python3 python3-matplotlib curl redis-tools)
 # clang-* presets: the compiler and its runtime libraries (sanitizers).
 # shellcheck disable=SC2034  # used by the scripts that source this file
 WEFT_PKGS_CLANG=(clang-14 libclang-rt-14-dev)
@@ -30,9 +32,11 @@ WEFT_PKGS_AARCH64=(g++-aarch64-linux-gnu qemu-user googletest gdb-multiarch)
 # runtime section's peer), Boost.Asio (libboost-dev: R8's echo peer),
 # matplotlib for the report's charts (Debian's python3), valgrind for the
 # callgrind counts, taskset (util-linux) for R8's pinned servers, wrk for
-# the HTTP row's load (bench/compare/io/http.py).
+# the HTTP row's load (bench/compare/io/http.py), redis-server (R9's
+# reference row) and strace (R9b's system call counts; bench/compare/io/r9.py,
+# whose load, redis-benchmark, comes with redis-tools in WEFT_PKGS_BASE).
 # shellcheck disable=SC2034  # used by the scripts that source this file
-WEFT_PKGS_BENCH=(libboost-context-dev libboost-fiber-dev libboost-dev libbenchmark-dev python3-matplotlib valgrind util-linux wrk)
+WEFT_PKGS_BENCH=(libboost-context-dev libboost-fiber-dev libboost-dev libbenchmark-dev python3-matplotlib valgrind util-linux wrk redis-server strace)
 # scripts/bench, optional: the Go peer. Without it the report says
 # "Go: not available" instead of failing.
 # shellcheck disable=SC2034  # used by the scripts that source this file

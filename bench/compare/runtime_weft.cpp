@@ -82,7 +82,25 @@
 //   sh4  sc5 (CPU per timer wake) with --count tasks (1,000) each sleeping
 //        --period-ms (1,000) in a loop for --run-ms (10,000; quick 1,000);
 //        extra.cpu_fraction = CPU / wall (SH5).
+//
+// Issue 43's rows (timers without a task, weft::timer; the Go and Tokio
+// peers have the same shapes: go-runtime/scale.go, tokio-runtime/src/main.rs):
+//   sc10 --count timers (100,000; quick 10,000), each a weft::timer made and
+//        armed by the root task with reset(1 h) (its callback adds one to a
+//        counter; it never runs); VmRSS and VmPTE before the first is made,
+//        after all are armed, and after 10 rounds of reset() of every timer
+//        to another far deadline (1 h + round s); then all are stopped
+//        (every stop() must say it was pending) and none must have fired.
+//        extra.rss_bytes_per_timer = (armed - before) / n,
+//        extra.rss_growth_bytes_per_timer = (re-armed - armed) / n.
+//   sc11 --count timers (100,000; quick 10,000) made by the root task, each
+//        reset_every(10 ms), its callback adding one to an atomic counter,
+//        for 2 s (quick 0.5 s), then all stopped. CPU (getrusage user+sys)
+//        from before the first is made until all are stopped, per fire
+//        (extra.cpu_ns_per_fire); fires per s between the end of arming and
+//        the start of stopping (extra.fires_per_s; the ideal is timers x 100).
 #include <weft/runtime.hpp>
+#include <weft/timer.hpp>
 #if __has_include(<weft/async.hpp>)
 #include <weft/async.hpp>
 #define WEFT_BENCH_ASYNC 1
@@ -1002,6 +1020,94 @@ void sc6(weft::runtime& rt, int workers, bool quick) {
          "\"api\":\"io::stream::read_some(buf, ec, io::after(30s))\"");
 }
 
+// ---- sc10 / sc11: issue 43, timers without a task (weft::timer) ----
+
+// sc10: n pending callback timers, their memory, and its growth after
+// re-arming every timer `rounds` times.
+void sc10(weft::runtime& rt, int workers, long n, int rounds) {
+    std::atomic<long> fired{0};
+    long long rss0 = 0, pte0 = 0, rss1 = 0, pte1 = 0, rss2 = 0, pte2 = 0;
+    long stopped = 0, was_pending = 0;
+    double arm_s = 0, rearm_s = 0;
+    rt.block_on([&] {
+        rss0 = vm_rss_kib();
+        pte0 = status_kib("VmPTE:");
+        const auto t0 = clk::now();
+        std::vector<weft::timer> ts;
+        ts.reserve(static_cast<std::size_t>(n));
+        for (long i = 0; i < n; ++i) {
+            ts.emplace_back([&fired] { fired.fetch_add(1, std::memory_order_relaxed); });
+            ts.back().reset(std::chrono::hours(1));
+        }
+        arm_s = since(t0);
+        rss1 = vm_rss_kib();
+        pte1 = status_kib("VmPTE:");
+        const auto t1 = clk::now();
+        for (int r = 1; r <= rounds; ++r)
+            for (auto& t : ts)
+                if (t.reset(std::chrono::hours(1) + std::chrono::seconds(r))) ++was_pending;
+        rearm_s = since(t1);
+        rss2 = vm_rss_kib();
+        pte2 = status_kib("VmPTE:");
+        for (auto& t : ts)
+            if (t.stop()) ++stopped;
+    });
+    const long f = fired.load();
+    if (f != 0 || stopped != n || was_pending != n * rounds)
+        die("sc10: " + std::to_string(f) + " fired, " + std::to_string(stopped) + " of " + std::to_string(n) +
+            " stopped while pending, " + std::to_string(was_pending) + " re-arms of a pending timer");
+    const double dn = static_cast<double>(n);
+    char extra[1024];
+    std::snprintf(extra, sizeof extra,
+                  "\"timers\":%ld,\"rounds\":%d,\"fired\":%ld,\"stopped\":%ld,\"rss_bytes_per_timer\":%.1f,"
+                  "\"pte_bytes_per_timer\":%.2f,\"rss_growth_bytes_per_timer\":%.1f,\"pte_growth_bytes_per_timer\":%.2f,"
+                  "\"rss_before_kib\":%lld,\"rss_armed_kib\":%lld,\"rss_rearmed_kib\":%lld,\"pte_before_kib\":%lld,"
+                  "\"pte_armed_kib\":%lld,\"pte_rearmed_kib\":%lld,\"rearm_ns_per_reset\":%.6g,"
+                  "\"api\":\"weft::timer t(f); t.reset(1h); t.reset(1h + k s); t.stop()\"",
+                  n, rounds, f, stopped, static_cast<double>(rss1 - rss0) * 1024.0 / dn,
+                  static_cast<double>(pte1 - pte0) * 1024.0 / dn, static_cast<double>(rss2 - rss1) * 1024.0 / dn,
+                  static_cast<double>(pte2 - pte1) * 1024.0 / dn, rss0, rss1, rss2, pte0, pte1, pte2,
+                  rearm_s * 1e9 / (dn * rounds));
+    emit("sc10", workers, arm_s, static_cast<std::uint64_t>(n), extra);
+}
+
+// sc11: n periodic callback timers (reset_every(period)) for `run`.
+void sc11(weft::runtime& rt, int workers, long n, std::chrono::milliseconds period, std::chrono::milliseconds run) {
+    std::atomic<long> fires{0};
+    double cpu = 0, s = 0, window = 0;
+    long fires_armed = 0, fires_window = 0;
+    rt.block_on([&] {
+        const double c0 = cpu_seconds();
+        const auto t0 = clk::now();
+        std::vector<weft::timer> ts;
+        ts.reserve(static_cast<std::size_t>(n));
+        for (long i = 0; i < n; ++i) {
+            ts.emplace_back([&fires] { fires.fetch_add(1, std::memory_order_relaxed); });
+            ts.back().reset_every(period);
+        }
+        const auto t1 = clk::now();
+        fires_armed = fires.load(std::memory_order_relaxed);
+        weft::this_task::sleep_for(run);
+        fires_window = fires.load(std::memory_order_relaxed) - fires_armed;
+        window = since(t1);
+        for (auto& t : ts) t.stop();
+        ts.clear();  // the destructors wait for a callback still running on a worker
+        s = since(t0);
+        cpu = cpu_seconds() - c0;
+    });
+    const long f = fires.load();
+    if (f <= 0) die("sc11: no timer fired");
+    char extra[768];
+    std::snprintf(extra, sizeof extra,
+                  "\"timers\":%ld,\"fires\":%ld,\"cpu_s\":%.6g,\"cpu_ns_per_fire\":%.6g,\"fires_per_s\":%.6g,"
+                  "\"ideal_fires_per_s\":%.6g,\"run_ms\":%lld,\"period_ms\":%lld,\"cpu_fraction\":%.6g,"
+                  "\"api\":\"weft::timer t(rt, f); t.reset_every(10ms)\"",
+                  n, f, cpu, cpu * 1e9 / static_cast<double>(f), static_cast<double>(fires_window) / window,
+                  static_cast<double>(n) * 1000.0 / static_cast<double>(period.count()),
+                  static_cast<long long>(run.count()), static_cast<long long>(period.count()), cpu / s);
+    emit("sc11", workers, s, static_cast<std::uint64_t>(n), extra);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -1011,7 +1117,7 @@ int main(int argc, char** argv) {
     long count = 1'000'000;
     bool copy = false;
     long shrink_ms = -1;  // -1: the default (runtime_options{}.shrink_idle_after)
-    const char* usage = "usage: weft_runtime_weft r1|r2|r2s|r3|r3b|r4|r5|r5b|r6|r6s|r7|idle|a1|a2|a3|a4f|a4c|a4p|sc1|sc3|sc4|sc5|sc6|sh1|sh2|sh3|sh4\n"
+    const char* usage = "usage: weft_runtime_weft r1|r2|r2s|r3|r3b|r4|r5|r5b|r6|r6s|r7|idle|a1|a2|a3|a4f|a4c|a4p|sc1|sc3|sc4|sc5|sc6|sc10|sc11|sh1|sh2|sh3|sh4\n"
                         "           --workers W [--quick] [--shrink-idle-after-ms MS] [--count N (sc*, sh*)]\n"
                         "           [--idle-ms MS (sc1, sc3, sc4, sh1-sh3)] [--period-ms MS] [--run-ms MS (sh4)] [--rss-guard-gib G (sc1, sc3)]\n"
                         "       weft_runtime_weft live --workers W [--count N] [--copy]\n"
@@ -1041,7 +1147,7 @@ int main(int argc, char** argv) {
         else if (a == "r1" || a == "r2" || a == "r2s" || a == "r3" || a == "r3b" || a == "r4" || a == "r5" ||
                  a == "r5b" || a == "r6" || a == "r6s" || a == "r7" || a == "idle" || a == "live" || a == "a1" ||
                  a == "a2" || a == "a3" || a == "a4f" || a == "a4c" || a == "a4p" || a == "sc1" || a == "sc3" ||
-                 a == "sc4" || a == "sc5" || a == "sc6" || a == "sh1" || a == "sh2" || a == "sh3" || a == "sh4")
+                 a == "sc4" || a == "sc5" || a == "sc6" || a == "sc10" || a == "sc11" || a == "sh1" || a == "sh2" || a == "sh3" || a == "sh4")
             scenario = a;
         else
             die(usage);
@@ -1083,6 +1189,9 @@ int main(int argc, char** argv) {
         sc5(rt, "sh4", workers, scale_count ? scale_count : 1'000, ms_or(period_ms_arg, 1000),
             ms_or(run_ms_arg, quick ? 1000 : 10'000));
     if (scenario == "sc6") sc6(rt, workers, quick);
+    if (scenario == "sc10") sc10(rt, workers, scale_count ? scale_count : (quick ? 10'000 : 100'000), 10);
+    if (scenario == "sc11")
+        sc11(rt, workers, scale_count ? scale_count : (quick ? 10'000 : 100'000), ms(10), ms(quick ? 500 : 2000));
 #ifdef WEFT_BENCH_ASYNC
     if (scenario == "a1") a_pipeline(rt, "a1", 0, workers, quick);
     if (scenario == "a2") a_pipeline(rt, "a2", 1024, workers, quick);

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """bench/compare/scale_report.py: the scale section of the weft peer report
-(issue 26's targets SC1-SC8 and issue 42's SH1-SH5, "idle tasks shrink
-without a trace"): weft against Go, Tokio and Boost.Fiber with many idle
-tasks, timers and deadlines, and the doors of weft's idle-stack shrinking
-(spawning many, waking many, pinging after each idle time, periodic wakes).
+(issue 26's targets SC1-SC8, issue 42's SH1-SH5, "idle tasks shrink
+without a trace", and issue 43's SC10-SC11, timers without a task): weft
+against Go, Tokio and Boost.Fiber with many idle tasks, timers and
+deadlines, the doors of weft's idle-stack shrinking (spawning many, waking
+many, pinging after each idle time, periodic wakes), and many callback
+timers (weft::timer against Go's time.AfterFunc and Tokio's DelayQueue).
 
 Writes
 
@@ -14,7 +16,7 @@ Writes
 Usage:
   scale_report.py --candidate NAME=COMMAND-PREFIX [--candidate ...]
                   [--missing NAME=WHY ...] [--quick] [--reps N] [--out DIR]
-                  [--only sc1,sc2,...,sh1,...] [--idle-ms N] [--idle-conns-json FILE]
+                  [--only sc1,sc2,...,sc10,sc11,sh1,...] [--idle-ms N] [--idle-conns-json FILE]
 
   e.g. --candidate weft=build/bench/bench/weft_runtime_weft
        --candidate go=build/bench/weft_runtime_go
@@ -81,6 +83,29 @@ which was used.
        every task's block at spawn); twice the repetitions of the others in full runs (10), as
        a 5% limit needs tighter medians than the rest.
 
+Issue 43's rows (timers without a task; Boost.Fiber is not run: it has no
+timer that is not a fiber):
+
+  sc10 RSS per pending timer, W=1: 100,000 (10,000) timers each armed 1 h
+       out, its callback adding one to a counter (weft: weft::timer made and
+       reset(1 h) by the root task; Go: time.AfterFunc(1 h, f), the
+       *time.Timer kept; Tokio: one tokio_util DelayQueue holding a key per
+       timer, the keys kept). VmRSS and VmPTE before the first timer, after
+       all are armed, and after 10 rounds of re-arming every timer to another
+       far deadline (weft reset, Go Reset, Tokio DelayQueue::reset); then all
+       are stopped (each stop must find its timer pending) and none may have
+       fired. Figures: (armed - before) / N (SC10), and (re-armed - armed) /
+       N, the growth from re-arming (SC10b).
+  sc11 CPU per timer fire, W=1 and W=2: 100,000 (10,000) periodic timers
+       every 10 ms for 2 s (0.5 s), the callback adding one to an atomic
+       (weft: weft::timer::reset_every(10 ms); Go: time.AfterFunc whose f
+       re-arms its own timer with Reset at its previous deadline + 10 ms;
+       Tokio: one DelayQueue driven by one task that re-inserts each
+       expired key at its deadline + 10 ms); then all stopped. CPU
+       (getrusage user+sys of the process) from before the first timer until
+       all are stopped, per fire; fires per s between the end of arming and
+       the stop, as a share of the ideal (timers x 100 per s).
+
 Issue 42's rows (SH), each for weft, weft-noshrink, Go and Tokio (SH3: weft,
 Go and Tokio; its target is against Go only, and weft-noshrink there would
 add about 6 minutes to a full run). They reuse sc1's, sc4's and sc5's code
@@ -121,7 +146,9 @@ the rest; 1,000,000 parked weft tasks that are not shrunk hold about
 Targets (weft median / peer median): SC1 RSS per idle task <= 0.4x Go;
 SC2 <= 2.5x Tokio; SC3 peak RSS <= 12 GiB at 10,000,000; SC4 <= 1.0x Go;
 SC5 CPU per wake <= 1.0x Tokio and <= 0.5x Go at W=1 and W=2; SC6 <= 1.0x
-Tokio and <= 0.5x Go; SC7 (idle connections) read from the IO section's
+Tokio and <= 0.5x Go; SC10 RSS per pending timer <= 1.0x Go and its growth
+after re-arming <= 1.0x Go (a growth at or below zero meets it); SC11 CPU
+per timer fire <= 1.0x Tokio at W=1 and W=2; SC7 (idle connections) read from the IO section's
 JSON (bench/compare/io/idle_conns*) when it is there; SC8 on/off <= 1.05 for
 R3 and R4. SH1, SH2 and SH4 (every variant and W) <= 1.05x weft-noshrink
 and <= 1.0x Go; SH3 <= 1.0x Go at every idle time and W; SH5 <= 0.05 of one
@@ -164,7 +191,13 @@ def sizes(quick):
         "sc4": 10_000,
         "sc5": (100_000, 10_000)[q],
         "sc6": (16 * 65_536, 2 * 65_536)[q],
+        "sc10": (100_000, 10_000)[q],
+        "sc11": (100_000, 10_000)[q],
     }
+
+
+SC10_ROUNDS = 10  # the programs' re-arm rounds in sc10
+TIMER_CANDIDATES = ("weft", "go", "tokio")  # sc10 / sc11; Boost.Fiber has no timer without a fiber
 
 
 def sh_plan(quick):
@@ -202,6 +235,13 @@ METRICS = {
     "cpufrac": ("CPU, fraction of one core", x_extra("cpu_fraction")),
     "wpsi": ("wakes per s, % of ideal", lambda res: 100.0 * res["extra"]["wakes_per_s"] / res["extra"]["ideal_wakes_per_s"]
              if res["extra"].get("wakes_per_s") and res["extra"].get("ideal_wakes_per_s") else None),
+    "rsspt10": ("RSS bytes per pending timer", x_extra("rss_bytes_per_timer")),
+    "ptept10": ("page-table bytes per timer (VmPTE)", x_extra("pte_bytes_per_timer")),
+    "grow10": (f"RSS growth bytes per timer after {SC10_ROUNDS} re-arm rounds", x_extra("rss_growth_bytes_per_timer")),
+    "rearm": ("ns per re-arm", x_extra("rearm_ns_per_reset")),
+    "cpuf": ("CPU ns per fire", x_extra("cpu_ns_per_fire")),
+    "fpsi": ("fires per s, % of ideal", lambda res: 100.0 * res["extra"]["fires_per_s"] / res["extra"]["ideal_fires_per_s"]
+             if res["extra"].get("fires_per_s") and res["extra"].get("ideal_fires_per_s") else None),
     "shrinks": ("weft shrinks", x_extra("shrinks")),
     "restores": ("weft restores", x_extra("restores")),
 }
@@ -248,6 +288,15 @@ class Scale:
             for n in ("weft", "go", "tokio"):
                 if n in names:
                     out.append(("sc6", "sc6", 1, n, [], None, None))
+        if "sc10" in a.only:
+            for n in TIMER_CANDIDATES:
+                if n in names:
+                    out.append(("sc10", "sc10", 1, n, [], None, None))
+        if "sc11" in a.only:
+            for w in (1, 2):
+                for n in TIMER_CANDIDATES:
+                    if n in names:
+                        out.append(("sc11", "sc11", w, n, [], None, None))
         if "sc8" in a.only and "weft" in names:
             for sc in ("r3", "r4", "r2"):  # r2 (spawn + join): no target, shown for the spawn cost
                 for w in (1, 2):
@@ -331,7 +380,7 @@ class Scale:
                 err = f"bad output: extra.cpu_fraction = {ex.get('cpu_fraction')!r}"
             return err
         want_ops = {"sc1": self.sz["sc1"], "sc3": self.sz["sc3"], "sc4": self.sz["sc4"], "sc5": self.sz["sc5"],
-                    "sc6": self.sz["sc6"]}[scenario]
+                    "sc6": self.sz["sc6"], "sc10": self.sz["sc10"], "sc11": self.sz["sc11"]}[scenario]
         if "--count" in args:
             want_ops = int(args[args.index("--count") + 1])
         if res.get("ops") != want_ops:
@@ -351,6 +400,18 @@ class Scale:
                     return f"bad output: extra.{k} = {v!r}"
         if scenario == "sc6" and not isinstance(res.get("per_op_ns"), (int, float)):
             return f"bad output: per_op_ns = {res.get('per_op_ns')!r}"
+        if scenario == "sc10":
+            if ex.get("fired") != 0:
+                return f"wrong result: extra.fired = {ex.get('fired')!r} (no timer may fire)"
+            if ex.get("stopped") != want_ops:
+                return f"wrong result: extra.stopped = {ex.get('stopped')!r}, want {want_ops:,} (every timer pending)"
+            if ex.get("rounds") != SC10_ROUNDS:
+                return f"bad output: extra.rounds = {ex.get('rounds')!r}, want {SC10_ROUNDS}"
+            for k in ("rss_bytes_per_timer", "pte_bytes_per_timer", "rss_growth_bytes_per_timer"):
+                if not isinstance(ex.get(k), (int, float)) or not math.isfinite(ex[k]):
+                    return f"bad output: extra.{k} = {ex.get(k)!r}"
+        if scenario == "sc11":
+            return positive("cpu_ns_per_fire", "fires_per_s", "fires", "ideal_fires_per_s")
         return None
 
     def run(self):
@@ -430,6 +491,9 @@ TABLES = [
     ("sc5", "SC5: {sc5:,} tasks each looping sleep 10 ms for {run}: CPU per wake", [1, 2], ["cpuw", "wps"]),
     ("sc6", "SC6: 1-byte reads with a 30 s deadline from a loopback TCP socket that holds data, {sc6:,} reads (W=1)",
      [1], ["ns"]),
+    ("sc10", "SC10: {sc10:,} pending timers each armed 1 h out, then re-armed {rounds} times (W=1)", [1],
+     ["rsspt10", "ptept10", "grow10", "rearm"]),
+    ("sc11", "SC11: {sc11:,} timers firing every 10 ms for {run}: CPU per fire", [1, 2], ["cpuf", "fpsi"]),
     ("sc8-r3", "SC8: R3 yield ring, weft with shrink_idle_after at its default and at 0 (off): ns per yield",
      [1, 2], ["ns"]),
     ("sc8-r4", "SC8: R4 channel ping-pong, the same: ns per message", [1, 2], ["ns"]),
@@ -446,7 +510,7 @@ def tables_md(s):
         rows = [n for n in cands if any(x["label"] == label and x["candidate"] == n for x in s.samples)]
         if not rows:
             continue
-        fmtargs = dict(s.sz, run="0.5 s" if a.quick else "2 s", idle=f"{a.idle_ms:,} ms",
+        fmtargs = dict(s.sz, run="0.5 s" if a.quick else "2 s", idle=f"{a.idle_ms:,} ms", rounds=SC10_ROUNDS,
                        boost="" if a.quick else f"; Boost.Fiber: {s.sz['sc1_boost']:,} fibers")
         md += [f"### {title.format(**fmtargs)}", ""]
         head = ["candidate"] + [f"W={w} {METRICS[m][0]}" for m in metrics for w in workers]
@@ -469,8 +533,26 @@ def tables_md(s):
                     on, off = s.stat(label, "weft", w, "ns"), s.stat(label, "weft-noshrink", w, "ns")
                     row.append(f"{on['median'] / off['median']:.3f}" if n == "weft" and on and off else "")
             md.append("| " + " | ".join(row) + " |")
+        if label in ("sc10", "sc11"):
+            md.append("| boost.fiber | " + " | ".join(["not run"] * (len(head) - 1)) + " |")
+            md += ["", TIMER_NOTES[label]]
         md.append("")
     return md + sh_tables_md(s)
+
+
+TIMER_NOTES = {
+    "sc10": "weft: `weft::timer t(f); t.reset(1h)`, re-armed with `reset(1h + k s)`; Go: `time.AfterFunc(time.Hour, f)`, "
+            "re-armed with `Reset`; Tokio: one `tokio_util::time::DelayQueue` holding a key per timer, re-armed with "
+            "`reset(key, ...)` (Tokio has no callback timer that is not a task). RSS per timer = (VmRSS after arming - "
+            "before) / N, the handles (a vector of timers / `*time.Timer` / `Key`) included; the growth = (after the "
+            "re-arm rounds - after arming) / N. Boost.Fiber: not run (it has no timer that is not a fiber).",
+    "sc11": "weft: `reset_every(10ms)`; Go: `time.AfterFunc` whose func re-arms its own timer with `Reset` at its "
+            "previous deadline + 10 ms (Go runs each func in a goroutine of its own); Tokio: one `DelayQueue` driven "
+            "by one task, re-inserting each expired key at its deadline + 10 ms. CPU is the process's (getrusage "
+            "user+sys) from before the first timer until all are stopped, per fire; fires per s is counted between the "
+            "end of arming and the stop (ideal: timers x 100 per s). Boost.Fiber: not run (it has no timer that is "
+            "not a fiber).",
+}
 
 
 def grid_md(s, title, cols, tag=None, note=None):
@@ -558,7 +640,8 @@ def sh_tables_md(s):
     return md
 
 
-UNITS = {"rsspt": " B", "ptept": " B", "ns": " ns", "cpuw": " ns", "parked": " ms", "wakejoin": " ms"}
+UNITS = {"rsspt": " B", "ptept": " B", "ns": " ns", "cpuw": " ns", "parked": " ms", "wakejoin": " ms",
+         "rsspt10": " B", "grow10": " B", "cpuf": " ns"}
 
 
 def ratio_target(s, label, metric, w, peer, limit):
@@ -710,7 +793,63 @@ def targets(s):
         x["issue"] = 42 if x["target"].startswith("SH6") else 26
     sh = sh_targets(s)
     # SH6 comes from sc7.py's run; it goes last among issue 42's rows.
-    return [x for x in t if x["issue"] == 26] + sh + [x for x in t if x["issue"] == 42]
+    return [x for x in t if x["issue"] == 26] + sh + [x for x in t if x["issue"] == 42] + timer_targets(s)
+
+
+def timer_targets(s):
+    """Issue 43's targets: SC10 (RSS per pending timer, its growth after
+    re-arming) against Go, SC11 (CPU per fire) against Tokio; the other
+    peer's ratio is shown without a limit."""
+    a = s.a
+    t = []
+    n10, n11 = s.sz["sc10"], s.sz["sc11"]
+
+    def add(name, limit, met, measured):
+        t.append(dict(target=name, limit=limit, met=met, measured=measured, issue=43))
+
+    def not_run(label):
+        return None if label in a.only else f"not run (--only leaves {label} out)"
+
+    def other(label, metric, w, peer):
+        wf, p = s.stat(label, "weft", w, metric), s.stat(label, peer, w, metric)
+        if wf and p and p["median"]:
+            u = UNITS.get(metric, "")
+            return f"; no limit: {wf['median'] / p['median']:.2f}x {peer} ({peer} {rr.fmt(p['median'])}{u})"
+        return ""
+
+    name = f"SC10 RSS per pending timer ({n10:,} timers) vs Go"
+    if not_run("sc10"):
+        add(name, "<= 1.0x go", None, not_run("sc10"))
+    else:
+        met, m = ratio_target(s, "sc10", "rsspt10", 1, "go", 1.0)
+        add(name, "<= 1.0x go", met, m + other("sc10", "rsspt10", 1, "tokio"))
+    # The growth is near zero for a timer whose re-arm allocates nothing: a
+    # ratio of two near-zero figures says little, so weft meets it when its
+    # median growth is at most Go's, or at most zero.
+    name = f"SC10 growth after re-arming {n10:,} timers {SC10_ROUNDS} times vs Go"
+    wf, p = s.stat("sc10", "weft", 1, "grow10"), s.stat("sc10", "go", 1, "grow10")
+    if not_run("sc10"):
+        add(name, "<= 1.0x go", None, not_run("sc10"))
+    elif not wf or not p:
+        who = "weft" if not wf else "go"
+        why = dict(a.missing).get(who)
+        add(name, "<= 1.0x go", None, f"no figure: {who} not available ({why})" if why else
+            f"no figure ({who} did not run or failed)")
+    else:
+        w_, g_ = wf["median"], p["median"]
+        ratio = f"{w_ / g_:.2f}x go, " if g_ > 0 else ""
+        tk = s.stat("sc10", "tokio", 1, "grow10")
+        add(name, "<= 1.0x go (or <= 0)", w_ <= max(g_, 0.0),
+            f"{ratio}weft {rr.fmt(w_)} B, go {rr.fmt(g_)} B per timer"
+            + (f"; no limit: tokio {rr.fmt(tk['median'])} B" if tk else ""))
+    for w in (1, 2):
+        name = f"SC11 CPU per timer fire ({n11:,} timers every 10 ms), W={w} vs Tokio"
+        if not_run("sc11"):
+            add(name, "<= 1.0x tokio", None, not_run("sc11"))
+            continue
+        met, m = ratio_target(s, "sc11", "cpuf", w, "tokio", 1.0)
+        add(name, "<= 1.0x tokio", met, m + other("sc11", "cpuf", w, "go"))
+    return t
 
 
 def sh_targets(s):
@@ -789,7 +928,9 @@ def targets_md(s, tg):
             (42, "## Targets (issue 42): idle tasks shrink without a trace",
              f"(SH1/SH2 ran {p['n12']:,} tasks, SH2 idled {', '.join(secs(i) for i in p['sh2_idle'])}, SH3 "
              f"{', '.join(secs(i) for i in p['sh3_idle'])}, SH4 ran {secs(p['sh4'][0][2])}; the variants of full runs "
-             "only say so).")):
+             "only say so)."),
+            (43, "## Targets (issue 43): timers without a task",
+             f"(SC10 ran {s.sz['sc10']:,} timers, SC11 {s.sz['sc11']:,} timers for 0.5 s).")):
         rows = [t for t in tg if t.get("issue") == issue]
         if not rows:
             continue
@@ -803,6 +944,11 @@ def targets_md(s, tg):
                    f"(shrink_idle_after = {weft_threshold(s)}), \"weft-noshrink\" the same binary with "
                    "`--shrink-idle-after-ms 0`. The issue's best peer is the lower of Go and Tokio; its limits name "
                    "Go, and Tokio's ratio is shown without a limit.", ""]
+        if issue == 43:
+            md += ["Ratios are weft's median over the other's. SC10's limits name Go (`time.AfterFunc`); Tokio's "
+                   "figure (a `DelayQueue` key) is shown without a limit. SC11's limit names Tokio (a `DelayQueue` "
+                   "driven by one task); Go's ratio is shown without a limit. Boost.Fiber is not run (it has no "
+                   "timer that is not a fiber).", ""]
         md += [f"{met} of {len(rows)} met, {unmet} not met, {len(rows) - met - unmet} without a figure.", "",
                "| target | limit | measured | met |", "|---|---|---|---|"]
         for t in rows:
@@ -878,7 +1024,17 @@ What could favour a candidate here:
 - SH4/SH5's CPU is the whole process's (getrusage), spawn to join: the runtimes' own threads
   (Go's sysmon and GC, weft's workers shrinking and restoring stacks) count, as they would for
   a user. Each task's last sleep, begun before the stop flag, is counted (the run is up to one
-  period longer than its nominal time, alike for all). Tokio's timer wheel has 1 ms ticks."""
+  period longer than its nominal time, alike for all). Tokio's timer wheel has 1 ms ticks.
+- SC10/SC11 (issue 43) compare each runtime's own timer without a task: weft::timer, Go's
+  time.AfterFunc, and for Tokio, which has no callback timer, tokio_util's DelayQueue (one
+  queue, one key per timer, one task driving it). A DelayQueue entry holds no callable (the
+  driving task's code is the "callback" of every key), so its memory per timer is not the
+  same object as a weft or Go timer; SC10 has no Tokio limit. Go runs each AfterFunc callback
+  in a new goroutine, weft on the worker between tasks, Tokio in the one driving task: at W=2
+  one DelayQueue's fires run on one worker at a time (a queue per worker might use both).
+  SC10 reads RSS without forcing a collection in Go. SC11's CPU includes making and stopping
+  the timers (the same work for each). weft's and Go's periodic timers skip deadlines missed
+  by more than a period; Tokio's driver does the same, checking the clock every 64 fires."""
 
 
 def machine(s, started, elapsed):
@@ -916,7 +1072,7 @@ def main():
     ap.add_argument("--reps", type=int, help="repetitions (default 5; --quick: 1)")
     ap.add_argument("--quick", action="store_true", help="small sizes, one repetition: checks that it runs")
     ap.add_argument("--out", default=".", help="directory for scale.md / scale.json (default .)")
-    ap.add_argument("--only", default="sc1,sc2,sc3,sc4,sc5,sc6,sc8,sh1,sh2,sh3,sh4,sh5",
+    ap.add_argument("--only", default="sc1,sc2,sc3,sc4,sc5,sc6,sc8,sc10,sc11,sh1,sh2,sh3,sh4,sh5",
                     help="targets to run (sc2 is sc1's run; sh5 is one of sh4's cells)")
     ap.add_argument("--idle-ms", type=int, default=IDLE_MS_DEFAULT,
                     help=f"the SC rows' idle wait before memory is read or a task pinged (default {IDLE_MS_DEFAULT}; "
@@ -952,7 +1108,7 @@ def main():
     logf.close()
     elapsed = time.monotonic() - t0
     tg = targets(s)
-    md = ["# weft scale report (issues 26 and 42): idle tasks, timers, deadlines against Go, Tokio and Boost.Fiber",
+    md = ["# weft scale report (issues 26, 42 and 43): idle tasks, timers, deadlines against Go, Tokio and Boost.Fiber",
           ""]
     md += machine(s, started, elapsed)
     md += ["", READ.format(idle_ms=a.idle_ms), ""]

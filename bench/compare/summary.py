@@ -5,9 +5,10 @@ of a results directory, both generated from the reports' JSON files.
 scripts/bench runs it after the reports. It reads RESULTS/latest.json (the
 coroutine report, bench/compare/report.py), runtime.json and async.json
 (bench/compare/runtime_report.py), r8.json (bench/compare/io/r8.py),
-http.json (bench/compare/io/http.py, index only) and scale.json
+http.json (bench/compare/io/http.py, index only), r9.json
+(bench/compare/io/r9.py, index only) and scale.json
 (bench/compare/scale_report.py), whichever exist, and writes
-RESULTS/README.md: the summary table, issues 26's and 42's scale targets (from
+RESULTS/README.md: the summary table, issues 26's, 42's and 43's scale targets (from
 scale.json, when there), then one line per report with its date and a link. With --readme FILE it also puts the
 summary table into FILE between the markers
 
@@ -148,8 +149,11 @@ def dates(results):
                         ("async", "C++20 tasks next to stackful ones (A1-A4)"),
                         ("r8", "R8, the echo server against Go, Boost.Asio, Tokio and monoio"),
                         ("http", "the HTTP example server against Go net/http under wrk (informational)"),
+                        ("r9", "R9 / R9b, the RESP example server against Go under redis-benchmark "
+                         "(redis-server for reference)"),
                         ("scale", "issue 26's scale scenarios SC1-SC8 (idle tasks, timers, deadlines against Go, "
-                         "Tokio and Boost.Fiber) and issue 42's SH1-SH6 (the doors of idle-stack shrinking)")]:
+                         "Tokio and Boost.Fiber), issue 42's SH1-SH6 (the doors of idle-stack shrinking) and issue 43's "
+                         "SC10-SC11 (timers without a task)")]:
         d = load(results, name + ".json")
         if not d:
             continue
@@ -162,7 +166,7 @@ def dates(results):
 
 
 def scale_targets(results):
-    """Issues 26's and 42's targets table (SC1-SC8, SH1-SH5) from scale.json, or []."""
+    """Issues 26's, 42's and 43's targets table (SC1-SC8, SH1-SH6, SC10-SC11) from scale.json, or []."""
     d = load(results, "scale.json")
     if not d or not d.get("targets"):
         return []
@@ -170,7 +174,7 @@ def scale_targets(results):
     date = meta.get("date", "")[:16].replace("T", " ")
     kind = "quick run: small counts, one repetition, the verdicts say nothing" if meta.get("quick") else \
         f"full run, {meta.get('reps')} repetitions"
-    lines = ["## Scale targets (issues 26 and 42)", "",
+    lines = ["## Scale targets (issues 26, 42 and 43)", "",
              f"From [scale.md](scale.md) ({date} UTC, {kind}); measured = weft's median over the peer's.", "",
              "| target | limit | measured | met |", "|---|---|---|---|"]
     for t in d["targets"]:

@@ -12,6 +12,7 @@
 #include "weft/stack.hpp"
 #include "weft/task.hpp"
 #include "weft/runtime.hpp"
+#include "weft/timer.hpp"
 #include "weft/sync.hpp"
 #include "weft/task_group.hpp"
 #include "weft/io/handle.hpp"

@@ -56,7 +56,16 @@ std::error_code thread_wait(int fd, interest what, clock::time_point deadline) {
 // somebody else reused. A first wait registers under reg_mu_, then looks at
 // `closing` again (seq_cst, against close()'s store of `closing` and its
 // exchange of reg_): either close() retires the new registration or the
-// waiter sees `closing` and does not wait.
+// waiter sees `closing` and does not wait. The fd is closed only after
+// detach() has retired the registration, and retire() returns only once no
+// watch of the backend holds the fd's file (backend::remove(), URING-U8,
+// URING-O7): so when close(), ~handle() or the last operation out closes the
+// fd, the file is closed then and there on every backend (a pipe's writer
+// gets EPIPE, a socket's peer the end of the stream), unless something else
+// holds it (a dup, a fork); after release() the caller's close(2) does the
+// same. A ring operation of the handle's (IO-R2) holds the file too, but it
+// holds an operation on the handle as well, so the fd is not closed before
+// its completion has arrived (IO-F1).
 
 handle::handle(int fd) {
     if (fd < 0) throw std::system_error(std::make_error_code(std::errc::bad_file_descriptor), "weft::io::handle");
@@ -227,8 +236,11 @@ std::error_code handle::registration_in(weft::detail::runtime_core* core, detail
 //        send was out gets the count, if any (those bytes left or entered the
 //        socket), and unwinds at its next wait (run_op()); one canceled in the
 //        poll unwinds at once, its data left in the socket.
+//        A read into a read_target (lazy) never uses the provided buffers:
+//        it waits by the one-shot poll with no buffer held, and receives with
+//        recv(2) into the buffer the target hands out then.
 bool handle::ring_io(bool send, std::span<std::byte> buf, std::error_code& ec, clock::time_point deadline,
-                     std::size_t& n) {
+                     std::size_t& n, read_target* lazy) {
     weft::detail::runtime_core* core =
         weft::detail::current_core(send ? "weft::io::handle::write_some()" : "weft::io::handle::read_some()");
     detail::backend& b = detail::reactor_of(core)->get_backend();
@@ -300,10 +312,17 @@ bool handle::ring_io(bool send, std::span<std::byte> buf, std::error_code& ec, c
     // size.
     bool try_recv = r->full_read.load(std::memory_order_relaxed);
     std::uint32_t select_max = b.recv_select_max();  // 0: by the one-shot poll
-    if (buf.size() > select_max) select_max = 0;
+    if (lazy || buf.size() > select_max) select_max = 0;
     std::optional<weft::detail::stable<detail::ring_op>> o;
     for (;;) {
         if (try_recv) {
+            if (lazy) {
+                buf = lazy->get();
+                if (buf.empty()) {
+                    ec = std::make_error_code(std::errc::not_enough_memory);
+                    return true;
+                }
+            }
             const ssize_t got = ::recv(raw(), buf.data(), buf.size(), 0);
             if (got >= 0) {
                 n = static_cast<std::size_t>(got);
@@ -322,6 +341,7 @@ bool handle::ring_io(bool send, std::span<std::byte> buf, std::error_code& ec, c
             r->full_read.store(false, std::memory_order_relaxed);
             try_recv = false;
         }
+        if (lazy) lazy->idle();  // no buffer held while it waits
         if (!o) o.emplace();  // WAITER-V4: off the frame when the task may be shrunk
         detail::ring_op& op = **o;
         int res;
@@ -392,6 +412,36 @@ std::size_t handle::read_some(std::span<std::byte> buf, std::error_code& ec, clo
             kind_.store(2, std::memory_order_relaxed);  // not a socket: read(2) from now on
         }
         return ::read(fd, buf.data(), buf.size());
+    });
+    return n < 0 ? 0 : static_cast<std::size_t>(n);
+}
+
+std::size_t handle::read_some(read_target& target, std::error_code& ec, clock::time_point deadline) {
+    if (ring_eligible(1)) {
+        ec.clear();
+        std::size_t n = 0;
+        if (ring_io(false, {}, ec, deadline, n, &target)) return n;  // IO-R2
+    }
+    // As read_some(span) above; the buffer is the target's, asked for before
+    // each attempt and given up after one that found nothing (read_target).
+    const ssize_t n = retry_io(interest::readable, deadline, ec, [this, &target](int fd) -> ssize_t {
+        const std::span<std::byte> buf = target.get();
+        if (buf.empty()) {
+            errno = ENOMEM;
+            return -1;
+        }
+        ssize_t r = -1;
+        if (kind_.load(std::memory_order_relaxed) != 2) {
+            r = ::recv(fd, buf.data(), buf.size(), 0);
+            if (r < 0 && errno == ENOTSOCK) kind_.store(2, std::memory_order_relaxed);
+        }
+        if (kind_.load(std::memory_order_relaxed) == 2) r = ::read(fd, buf.data(), buf.size());
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            const int e = errno;
+            target.idle();
+            errno = e;
+        }
+        return r;
     });
     return n < 0 ? 0 : static_cast<std::size_t>(n);
 }

@@ -162,7 +162,11 @@ public:
     // events carrying `token`. EPERM (a regular file) is reported as is.
     virtual std::error_code add(registration* r, std::uint64_t token) noexcept = 0;
     // remove() stops watching r->fd (still open). Events already fetched
-    // may still arrive (REACTOR-R2 drops them).
+    // may still arrive (REACTOR-R2 drops them). When it returns, nothing of
+    // the watch holds the fd's file any more (epoll never does; io_uring's
+    // poll does until it is over: URING-U8, URING-O7), so that the close(2)
+    // after retire() closes the file at once. It may wait (bounded) for the
+    // thread that ends the poll; it is called without r->mu.
     virtual void remove(registration* r) noexcept = 0;
     // wait() waits up to timeout_ns (-1: no limit; 0: not at all) and hands
     // each event to re.dispatch(); returns how many waiters were woken.
@@ -285,8 +289,9 @@ public:
     // acquire() is a registration watching fd, open, with its sequence
     // number in `seq`. Throws std::system_error.
     registration* acquire(int fd, std::uint32_t& seq);
-    // retire() closes r (REACTOR-R5), stops watching its fd and returns r to the
-    // free list. The fd stays open.
+    // retire() closes r (REACTOR-R5), stops watching its fd (remove(): no
+    // watch holds the fd's file once it returns) and returns r to the free
+    // list. The fd stays open.
     void retire(registration* r) noexcept;
     // dispatch() is a backend's event for `token` (REACTOR-R2 - REACTOR-R4); returns how many
     // waiters it woke.

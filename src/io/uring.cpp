@@ -54,12 +54,25 @@
 //             still comes (-ECANCELED, or its result if it won the race) and its
 //             submitter waits for it (IO-F1 in file.cpp): the kernel may write the
 //             buffer until then. A submit that fails at the ring level turns the
-//             op's SQE, still unconsumed, into a NOP, so it never runs later.
+//             op's SQE, still unconsumed, into a NOP, so it never runs later;
+//   URING-U8  remove() returns only once the poll it cancels is over (its last
+//             CQE, which the kernel posts in the same step as it frees the
+//             request and drops the file), so that the close(2) after retire()
+//             closes the file at once: a pipe's writer gets EPIPE, a socket's
+//             peer its FIN (issue 43; epoll holds no reference to the file). The
+//             poll's end is task work of the thread that armed it: remove()
+//             returns at once when its cancel found no poll (its CQE, posted
+//             within the submit under mu_, says -ENOENT); else it looks for the
+//             poll's last CQE in the CQ, or for the poller's note that it reaped
+//             it (ended_, under mu_), entering the ring with GETEVENTS in between
+//             (which runs this thread's own task work, when it armed the poll)
+//             and giving up after settle_limit (a thread that does not run its
+//             task work that long: the file stays open until it does).
 
 //
 // The worker rings (worker_rings, for a runtime with two or more workers):
 //
-//   URING-W1  each worker has an owner ring of its own (URING-O1 - O6 hold for
+//   URING-W1  each worker has an owner ring of its own (URING-O1 - O7 hold for
 //             each, its worker the owner): the worker polls it between tasks
 //             (poll_now()) and sleeps in it (runtime SCHED-I3), and only it reaps
 //             its completions. Readiness (accept, connect, pipes, select) stays
@@ -149,11 +162,32 @@
 //             COOP_TASKRUN + TASKRUN_FLAG, then no flags; each refusal, and each
 //             level turned off by WEFT_IO_URING_OFF, is named in features() (io::
 //             backend_info); if no level works, the shared ring is tried, and then
-//             the reactor falls back to epoll with the reason.
+//             the reactor falls back to epoll with the reason;
+//   URING-O7  remove() returns only once the registration's poll is over
+//             (URING-U8's reason): its cancel (cmd::remove) ends the poll by
+//             task work that only the owner runs, inside an io_uring_enter()
+//             with GETEVENTS (with DEFER_TASKRUN only there). On the owner (the
+//             task closing runs on it), remove() puts the cancel and settle()s
+//             at once: it enters the ring until the poll's last CQE is in the
+//             CQ (at most 16 times). Another thread pushes the cancel into the
+//             mailbox (URING-O2, so it reaches the SQ after the poll's arm),
+//             takes a ticket (settle_asked_, under mbox_mu_, with the push),
+//             interrupts the owner (URING-O4) and waits on the futex word
+//             settle_done_ until it reaches the ticket; the owner's wait()
+//             settle()s after its own enter when a drain_mailbox() took
+//             tickets, then stores the last ticket taken and wakes the
+//             waiters. That wait also ends when the owner thread has exited
+//             (the kernel cancels a thread's requests as it exits) or after
+//             settle_limit (an owner stuck in a long task: the file stays open
+//             until its next poll); before the first poll there is no owner
+//             and nothing in the kernel, and the closer does not wait (the
+//             first poll submits the arm and the cancel together and ends the
+//             poll in that same enter).
 
 #if WEFT_HAVE_LIBURING
 
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <liburing.h>
 #include <poll.h>
 #include <sys/epoll.h>
@@ -166,6 +200,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -236,6 +272,26 @@ bool poll_event(std::uint64_t ud, int res, bool more, event& e, bool& rearm) noe
     if (m & (POLLERR | POLLHUP)) e.bits |= ev_error;
     return e.bits != 0;
 }
+
+// poll_ended_in_cq() is whether ring's CQ holds, not yet reaped, the last
+// CQE (no IORING_CQE_F_MORE) of the poll whose user_data is `token`
+// (URING-U8, URING-O7). The kernel posts a request's last CQE and then frees
+// the request, dropping its file, in one step before the io_uring_enter()
+// that ran it returns. Reads the CQ without consuming it: only a thread that
+// may consume it (under mu_, or the owner) calls it.
+bool poll_ended_in_cq(io_uring& ring, std::uint64_t token) noexcept {
+    unsigned head;
+    io_uring_cqe* cqe;
+    io_uring_for_each_cqe(&ring, head, cqe) {
+        if (cqe->user_data == token && !(cqe->flags & IORING_CQE_F_MORE)) return true;
+    }
+    return false;
+}
+
+// settle_limit bounds how long a close waits for another thread to end the
+// fd's poll (URING-U8, URING-O7): that thread may be busy in a long task,
+// or blocked; the wait must end all the same.
+constexpr auto settle_limit = std::chrono::seconds(1);
 
 // hand_out() gives n events out, outside every lock of the backend:
 // operations complete (URING-U7), polls' events go to dispatch(). Returns
@@ -322,11 +378,36 @@ public:
             std::lock_guard g(r->mu);
             token = reactor::token(r, r->seq);
         }
-        std::lock_guard g(mu_);
+        std::unique_lock g(mu_);
         io_uring_sqe* sqe = sqe_locked();
         ::io_uring_prep_cancel64(sqe, token, 0);
         ::io_uring_sqe_set_data64(sqe, ud_remove);
         (void)submit_locked();
+        // URING-U8: return only once the poll is over. Its end is task work
+        // of the thread that armed it: this one (then it has run on the way
+        // out of the submit, or runs in the enter below), or another, which
+        // the kernel interrupts to run it. The cancel itself completes within
+        // the submit (under mu_, so the last ud_remove CQE is this one's):
+        // anything but 0 or -EALREADY means there was no poll left to end.
+        if (const int rc = last_remove_result_locked(); rc != 0 && rc != -EALREADY) return;
+        try {
+            ended_.push_back({token, false});
+        } catch (...) {  // out of memory: not waited for
+            return;
+        }
+        const auto until = std::chrono::steady_clock::now() + settle_limit;
+        for (;;) {
+            auto it = std::find_if(ended_.begin(), ended_.end(), [&](const ending& e) { return e.token == token; });
+            if (it->ended || poll_ended_in_cq(ring_, token) || std::chrono::steady_clock::now() >= until) {
+                ended_.erase(it);
+                return;
+            }
+            g.unlock();
+            // Runs this thread's task work (GETEVENTS, no minimum: no wait).
+            (void)::syscall(__NR_io_uring_enter, ring_.ring_fd, 0, 0, IORING_ENTER_GETEVENTS, nullptr, 0);
+            std::this_thread::yield();
+            g.lock();
+        }
     }
 
     std::size_t wait(std::int64_t timeout_ns, reactor& re) noexcept override {
@@ -402,6 +483,19 @@ private:
             if (io_uring_sqe* sqe = ::io_uring_get_sqe(&ring_)) return sqe;
             (void)submit_locked();
         }
+    }
+
+    // last_remove_result_locked() is the res of the newest unreaped CQE of a
+    // remove()'s cancel, or 0 if there is none (not posted yet, or in the
+    // kernel's overflow list).
+    int last_remove_result_locked() noexcept {
+        int res = 0;
+        unsigned head;
+        io_uring_cqe* cqe;
+        io_uring_for_each_cqe(&ring_, head, cqe) {
+            if (cqe->user_data == ud_remove) res = cqe->res;
+        }
+        return res;
     }
 
     // submit_locked() submits what is queued; on -EBUSY (a CQ overflow the
@@ -501,6 +595,9 @@ private:
         bool rearm = false;
         const bool out = poll_event(ud, res, more, e, rearm);
         if (rearm) rearm_locked(ud);
+        if (!more)  // URING-U8: a remove() may be waiting for this poll's end
+            for (ending& w : ended_)
+                if (w.token == ud) w.ended = true;
         return out;
     }
 
@@ -514,6 +611,13 @@ private:
     int probe_ = -1;  // URING-U5
     std::mutex mu_;   // URING-U2
     std::vector<event> backlog_;
+    // URING-U8: the polls whose end a remove() waits for, and whether the
+    // poller has reaped that end meanwhile (guarded by mu_).
+    struct ending {
+        std::uint64_t token;
+        bool ended;
+    };
+    std::vector<ending> ended_;
     std::atomic<std::uint64_t> ops_completed_{0};
     std::string features_ = "io_uring shared ring";
 };
@@ -613,7 +717,7 @@ private:
     weft::spin_lock mu_;
 };
 
-// ---- the owner ring (URING-O1 - URING-O6) ------------------------------------
+// ---- the owner ring (URING-O1 - URING-O7) ------------------------------------
 
 // owner_backend is one ring that only its owner thread enters: the runtime's
 // only worker. Its readiness contract is the shared ring's (URING-U1, U3, U4,
@@ -708,13 +812,32 @@ public:
         return submit({cmd::arm, r->fd, token, nullptr}) ? 0 : -ENOMEM;
     }
 
+    // remove() is URING-U4's cancel, and returns only once the poll is over
+    // (URING-O7).
     void remove(registration* r) noexcept override {
         std::uint64_t token;
         {
             std::lock_guard g(r->mu);
             token = reactor::token(r, r->seq);
         }
-        submit({cmd::cancel, -1, token, nullptr});  // URING-U4
+        if (is_owner()) {
+            (void)submit({cmd::remove, -1, token, nullptr});
+            settle();
+            return;
+        }
+        std::uint32_t ticket;
+        {
+            std::lock_guard g(mbox_mu_);
+            try {
+                mbox_.push_back({cmd::remove, -1, token, nullptr});
+            } catch (...) {  // out of memory: the poll stays until the ring is gone
+                return;
+            }
+            ticket = ++settle_asked_;
+            mbox_full_.store(true, std::memory_order_seq_cst);
+        }
+        interrupt();
+        await_settled(ticket);
     }
 
     std::size_t wait(std::int64_t timeout_ns, reactor& re) noexcept override {
@@ -738,6 +861,7 @@ public:
                    (IO_URING_READ_ONCE(*ring_.sq.kflags) & (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW))) {
             (void)::io_uring_submit_and_get_events(&ring_);  // URING-O3
         }
+        if (!settling_.empty() || settle_seen_ != settle_done_.load(std::memory_order_relaxed)) settle();  // URING-O7
         // At most one batch per poll, as epoll_wait() takes at most 128
         // events: the rest stay in the CQ for the next poll (which then does
         // not block), so the tasks woken by one poll run before more are
@@ -804,14 +928,15 @@ private:
         // lacks it: the register call itself.
         if (disabled_) (void)::syscall(__NR_io_uring_register, ring_.ring_fd, IORING_REGISTER_ENABLE_RINGS, nullptr, 0);
         owner_.store(std::this_thread::get_id(), std::memory_order_seq_cst);
+        owner_tid_.store(static_cast<pid_t>(::syscall(SYS_gettid)), std::memory_order_seq_cst);
         queue_read_wake();
     }
 
     // cmd is one request for the SQ (URING-O2).
     struct cmd {
-        enum kind : std::uint8_t { arm, cancel, op } k;
+        enum kind : std::uint8_t { arm, cancel, op, remove } k;
         int fd;
-        std::uint64_t data;  // arm: the token; cancel: the user_data to cancel
+        std::uint64_t data;  // arm, remove: the token; cancel: the user_data to cancel
         op_state* o;
     };
 
@@ -847,12 +972,54 @@ private:
     void drain_mailbox() noexcept {
         if (!mbox_full_.load(std::memory_order_seq_cst)) return;
         std::vector<cmd> took;
+        std::uint32_t asked;
         {
             std::lock_guard g(mbox_mu_);
             took.swap(mbox_);
+            asked = settle_asked_;
             mbox_full_.store(false, std::memory_order_relaxed);
         }
         for (const cmd& c : took) put(c);
+        settle_seen_ = asked;  // URING-O7: the next wait() settles these and says so
+    }
+
+    // settle() is URING-O7 on the owner: it submits what is queued and
+    // enters the ring (which runs the deferred task work that ends a
+    // canceled poll) until the last CQE of every poll in settling_ is in
+    // the CQ, at most settle_rounds times; then it tells the threads that
+    // wait in await_settled() for what the mailbox had brought so far.
+    void settle() noexcept {
+        static constexpr int settle_rounds = 16;
+        for (int i = 0; i < settle_rounds; ++i) {
+            (void)::io_uring_submit_and_get_events(&ring_);
+            std::erase_if(settling_, [this](std::uint64_t t) { return poll_ended_in_cq(ring_, t); });
+            if (settling_.empty() && ::io_uring_sq_ready(&ring_) == 0) break;
+        }
+        settling_.clear();  // given up on (a CQ overflow hides the CQE): bounded all the same
+        if (settle_seen_ != settle_done_.load(std::memory_order_relaxed)) {
+            settle_done_.store(settle_seen_, std::memory_order_seq_cst);
+            (void)::syscall(SYS_futex, &settle_done_, FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
+        }
+    }
+
+    // await_settled() waits until the owner has settled `ticket` (URING-O7),
+    // the owner thread has exited (the kernel cancels a thread's requests
+    // when it exits), or settle_limit has passed. No owner yet: nothing of
+    // this ring is in the kernel (the owner's first poll submits the poll
+    // and its cancel together, and ends it in that io_uring_enter()).
+    void await_settled(std::uint32_t ticket) noexcept {
+        const pid_t tid = owner_tid_.load(std::memory_order_seq_cst);
+        if (tid == 0) return;
+        const auto until = std::chrono::steady_clock::now() + settle_limit;
+        for (;;) {
+            const std::uint32_t done = settle_done_.load(std::memory_order_seq_cst);
+            if (static_cast<std::int32_t>(done - ticket) >= 0) return;
+            if (::syscall(SYS_tgkill, ::getpid(), tid, 0) != 0 && errno == ESRCH) return;
+            const auto now = std::chrono::steady_clock::now();
+            if (now >= until) return;
+            timespec slice{0, 1'000'000};  // looks at the owner again every millisecond
+            (void)::syscall(SYS_futex, &settle_done_, FUTEX_WAIT_PRIVATE, done, &slice, nullptr, 0);
+        }
     }
 
     // sqe() is a free SQE, submitting what is queued to make room.
@@ -869,6 +1036,13 @@ private:
         switch (c.k) {
         case cmd::arm: ::io_uring_prep_poll_multishot(e, c.fd, poll_mask); break;
         case cmd::cancel: ::io_uring_prep_cancel64(e, c.data, 0); break;
+        case cmd::remove:  // URING-U4's cancel; settle() waits for the poll's end (URING-O7)
+            ::io_uring_prep_cancel64(e, c.data, 0);
+            try {
+                settling_.push_back(c.data);
+            } catch (...) {  // out of memory: not waited for
+            }
+            break;
         case cmd::op: {
             op_state* op = c.o;
             if (op->op == op_state::read)
@@ -942,6 +1116,7 @@ private:
     bool owned_ = false;        // owner only
     bool watch_armed_ = false;  // owner only: watch()'s poll is out (URING-W3)
     std::atomic<std::thread::id> owner_{};
+    std::atomic<pid_t> owner_tid_{0};  // URING-O7: the owner's thread, 0 before the first poll
     std::atomic<bool> waiting_{false}, kicked_{false};  // URING-O4
     int probe_ = -1;  // URING-U5
     int efd_ = -1;    // URING-O4
@@ -949,6 +1124,14 @@ private:
     weft::spin_lock mbox_mu_;  // URING-O2
     std::vector<cmd> mbox_;
     std::atomic<bool> mbox_full_{false};
+    // URING-O7: the removes handed over so far (guarded by mbox_mu_), the
+    // count the owner took with its last drain_mailbox() (owner only), the
+    // count it has settled (written by the owner; a futex word), and the
+    // tokens whose poll's end settle() still looks for (owner only).
+    std::uint32_t settle_asked_ = 0;
+    std::uint32_t settle_seen_ = 0;
+    std::atomic<std::uint32_t> settle_done_{0};
+    std::vector<std::uint64_t> settling_;
     std::string features_;
     std::atomic<std::uint64_t> ops_completed_{0};
     std::atomic<std::uint64_t> nobufs_{0};

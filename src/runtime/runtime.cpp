@@ -89,7 +89,7 @@ constexpr std::size_t fiber_room_bytes = std::max(sizeof(split_block<plain_fiber
 //           runs (make_fiber()) and gives it back to the list of the worker it
 //           ends on, once its fiber is destroyed (finish_task()); a parked or
 //           shrunk task keeps its room, which holds its record and wait arena.
-//           A room is in exactly one place: a task (t->fiber_room) or one free
+//           A room is in exactly one place: a task (t->shrink.room) or one free
 //           list, which only its worker's thread touches; a list keeps at most
 //           max_free_rooms and frees the rest. So spawning N tasks that run one
 //           after another touches a few rooms, not N (when the room was part of
@@ -98,9 +98,9 @@ constexpr std::size_t fiber_room_bytes = std::max(sizeof(split_block<plain_fiber
 constexpr std::size_t max_free_rooms = 1024;
 
 void* runtime_core::take_room(worker* w) {
-    if (void* r = w->free_rooms) {
-        w->free_rooms = *static_cast<void**>(r);
-        --w->free_room_count;
+    if (void* r = w->shrink.rooms) {
+        w->shrink.rooms = *static_cast<void**>(r);
+        --w->shrink.room_count;
         return r;
     }
     if (void* r = std::malloc(fiber_room_bytes)) return r;
@@ -108,13 +108,13 @@ void* runtime_core::take_room(worker* w) {
 }
 
 void runtime_core::give_room(worker* w, void* room) noexcept {
-    if (w->free_room_count >= max_free_rooms) {
+    if (w->shrink.room_count >= max_free_rooms) {
         std::free(room);
         return;
     }
-    *static_cast<void**>(room) = w->free_rooms;
-    w->free_rooms = room;
-    ++w->free_room_count;
+    *static_cast<void**>(room) = w->shrink.rooms;
+    w->shrink.rooms = room;
+    ++w->shrink.room_count;
 }
 
 runtime_core::runtime_core(const runtime_options& o)
@@ -178,8 +178,8 @@ runtime_core::runtime_core(const runtime_options& o)
 
 runtime_core::~runtime_core() {
     for (auto& w : ws)
-        while (void* r = w->free_rooms) {
-            w->free_rooms = *static_cast<void**>(r);
+        while (void* r = w->shrink.rooms) {
+            w->shrink.rooms = *static_cast<void**>(r);
             std::free(r);
         }
 }
@@ -221,8 +221,8 @@ fiber_record* runtime_core::make_fiber(worker* w, task_record* t) {
                 give_room(w, room);
                 throw;
             }
-            t->fiber_room = room;
-            t->shrinkable = true;
+            t->shrink.room = room;
+            t->shrink.shrinkable = true;
             return f;
         }
         return make_block<plain_fiber>(std::move(alloc), body, fo);

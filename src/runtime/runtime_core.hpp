@@ -10,6 +10,7 @@
 //   sleeping.cpp   sleeping and waking workers, the watcher, IO polling
 //                  (SCHED-P1, SCHED-T2, SCHED-I1, SCHED-I2)
 //   timers.cpp     the timer wheels (SCHED-T1 - SCHED-T3)
+//   callback_timer.cpp  weft::timer, a callback node in the wheels (TIMER-C1 - TIMER-C4)
 //   spawn.cpp      spawning, the registry, statistics, unhandled exceptions
 //   stop.cpp       stopping
 //   blocking.cpp   the blocking pool
@@ -120,24 +121,20 @@
 #include "../stack/task_stacks.hpp"
 #include "observe.hpp"
 #include "poller.hpp"
+#include "shrink.hpp"
 #include "timer_wheel.hpp"
 #include "work_deque.hpp"
 
 namespace weft::detail {
 
 void set_current_task(task_record* t) noexcept;  // task.cpp
+struct timer_block;  // weft/timer.hpp
 
 struct worker;
 // this_worker() is the worker this thread is (or drives), or null;
 // set_this_worker() sets it (worker.cpp).
 worker* this_worker() noexcept;
 void set_this_worker(worker* w) noexcept;
-// shrink.cpp (SHRINK-P1 - SHRINK-P5): install_shrink_fault() makes weft's
-// fault handler restore a shrunk stack that other code touches; false when
-// this process cannot (then nothing is shrunk). shrink_faults() counts those
-// restores, process-wide.
-bool install_shrink_fault() noexcept;
-std::uint64_t shrink_faults() noexcept;
 
 // task_fifo is an intrusive FIFO through task_record::next
 // (detail::intrusive_fifo, LIST-IL1 - LIST-IL3) that counts its tasks.
@@ -194,19 +191,11 @@ struct alignas(64) worker {
     // timeout, as the watcher (SCHED-I1); guarded by runtime_core::idle_mu.
     bool polling = false;
     unsigned io_tick = 0;  // loop iterations since the last IO poll
-    // Idle candidates (docs/runtime.md, "Finding idle tasks"): owner-only;
-    // each entry holds a reference. sweep_asked: runtime::shrink_idle().
-    intrusive_fifo<task_record, fifo_link<task_record, &task_record::idle_next>> idle_fifo;
-    std::size_t idle_count = 0;
-    unsigned sweep_tick = 0;
-    std::atomic<bool> sweep_asked{false};
+    // Idle-stack shrinking's part: candidates and fiber rooms (shrink.hpp).
+    worker_shrink shrink;
     // Copy-stack tasks pinned here run on these stacks.
     std::once_flag shared_once;
     std::unique_ptr<shared_stack_pool> shared;
-    // Fiber rooms given back here (SCHED-R1, runtime.cpp): a singly linked
-    // list through each room's first word; owner-only.
-    void* free_rooms = nullptr;
-    std::size_t free_room_count = 0;
     // Counters, the running task, the trace (observe.hpp, OBSERVE-O1 - OBSERVE-O3).
     worker_view view;
 
@@ -231,6 +220,10 @@ public:
     void switch_out(task_record* t, bool yield) override;
     void add_timer(timer_node* n, std::chrono::steady_clock::time_point when, std::uint64_t word) override;
     void remove_timer(timer_node* n) noexcept override;
+    // weft::timer (callback_timer.cpp, TIMER-C1 - TIMER-C4).
+    bool arm_callback(timer_block* b, std::chrono::steady_clock::time_point when, std::int64_t period_ns);
+    bool stop_callback(timer_block* b) noexcept;
+    bool callback_pending(const timer_block* b) noexcept;
     void unhandled(task_record* t, std::exception_ptr e) noexcept override;
     void released() noexcept override {
         if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
@@ -323,6 +316,15 @@ private:
     struct timer_shard;
     void fire_timers(worker* w, std::int64_t now) noexcept;
     std::size_t fire_shard(worker* w, timer_shard& s, std::int64_t now, bool wait) noexcept;
+    // note_due() is add_timer()'s second half (SCHED-T2): a wheel's next_due()
+    // moved earlier, to `due`; wake the watcher if it sleeps past it.
+    void note_due(std::int64_t due) noexcept;
+    // expired_callback() is fire_shard()'s step for a callback node taken out
+    // of s under its lock: true if the firing worker is to run it (it then
+    // holds a reference to b and its snapshot in `snap`).
+    bool expired_callback(timer_shard& s, timer_block* b, std::chrono::steady_clock::time_point now,
+                          std::uint64_t& snap) noexcept;
+    void run_callback(timer_shard& s, timer_block* b, std::uint64_t snap) noexcept;
     // due_now() is the clock's reading when a timer is due, for
     // fire_timers(w, due_now()); 0 when none is (the clock is read only when
     // a timer exists).
@@ -530,11 +532,11 @@ struct hooks {
     // w's sweep (docs/runtime.md, "Finding idle tasks"), once: before the
     // arrival, after which the task may run and end elsewhere.
     static void list_idle(worker* w, task_record* t) noexcept {
-        if (!t->shrinkable || t->idle_listed.load(std::memory_order_relaxed)) return;
-        if (t->idle_listed.exchange(true, std::memory_order_acq_rel)) return;
+        if (!t->shrink.shrinkable || t->shrink.listed.load(std::memory_order_relaxed)) return;
+        if (t->shrink.listed.exchange(true, std::memory_order_acq_rel)) return;
         t->refs.fetch_add(1, std::memory_order_relaxed);
-        w->idle_fifo.push_back(t);
-        ++w->idle_count;
+        w->shrink.fifo.push_back(t);
+        ++w->shrink.count;
     }
     // left() is the worker's side of a task that suspended back to it
     // (after_park, after_yield): run_task() learns it from `switched`, and

@@ -2,7 +2,9 @@
 // "Idle tasks give their stack back"): the workers' candidate FIFOs and
 // their sweep, the shrink of a parked task under its hold (SHRINK-S1 -
 // SHRINK-S4, include/weft/detail/task_record.hpp) and the restore before it
-// runs again.
+// runs again. Its interface and the map of its parts: shrink.hpp.
+
+#include "shrink.hpp"
 
 #include "runtime_core.hpp"
 #include "weft/detail/sanitizer.hpp"
@@ -22,6 +24,12 @@
 #include <vector>
 
 namespace weft::detail {
+
+// task_shrink costs a task record nothing: the record's members after it sit
+// in its tail padding (task_record.hpp); this catches a layout that loses that.
+#if defined(__x86_64__)
+static_assert(sizeof(task_record) <= 296, "task_record grew: check where task_shrink sits");
+#endif
 
 namespace {
 
@@ -295,7 +303,7 @@ bool mem_writes_work() noexcept {
 void runtime_core::ask_sweep() noexcept {
     if (shrink_after_ns <= 0) return;
     for (auto& w : ws) {
-        w->sweep_asked.store(true, std::memory_order_release);
+        w->shrink.sweep_asked.store(true, std::memory_order_release);
         if (nthreads != 0) wake_sleeper(w.get());
     }
 }
@@ -304,7 +312,7 @@ void runtime_core::ask_sweep() noexcept {
 // may be due: a bounded batch, a larger one when w is idle. Owner only.
 void runtime_core::maybe_sweep(worker* w, bool idle) noexcept {
     if (shrink_after_ns <= 0) return;
-    if (w->sweep_asked.load(std::memory_order_relaxed) && w->sweep_asked.exchange(false, std::memory_order_acquire)) {
+    if (w->shrink.sweep_asked.load(std::memory_order_relaxed) && w->shrink.sweep_asked.exchange(false, std::memory_order_acquire)) {
         sweep(w, true, 0);
         return;
     }
@@ -314,15 +322,15 @@ void runtime_core::maybe_sweep(worker* w, bool idle) noexcept {
     // nothing about the entries behind it. Such an entry goes to the back
     // (a few per call), so that it cannot hold up the sweep for ever.
     const std::int64_t now = coarse_now_ns();
-    for (int k = 0; k < 4 && w->idle_count != 0; ++k) {
-        task_record* front = w->idle_fifo.front();
+    for (int k = 0; k < 4 && w->shrink.count != 0; ++k) {
+        task_record* front = w->shrink.fifo.front();
         const bool waiting = front->state.load(std::memory_order_relaxed) == task_state::waiting;
         if (!waiting || now - front->state_since.load(std::memory_order_relaxed) >= shrink_after_ns) {
             sweep(w, false, idle ? idle_sweep_batch : sweep_batch);
             return;
         }
-        if (w->idle_count == 1) return;
-        w->idle_fifo.push_back(w->idle_fifo.pop_front());
+        if (w->shrink.count == 1) return;
+        w->shrink.fifo.push_back(w->shrink.fifo.pop_front());
     }
 }
 
@@ -331,9 +339,9 @@ void runtime_core::maybe_sweep(worker* w, bool idle) noexcept {
 // by up to a tick: the wait is rounded up by one, and is at least 1 ms.
 std::int64_t runtime_core::shrink_wait_ns(worker* w) const noexcept {
     if (shrink_after_ns <= 0) return -1;
-    if (w->sweep_asked.load(std::memory_order_acquire)) return 0;
-    if (w->idle_count == 0) return -1;
-    const std::int64_t since = w->idle_fifo.front()->state_since.load(std::memory_order_relaxed);
+    if (w->shrink.sweep_asked.load(std::memory_order_acquire)) return 0;
+    if (w->shrink.count == 0) return -1;
+    const std::int64_t since = w->shrink.fifo.front()->state_since.load(std::memory_order_relaxed);
     const std::int64_t d = since + shrink_after_ns - coarse_now_ns() + 4'000'000;
     return std::max<std::int64_t>(d, 1'000'000);
 }
@@ -344,17 +352,17 @@ std::int64_t runtime_core::shrink_wait_ns(worker* w) const noexcept {
 // order, so what lies behind them is mostly as recent).
 void runtime_core::sweep(worker* w, bool force, std::size_t batch) noexcept {
     const std::int64_t now = coarse_now_ns();
-    std::size_t n = force ? w->idle_count : std::min(w->idle_count, batch);
+    std::size_t n = force ? w->shrink.count : std::min(w->shrink.count, batch);
     int recent = 0;
     while (n-- > 0) {
-        task_record* t = w->idle_fifo.pop_front();
-        --w->idle_count;
+        task_record* t = w->shrink.fifo.pop_front();
+        --w->shrink.count;
         const bool waiting = t->state.load(std::memory_order_acquire) == task_state::waiting;
         if (waiting && !force && now - t->state_since.load(std::memory_order_relaxed) < shrink_after_ns) {
             // Parked, but not for long enough yet (perhaps parked again
             // since it was listed): look again later.
-            w->idle_fifo.push_back(t);
-            ++w->idle_count;
+            w->shrink.fifo.push_back(t);
+            ++w->shrink.count;
             if (++recent == 8) break;
             continue;
         }
@@ -362,13 +370,13 @@ void runtime_core::sweep(worker* w, bool force, std::size_t batch) noexcept {
             // Refused for the slab budget (SHRINK-P5): the slots beside it
             // may be shrunk meanwhile and join its run; it stays listed, and
             // counts as a recent one.
-            w->idle_fifo.push_back(t);
-            ++w->idle_count;
+            w->shrink.fifo.push_back(t);
+            ++w->shrink.count;
             if (++recent == 8 && !force) break;
             continue;
         }
         // Off the list: it is listed again when it next parks.
-        t->idle_listed.store(false, std::memory_order_release);
+        t->shrink.listed.store(false, std::memory_order_release);
         release(t);
     }
 }
@@ -708,7 +716,7 @@ runtime_core::shrink_result runtime_core::shrink_task(worker* w, task_record* t)
     shrink_result shrank = shrink_result::no;
     fiber_record* f = t->fiber;
     wait_arena* a = f ? f->arena : nullptr;
-    if (a && a->pins == 0 && !t->shrunk) {  // SHRINK-A2, SHRINK-S3
+    if (a && a->pins == 0 && !t->shrink.shrunk) {  // SHRINK-A2, SHRINK-S3
         auto* sp = static_cast<std::byte*>(f->ctx);
         auto* base = static_cast<std::byte*>(f->stack.base);
         std::byte* lo = range_lo(f);
@@ -752,7 +760,7 @@ runtime_core::shrink_result runtime_core::shrink_task(worker* w, task_record* t)
                     // that faulted on the read-only range finds it (SHRINK-P2),
                     // and the restore unlinks it.
                     a->saved = block;
-                    t->shrunk = true;  // SHRINK-S3: under the hold
+                    t->shrink.shrunk = true;  // SHRINK-S3: under the hold
                 } else {
                     if (protect(lo, hi, PROT_READ | PROT_WRITE) != 0)
                         fatal_message("weft: a task's stack could not be made writable again after a failed shrink");
@@ -805,8 +813,8 @@ void runtime_core::restore_task(worker* w, task_record* t) noexcept {
     h->~block_head();
     std::free(h);
     a->saved = nullptr;
-    t->was_shrunk = true;  // SHRINK-R1
-    t->shrunk = false;
+    t->shrink.was_shrunk = true;  // SHRINK-R1
+    t->shrink.shrunk = false;
     w->view.restores.bump();
 }
 
@@ -834,11 +842,11 @@ void runtime_core::release_stack_pages(fiber_record* f) noexcept {
 // (stop()): every task has ended, so each entry only drops its reference.
 void runtime_core::drain_idle() noexcept {
     for (auto& w : ws) {
-        while (task_record* t = w->idle_fifo.pop_front()) {
-            t->idle_listed.store(false, std::memory_order_release);
+        while (task_record* t = w->shrink.fifo.pop_front()) {
+            t->shrink.listed.store(false, std::memory_order_release);
             release(t);
         }
-        w->idle_count = 0;
+        w->shrink.count = 0;
     }
 }
 

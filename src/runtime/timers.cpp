@@ -40,7 +40,10 @@ void runtime_core::add_timer(timer_node* n, std::chrono::steady_clock::time_poin
         earlier = due < s.next.load(std::memory_order_relaxed);
         if (earlier) s.next.store(due, std::memory_order_seq_cst);
     }
-    if (!earlier) return;
+    if (earlier) note_due(due);
+}
+
+void runtime_core::note_due(std::int64_t due) noexcept {
     // SCHED-T2: the watcher sleeps until watch_until; tell it when this wheel is
     // due earlier.
     if (due < watch_until.load(std::memory_order_seq_cst) && n_sleeping.load(std::memory_order_seq_cst) > 0) {
@@ -100,10 +103,12 @@ std::size_t runtime_core::fire_shard(worker* w, timer_shard& s, std::int64_t now
     timer_node* nodes[batch_size];
     task_record* woken[batch_size];
     task_record* deadlines[batch_size];
+    timer_block* callbacks[batch_size];
+    std::uint64_t snaps[batch_size];
     const std::chrono::steady_clock::time_point now{std::chrono::nanoseconds(now_ns)};
     std::size_t fired = 0;
     for (;;) {
-        std::size_t n = 0, nw = 0, nd = 0;
+        std::size_t n = 0, nw = 0, nd = 0, nc = 0;
         {
             std::unique_lock g(s.mu, std::defer_lock);
             if (wait)
@@ -113,7 +118,10 @@ std::size_t runtime_core::fire_shard(worker* w, timer_shard& s, std::int64_t now
             n = s.wheel.expire(now, nodes, batch_size);
             for (std::size_t i = 0; i < n; ++i) {
                 timer_node* t = nodes[i];
-                if (t->what == timer_node::kind::task_deadline) {
+                if (t->what == timer_node::kind::callback) {
+                    auto* b = reinterpret_cast<timer_block*>(t);  // the node is the block's first member
+                    if (expired_callback(s, b, now, snaps[nc])) callbacks[nc++] = b;  // TIMER-C2
+                } else if (t->what == timer_node::kind::task_deadline) {
                     task_record* owner = task_of(t);
                     owner->refs.fetch_add(1, std::memory_order_relaxed);  // SCHED-T1
                     deadlines[nd++] = owner;
@@ -130,6 +138,7 @@ std::size_t runtime_core::fire_shard(worker* w, timer_shard& s, std::int64_t now
             request_cancel(deadlines[i], wait_status::timed_out);
             release(deadlines[i]);
         }
+        for (std::size_t i = 0; i < nc; ++i) run_callback(s, callbacks[i], snaps[i]);
         fired += n;
         if (n < batch_size) return fired;
     }

@@ -238,7 +238,7 @@ void runtime_core::switch_out(task_record* t, bool yield) {
         if (!w->batch && !w->stash && !handoff_timers_due(w)) {  // SCHED-T4
             if (task_record* next = local_next(w)) {
                 if (next->fiber && !next->copy_stack) {
-                    if (next->shrunk) [[unlikely]] restore_task(w, next);
+                    if (next->shrink.shrunk) [[unlikely]] restore_task(w, next);
                     begin_run(w, next);
                     // Straight into the funnel: f and next's fiber are known
                     // (this_fiber::switch_to() would look f up again).
@@ -302,7 +302,7 @@ void runtime_core::run_task(worker* w, task_record* t) {
             return;
         }
     }
-    if (t->shrunk) [[unlikely]] restore_task(w, t);  // SHRINK-S4
+    if (t->shrink.shrunk) [[unlikely]] restore_task(w, t);  // SHRINK-S4
     begin_run(w, t);
     w->switched = false;
     fiber_ref back;
@@ -372,9 +372,9 @@ void runtime_core::finish_task(worker* w, task_record* t) noexcept {
     // The stack goes back at once (warm, to this thread's cache), before
     // the joiners run: a finished task holds no stack.
     if (fiber_record* f = std::exchange(t->fiber, nullptr)) {
-        if (t->was_shrunk) release_stack_pages(f);  // SHRINK-R1
+        if (t->shrink.was_shrunk) release_stack_pages(f);  // SHRINK-R1
         destroy(f);
-        if (void* room = std::exchange(t->fiber_room, nullptr)) give_room(w, room);  // SCHED-R1
+        if (void* room = std::exchange(t->shrink.room, nullptr)) give_room(w, room);  // SCHED-R1
     }
     // Out of the registry and the count before the joiners are woken: a
     // join() that has returned never sees its task listed or counted.
@@ -412,7 +412,7 @@ void runtime_core::loop(worker* w, task_record* until, bool until_empty) {
         if (task_record* t = find_work(w)) {
             if (w->searching) stop_searching(w);
             // A busy worker sweeps its candidates now and then too.
-            if (w->idle_count != 0 && (++w->sweep_tick & 63) == 0) maybe_sweep(w);
+            if (w->shrink.count != 0 && (++w->shrink.tick & 63) == 0) maybe_sweep(w);
             run_task(w, t);
             continue;
         }

@@ -1,10 +1,10 @@
 // weft_runtime_go: the Go peer of the runtime section of the peer report
 // (bench/compare/runtime_report.py, which documents the protocol).
 //
-//	weft_runtime_go r1|r2|r2s|r3|r3b|r4|r5|r5b|r6|r6s|r7|idle|sc1|sc3|sc4|sc5|sc6|sh1|sh2|sh3|sh4 --workers W [--quick]
+//	weft_runtime_go r1|r2|r2s|r3|r3b|r4|r5|r5b|r6|r6s|r7|idle|sc1|sc3|sc4|sc5|sc6|sc10|sc11|sh1|sh2|sh3|sh4 --workers W [--quick]
 //	                [--count N] [--idle-ms MS] [--period-ms MS] [--run-ms MS]
 //
-// (sc1-sc6 and sh1-sh4, the scale scenarios: scale.go)
+// (sc1-sc6, sc10, sc11 and sh1-sh4, the scale scenarios: scale.go)
 //
 // The driver sets GOMAXPROCS=W in the environment; --workers is checked
 // against runtime.GOMAXPROCS(0) and echoed in the output. Prints exactly one
@@ -493,7 +493,7 @@ func idle(workers int, quick bool) {
 }
 
 func main() {
-	usage := "usage: weft_runtime_go r1|r2|r2s|r3|r3b|r4|r5|r5b|r6|r6s|r7|idle|sc1|sc3|sc4|sc5|sc6|sh1|sh2|sh3|sh4 --workers W [--quick]\n" +
+	usage := "usage: weft_runtime_go r1|r2|r2s|r3|r3b|r4|r5|r5b|r6|r6s|r7|idle|sc1|sc3|sc4|sc5|sc6|sc10|sc11|sh1|sh2|sh3|sh4 --workers W [--quick]\n" +
 		"       [--count N (sc*, sh*)] [--idle-ms MS (sc1, sc3, sc4, sh1-sh3)] [--period-ms MS] [--run-ms MS (sh4)] (set GOMAXPROCS=W)"
 	scenario, workers, quick := "", 0, false
 	args := os.Args[1:]
@@ -514,7 +514,7 @@ func main() {
 			}
 			workers = w
 		case "r1", "r2", "r2s", "r3", "r3b", "r4", "r5", "r5b", "r6", "r6s", "r7", "idle", "sc1", "sc3", "sc4", "sc5", "sc6",
-			"sh1", "sh2", "sh3", "sh4":
+			"sc10", "sc11", "sh1", "sh2", "sh3", "sh4":
 			scenario = a
 		case "--count":
 			if i+1 >= len(args) {

@@ -30,6 +30,24 @@
 //	sh4  sc5 with --count (1,000) goroutines each sleeping --period-ms
 //	     (1,000) in a loop for --run-ms (10,000; quick 1,000);
 //	     extra.cpu_fraction = CPU / wall.
+//
+// Issue 43's rows, timers without a goroutine (weft::timer's peer is Go's
+// time.AfterFunc with Reset and Stop):
+//
+//	sc10 --count timers (100,000; quick 10,000), each time.AfterFunc(1 h, f)
+//	     with f adding one to a counter (it never runs), the *time.Timer kept
+//	     in a slice; VmRSS and VmPTE before the first, after all are armed,
+//	     and after 10 rounds of Reset(1 h + round s) of every timer; then all
+//	     are stopped (every Stop must report a pending timer) and none must
+//	     have fired. No forced collection.
+//	sc11 --count timers (100,000; quick 10,000), each time.AfterFunc whose f
+//	     adds one to an atomic counter and re-arms its own timer with Reset
+//	     at its previous deadline + 10 ms (deadlines do not drift; missed
+//	     ones are skipped, as weft's reset_every), for 2 s (quick 0.5 s),
+//	     then all stopped. CPU (getrusage user+sys) from before the first
+//	     timer until all are stopped, per fire; fires per s between the end
+//	     of arming and the start of stopping. Go runs every AfterFunc f in a
+//	     goroutine of its own: that is the API's cost, not a harness choice.
 package main
 
 import (
@@ -265,6 +283,106 @@ func sc6(workers int, quick bool) {
 		"\"api\":\"SetReadDeadline(now+30s); Read; SetReadDeadline(zero)\"", got))
 }
 
+// sc10: n pending AfterFunc timers, their memory, and its growth after
+// re-arming all of them `rounds` times.
+func sc10(workers int, n int64, rounds int) {
+	var fired atomic.Int64
+	rss0, pte0 := statusKiB("VmRSS:"), statusKiB("VmPTE:")
+	t0 := time.Now()
+	ts := make([]*time.Timer, n)
+	for i := range ts {
+		ts[i] = time.AfterFunc(time.Hour, func() { fired.Add(1) })
+	}
+	arm := time.Since(t0)
+	rss1, pte1 := statusKiB("VmRSS:"), statusKiB("VmPTE:")
+	t1 := time.Now()
+	pending := int64(0)
+	for r := 1; r <= rounds; r++ {
+		for _, t := range ts {
+			if t.Reset(time.Hour + time.Duration(r)*time.Second) {
+				pending++
+			}
+		}
+	}
+	rearm := time.Since(t1)
+	rss2, pte2 := statusKiB("VmRSS:"), statusKiB("VmPTE:")
+	stopped := int64(0)
+	for _, t := range ts {
+		if t.Stop() {
+			stopped++
+		}
+	}
+	if f := fired.Load(); f != 0 || stopped != n || pending != n*int64(rounds) {
+		die("sc10: %d fired, %d of %d stopped while pending, %d re-arms of a pending timer", f, stopped, n, pending)
+	}
+	dn := float64(n)
+	emit("sc10", workers, arm, n, fmt.Sprintf("\"timers\":%d,\"rounds\":%d,\"fired\":%d,\"stopped\":%d,"+
+		"\"rss_bytes_per_timer\":%g,\"pte_bytes_per_timer\":%g,\"rss_growth_bytes_per_timer\":%g,"+
+		"\"pte_growth_bytes_per_timer\":%g,\"rss_before_kib\":%d,\"rss_armed_kib\":%d,\"rss_rearmed_kib\":%d,"+
+		"\"pte_before_kib\":%d,\"pte_armed_kib\":%d,\"pte_rearmed_kib\":%d,\"rearm_ns_per_reset\":%g,"+
+		"\"api\":\"time.AfterFunc(1h, f); t.Reset(1h + k s); t.Stop()\"", n, rounds, fired.Load(), stopped,
+		float64(rss1-rss0)*1024/dn, float64(pte1-pte0)*1024/dn, float64(rss2-rss1)*1024/dn, float64(pte2-pte1)*1024/dn,
+		rss0, rss1, rss2, pte0, pte1, pte2, float64(rearm.Nanoseconds())/(dn*float64(rounds))))
+	runtime.KeepAlive(ts)
+}
+
+// periodic is sc11's timer: an AfterFunc that re-arms itself at its
+// previous deadline + period.
+type periodic struct {
+	t    *time.Timer
+	next time.Time
+}
+
+// sc11: n periodic AfterFunc timers for `run`.
+func sc11(workers int, n int64, period, run time.Duration) {
+	var fires atomic.Int64
+	var stop atomic.Bool
+	u0, s0 := cpuSeconds()
+	t0 := time.Now()
+	ps := make([]*periodic, n)
+	for i := range ps {
+		p := &periodic{}
+		// Made far away and armed once p.t is set: f reads p.t.
+		p.t = time.AfterFunc(time.Hour, func() {
+			fires.Add(1)
+			if stop.Load() {
+				return
+			}
+			p.next = p.next.Add(period)
+			d := time.Until(p.next)
+			for d <= 0 { // more than a period late: skip the missed deadlines
+				p.next = p.next.Add(period)
+				d += period
+			}
+			p.t.Reset(d)
+		})
+		p.next = time.Now().Add(period)
+		p.t.Reset(period)
+		ps[i] = p
+	}
+	t1 := time.Now()
+	fArmed := fires.Load()
+	time.Sleep(run)
+	fWindow := fires.Load() - fArmed
+	window := time.Since(t1)
+	stop.Store(true)
+	for _, p := range ps {
+		p.t.Stop()
+	}
+	d := time.Since(t0)
+	u1, s1 := cpuSeconds()
+	cpu := (u1 - u0) + (s1 - s0)
+	f := fires.Load()
+	if f <= 0 {
+		die("sc11: no timer fired")
+	}
+	emit("sc11", workers, d, n, fmt.Sprintf("\"timers\":%d,\"fires\":%d,\"cpu_s\":%g,\"cpu_ns_per_fire\":%g,"+
+		"\"fires_per_s\":%g,\"ideal_fires_per_s\":%g,\"run_ms\":%d,\"period_ms\":%d,\"cpu_fraction\":%g,"+
+		"\"api\":\"time.AfterFunc(d, f), f re-arms with t.Reset(next - now)\"", n, f, cpu, cpu*1e9/float64(f),
+		float64(fWindow)/window.Seconds(), float64(n)*float64(time.Second)/float64(period), run.Milliseconds(),
+		period.Milliseconds(), cpu/d.Seconds()))
+}
+
 // scale runs a scale scenario; false if s is none. The sizes are the
 // scenarios' own unless --count, --idle-ms, --period-ms, --run-ms say
 // otherwise (scale_report.py passes them).
@@ -289,6 +407,10 @@ func scale(s string, workers int, quick bool) bool {
 		sc5("sc5", workers, countOr(q(100_000, 10_000)), 10*time.Millisecond, msOr(-1, q(2000, 500)))
 	case "sc6":
 		sc6(workers, quick)
+	case "sc10":
+		sc10(workers, countOr(q(100_000, 10_000)), 10)
+	case "sc11":
+		sc11(workers, countOr(q(100_000, 10_000)), 10*time.Millisecond, msOr(-1, q(2000, 500)))
 	case "sh1":
 		scIdle("sh1", workers, countOr(q(1_000_000, 20_000)), msOr(idleMs, 0), true)
 	case "sh2":

@@ -174,7 +174,8 @@ inline constexpr int wait_sequence_shift = 4;
 // the wheel that holds the node (add_timer() writes when and word there).
 struct timer_node {
     static constexpr std::uint16_t unlinked = 0xffff;
-    enum class kind : std::uint8_t { task_deadline, wait_timeout };
+    // callback: a weft::timer's (weft/timer.hpp), in its timer_block, not in a task record.
+    enum class kind : std::uint8_t { task_deadline, wait_timeout, callback };
     std::chrono::steady_clock::time_point when{};
     timer_node* prev = nullptr;
     timer_node* next = nullptr;
@@ -307,6 +308,32 @@ struct task_ops {
     void (*discard)(task_record*) noexcept;
 };
 
+// task_shrink is a task record's part that belongs to idle-stack shrinking
+// (src/runtime/shrink.hpp, the component; docs/runtime.md, "Idle tasks give
+// their stack back"). Only the shrink component and the scheduler's hooks
+// that call it read or write these fields:
+//   room      the fiber room that holds the task's fiber record and wait arena
+//             (create_split()): taken from its worker's free list at its first
+//             run when the runtime shrinks idle tasks, given back at its end
+//             (SCHED-R1); else null.
+//   next      its link in a worker's FIFO of idle candidates, which holds a
+//             reference while `listed` ("Finding idle tasks").
+//   listed    it is in such a FIFO (set by exchange: listed once).
+//   shrinkable  its fiber has a wait arena: its stack may be shrunk (set once).
+//   shrunk    its stack pages are released, its live bytes in its arena's
+//             block (written only under the hold, SHRINK-S3).
+//   was_shrunk  restored at least once: its stack's pages go back at its end
+//             (SHRINK-R1).
+struct task_record;
+struct task_shrink {
+    void* room = nullptr;
+    task_record* next = nullptr;
+    std::atomic<bool> listed{false};
+    bool shrinkable = false;
+    bool shrunk = false;
+    bool was_shrunk = false;
+};
+
 // Ownership: `refs` counts the join handle (until joined or detached), the
 // scheduler (until the task has finished) and short-lived holders (a firing
 // timer). The last release destroys the block.
@@ -319,21 +346,21 @@ struct task_record {
     const task_ops* ops = nullptr;   // what its kind of block does (one table per type: 16 bytes less per task)
     stackless_body* stackless = nullptr;  // non-null: no fiber of its own, only borrowed ones (TASK-SB1 - TASK-SB4)
     std::size_t stack_size = 0;      // 0: the runtime's
+    // Idle-stack shrinking's part (task_shrink above; not read-only).
+    // no_unique_address lets the next members sit in its tail padding (it
+    // is not trivially copyable), so the record is no bigger than with the
+    // fields loose (296 bytes on x86-64).
+    [[no_unique_address]] task_shrink shrink;
     bool copy_stack = false;
     bool pinned = false;     // never runs on another worker than `home`
-    bool shrinkable = false; // its fiber has a wait arena (create_split()): its stack may be shrunk
-    bool shrunk = false;     // its stack pages are released, its live bytes in its arena's block (SHRINK-S3)
     unsigned home = 0;       // pinned: its worker
     unsigned shard = 0;      // registry shard it is listed in
 
     // --- the state machine (docs/runtime.md) ---
     std::atomic<task_state> state;
     bool has_deadline = false;  // deadline_timer is in a timer wheel (set at spawn)
-    bool was_shrunk = false;    // restored at least once: its stack's pages go back at its end (SHRINK-R1)
-    std::atomic<std::int64_t> state_since{0};  // coarse monotonic ns of the last change
     std::atomic<int> worker{-1};               // the worker that ran it last (-1: none yet)
-    // Listed in a worker's idle candidates (idle_next, below).
-    std::atomic<bool> idle_listed{false};
+    std::atomic<std::int64_t> state_since{0};  // coarse monotonic ns of the last change
 
     // --- waiting (TASK-W1 - TASK-W3) and becoming runnable ---
     std::atomic<std::uint64_t> wait_word{0};
@@ -367,14 +394,6 @@ struct task_record {
     task_record* reg_prev = nullptr;
     task_record* reg_next = nullptr;
     void* sched_data = nullptr;   // the scheduler's own use
-    // The fiber room that holds its fiber's record and wait arena
-    // (create_split(): docs/runtime.md, "What must not point into a released
-    // stack"): taken from its worker's free list at its first run when the
-    // runtime shrinks idle tasks, given back at its end (SCHED-R1); else null.
-    void* fiber_room = nullptr;
-    // Idle candidates (docs/runtime.md, "Finding idle tasks"): listed in a
-    // worker's candidate FIFO through idle_next, holding a reference.
-    task_record* idle_next = nullptr;
 
     task_record() noexcept : state(task_state{}), outcome(task_state{}) {  // created
         deadline_timer.what = timer_node::kind::task_deadline;

@@ -63,6 +63,25 @@ concept writable_stream = requires(S& s, std::span<const std::byte> b, std::erro
     { s.write_some(b, ec, d) } -> std::convertible_to<std::size_t>;
 };
 
+namespace detail {
+// The buffers of buffered_reader and buffered_writer (src/io/buffer_pool.cpp;
+// docs/io.md, "Buffers while idle"). take_buffer(n) gives n bytes, not
+// zeroed, from the calling thread's pool when it holds one of that size,
+// else from operator new; null when none can be had. give_buffer(p, n)
+// takes back a buffer take_buffer(n) gave (on any thread): into the calling
+// thread's pool while that holds fewer than its bound of that size, else
+// to operator delete. Sizes that are powers of two from 1 KiB to 64 KiB are
+// pooled, others are not.
+WEFT_API std::byte* take_buffer(std::size_t n) noexcept;
+WEFT_API void give_buffer(std::byte* p, std::size_t n) noexcept;
+// lazy_readable: a stream that reads into a read_target (io::handle,
+// io::stream), so that a reader holds no buffer while it waits.
+template <class S>
+concept lazy_readable = requires(S& s, read_target& t, std::error_code& ec, clock::time_point d) {
+    { s.read_some(t, ec, d) } -> std::convertible_to<std::size_t>;
+};
+}  // namespace detail
+
 // buffered_options: the sizes of a buffered_reader / buffered_writer.
 struct buffered_options {
     // capacity: the buffer's size (at least 1; 0 is taken as 1).
@@ -93,27 +112,56 @@ struct buffered_options {
 //     so far stays buffered: a later call finds the whole line.
 // So nothing read from the stream is lost on any path except the reader's
 // own destruction, which discards what is still buffered.
+//
+// Memory (docs/io.md, "Buffers while idle"): the buffer is taken at the
+// first read of the stream, not at construction, and it is not zeroed. Over
+// a stream that reads into a read_target (io::stream, io::handle) a reader
+// with nothing buffered gives its buffer back before it waits for the
+// stream and takes one again when bytes are there: a connection idle
+// between requests holds no buffer. (Over other streams it keeps the
+// buffer it took.) A call that needs a buffer and cannot have one fails with
+// std::errc::not_enough_memory, having read nothing.
 template <readable_stream Stream>
 class buffered_reader {
 public:
     explicit buffered_reader(Stream& s, buffered_options o = {})
-        : s_(&s),
-          cap_(std::max<std::size_t>(o.capacity, 1)),
-          max_(std::max<std::size_t>(o.max_delimited, 1)),
-          buf_(cap_) {}
+        : s_(&s), cap_(std::max<std::size_t>(o.capacity, 1)), max_(std::max<std::size_t>(o.max_delimited, 1)) {}
     buffered_reader(const buffered_reader&) = delete;
     buffered_reader& operator=(const buffered_reader&) = delete;
-    buffered_reader(buffered_reader&&) noexcept = default;
-    buffered_reader& operator=(buffered_reader&&) noexcept = default;
+    buffered_reader(buffered_reader&& o) noexcept
+        : s_(o.s_),
+          cap_(o.cap_),
+          max_(o.max_),
+          buf_(std::exchange(o.buf_, nullptr)),
+          size_(std::exchange(o.size_, 0)),
+          begin_(std::exchange(o.begin_, 0)),
+          end_(std::exchange(o.end_, 0)) {}
+    buffered_reader& operator=(buffered_reader&& o) noexcept {
+        if (this != &o) {
+            drop();
+            s_ = o.s_;
+            cap_ = o.cap_;
+            max_ = o.max_;
+            buf_ = std::exchange(o.buf_, nullptr);
+            size_ = std::exchange(o.size_, 0);
+            begin_ = std::exchange(o.begin_, 0);
+            end_ = std::exchange(o.end_, 0);
+        }
+        return *this;
+    }
+    ~buffered_reader() { drop(); }
 
     [[nodiscard]] Stream& stream() const noexcept { return *s_; }
     [[nodiscard]] std::size_t capacity() const noexcept { return cap_; }
     [[nodiscard]] std::size_t max_delimited() const noexcept { return max_; }
+    // holds_buffer(): the reader holds a buffer now (above: not while it
+    // waits with nothing buffered, over a stream that allows that).
+    [[nodiscard]] bool holds_buffer() const noexcept { return buf_ != nullptr; }
 
     // buffered() is what is buffered, without IO; valid until the next
     // call other than buffered().
     [[nodiscard]] std::span<const std::byte> buffered() const noexcept {
-        return std::span<const std::byte>(buf_).subspan(begin_, end_ - begin_);
+        return std::span<const std::byte>(buf_ + begin_, end_ - begin_);
     }
     // peek() is buffered(), first reading the stream once if nothing is
     // buffered; empty at the end of the stream or with ec set.
@@ -206,11 +254,14 @@ public:
         ec.clear();
         if (buf.empty()) return 0;
         if (begin_ == end_) {
-            if (buf.size() >= cap_) return s_->read_some(buf, ec, deadline);
+            if (buf.size() >= cap_) {
+                drop();  // empty: nothing is lost, and nothing is held while it waits
+                return s_->read_some(buf, ec, deadline);
+            }
             if (fill(ec, deadline) == 0) return 0;
         }
         const std::size_t n = std::min(buf.size(), end_ - begin_);
-        std::memcpy(buf.data(), buf_.data() + begin_, n);
+        std::memcpy(buf.data(), buf_ + begin_, n);
         consume(n);
         return n;
     }
@@ -248,22 +299,73 @@ public:
     }
 
 private:
+    // lazy: the read_target of a fill with nothing buffered (read_target in
+    // weft/io/handle.hpp): the buffer is taken when bytes are there and
+    // given back before the read waits. Only ever given back empty.
+    struct lazy final : read_target {
+        buffered_reader* r;
+        explicit lazy(buffered_reader* rd) noexcept : r(rd) {}
+        std::span<std::byte> get() noexcept override {
+            if (!r->buf_ && !r->take(r->cap_)) return {};
+            return {r->buf_, r->size_};
+        }
+        void idle() noexcept override { r->drop(); }
+    };
+
+    // take(n) takes a buffer of n bytes (none held); false if it cannot.
+    bool take(std::size_t n) noexcept {
+        buf_ = detail::take_buffer(n);
+        size_ = buf_ ? n : 0;
+        return buf_ != nullptr;
+    }
+    // drop() gives the buffer back, and with it what it holds.
+    void drop() noexcept {
+        if (buf_) detail::give_buffer(std::exchange(buf_, nullptr), std::exchange(size_, 0));
+        begin_ = end_ = 0;
+    }
+
     // fill() reads the stream once into the free space after the buffered
     // bytes (moving them to the front, or growing the buffer up to
     // max(capacity, max_delimited), when there is none); returns the count.
+    // With nothing buffered over a lazy_readable stream, by a read_target.
     std::size_t fill(std::error_code& ec, clock::time_point deadline) {
-        if (end_ == buf_.size()) {
+        if constexpr (detail::lazy_readable<Stream>) {
+            if (begin_ == end_) {
+                begin_ = end_ = 0;
+                lazy t(this);
+                const std::size_t n = s_->read_some(static_cast<read_target&>(t), ec, deadline);
+                if (ec) return 0;
+                end_ = n;  // into the buffer get() gave (none if n == 0 and it waited)
+                return n;
+            }
+        }
+        if (!buf_ && !take(cap_)) {
+            ec = std::make_error_code(std::errc::not_enough_memory);
+            return 0;
+        }
+        if (end_ == size_) {
             if (begin_ > 0) {
-                std::memmove(buf_.data(), buf_.data() + begin_, end_ - begin_);
+                std::memmove(buf_, buf_ + begin_, end_ - begin_);
                 end_ -= begin_;
                 begin_ = 0;
             } else {
-                buf_.resize(std::max(buf_.size(), std::min(buf_.size() * 2, std::max(cap_, max_))));
+                const std::size_t grown = std::max(size_, std::min(size_ * 2, std::max(cap_, max_)));
+                if (grown > size_) {
+                    std::byte* p = detail::take_buffer(grown);
+                    if (!p) {
+                        ec = std::make_error_code(std::errc::not_enough_memory);
+                        return 0;
+                    }
+                    std::memcpy(p, buf_, end_);
+                    detail::give_buffer(buf_, size_);
+                    buf_ = p;
+                    size_ = grown;
+                }
             }
         }
-        const std::size_t room = buf_.size() - end_;
+        const std::size_t room = size_ - end_;
         if (room == 0) return 0;  // not reached: read_until stops at max_ first
-        const std::size_t n = s_->read_some(std::span<std::byte>(buf_).subspan(end_, room), ec, deadline);
+        const std::size_t n = s_->read_some(std::span<std::byte>(buf_ + end_, room), ec, deadline);
         if (ec) return 0;
         end_ += n;
         return n;
@@ -271,7 +373,8 @@ private:
 
     Stream* s_;
     std::size_t cap_, max_;
-    std::vector<std::byte> buf_;
+    std::byte* buf_ = nullptr;  // null: none held (size_ 0)
+    std::size_t size_ = 0;
     std::size_t begin_ = 0, end_ = 0;
 };
 
@@ -292,32 +395,58 @@ private:
 // Flush is never called. (A flush in a destructor would wait with no
 // deadline and could not report its error, and a writer is often destroyed
 // by an unwind, where waiting is not allowed.)
+//
+// Memory (docs/io.md, "Buffers while idle"): the buffer is taken by the
+// first write() that buffers, not at construction, is not zeroed, and goes
+// back as soon as a flush() has written everything: a connection idle
+// between replies holds no buffer. A write() that needs a buffer and cannot
+// have one fails with std::errc::not_enough_memory, having taken nothing.
 template <writable_stream Stream>
 class buffered_writer {
 public:
     explicit buffered_writer(Stream& s, buffered_options o = {})
-        : s_(&s), buf_(std::max<std::size_t>(o.capacity, 1)) {}
+        : s_(&s), cap_(std::max<std::size_t>(o.capacity, 1)) {}
     buffered_writer(const buffered_writer&) = delete;
     buffered_writer& operator=(const buffered_writer&) = delete;
-    buffered_writer(buffered_writer&&) noexcept = default;
-    buffered_writer& operator=(buffered_writer&&) noexcept = default;
-    ~buffered_writer() = default;  // no IO: see above
+    buffered_writer(buffered_writer&& o) noexcept
+        : s_(o.s_), cap_(o.cap_), buf_(std::exchange(o.buf_, nullptr)), used_(std::exchange(o.used_, 0)) {}
+    buffered_writer& operator=(buffered_writer&& o) noexcept {
+        if (this != &o) {
+            drop();
+            s_ = o.s_;
+            cap_ = o.cap_;
+            buf_ = std::exchange(o.buf_, nullptr);
+            used_ = std::exchange(o.used_, 0);
+        }
+        return *this;
+    }
+    ~buffered_writer() { drop(); }  // no IO: see above
 
     [[nodiscard]] Stream& stream() const noexcept { return *s_; }
-    [[nodiscard]] std::size_t capacity() const noexcept { return buf_.size(); }
+    [[nodiscard]] std::size_t capacity() const noexcept { return cap_; }
     // pending() is how many bytes are buffered, not yet written.
     [[nodiscard]] std::size_t pending() const noexcept { return used_; }
+    // holds_buffer(): the writer holds a buffer now (only while it has
+    // pending bytes).
+    [[nodiscard]] bool holds_buffer() const noexcept { return buf_ != nullptr; }
 
     // write(): above.
     std::size_t write(std::span<const std::byte> data, std::error_code& ec, clock::time_point deadline = no_deadline) {
         ec.clear();
         if (data.empty()) return 0;
-        if (data.size() > buf_.size() - used_) {
+        if (data.size() > cap_ - used_) {
             flush(ec, deadline);
             if (ec) return 0;
-            if (data.size() >= buf_.size()) return write_to_stream(data, ec, deadline);
+            if (data.size() >= cap_) return write_to_stream(data, ec, deadline);
         }
-        std::memcpy(buf_.data() + used_, data.data(), data.size());
+        if (!buf_) {
+            buf_ = detail::take_buffer(cap_);
+            if (!buf_) {
+                ec = std::make_error_code(std::errc::not_enough_memory);
+                return 0;
+            }
+        }
+        std::memcpy(buf_ + used_, data.data(), data.size());
         used_ += data.size();
         return data.size();
     }
@@ -374,12 +503,13 @@ public:
             // Each written piece leaves the buffer at once, so a
             // cancellation between two write_some() calls never makes the
             // next flush() write it again.
-            const std::size_t n = s_->write_some(std::span<const std::byte>(buf_.data(), used_), ec, deadline);
+            const std::size_t n = s_->write_some(std::span<const std::byte>(buf_, used_), ec, deadline);
             if (!ec && n == 0) ec = std::make_error_code(std::errc::io_error);
             if (ec) return;
-            std::memmove(buf_.data(), buf_.data() + n, used_ - n);
+            std::memmove(buf_, buf_ + n, used_ - n);
             used_ -= n;
         }
+        drop();  // everything is written: nothing held until the next write()
     }
     void flush(clock::time_point deadline = no_deadline) {
         std::error_code ec;
@@ -402,8 +532,15 @@ private:
         return put;
     }
 
+    // drop() gives the buffer back, and with it what it holds.
+    void drop() noexcept {
+        if (buf_) detail::give_buffer(std::exchange(buf_, nullptr), cap_);
+        used_ = 0;
+    }
+
     Stream* s_;
-    std::vector<std::byte> buf_;
+    std::size_t cap_;
+    std::byte* buf_ = nullptr;  // null: none held (used_ 0)
     std::size_t used_ = 0;
 };
 

@@ -59,6 +59,33 @@ template <class Rep, class Period>
 // interest is what a wait waits for.
 enum class interest : unsigned char { readable = 1, writable = 2 };
 
+// read_target is where a read that has no buffer yet puts its bytes
+// (handle::read_some(read_target&, ...), stream's the same): the read asks
+// for the buffer only when it is about to receive, and gives it up when it
+// found nothing and is about to wait, so a task waiting long for its next
+// bytes holds no buffer meanwhile (io::buffered_reader's, docs/io.md
+// "Buffers while idle"). The read calls, on the reading task:
+//   get()   just before each receive: the buffer to receive into (non-empty),
+//           or an empty span when none can be had (the read then fails with
+//           not_enough_memory, having received nothing);
+//   idle()  before the read waits (after a receive that found nothing, or
+//           before a first wait that no receive preceded): the buffer may
+//           go (get() is called again before the next receive).
+// Bytes are only ever received into a buffer get() just returned, so
+// nothing is received while the target has none. A read that completes
+// calls neither again after its receive.
+class read_target {
+public:
+    virtual std::span<std::byte> get() noexcept = 0;
+    virtual void idle() noexcept = 0;
+
+protected:
+    read_target() = default;
+    read_target(const read_target&) = default;
+    read_target& operator=(const read_target&) = default;
+    ~read_target() = default;
+};
+
 // handle owns one file descriptor and closes it exactly once (close() or the
 // destructor). Move-only. Several tasks may use one handle at once (one
 // reading, one writing, or several of each), and any of them may close()
@@ -88,8 +115,12 @@ public:
     // close() wakes every task waiting on this handle (their waits return
     // operation_canceled), stops watching the fd and closes it, at once or,
     // if other tasks are inside an operation on it, when the last of them
-    // leaves. Returns what close(2) reported if it closed the fd itself
-    // (EINTR is not retried: on Linux the fd is closed anyway);
+    // leaves. The file is closed with the fd, on every backend: no watch of
+    // the reactor's holds it afterwards (a pipe's writer gets EPIPE, a
+    // socket's peer the end of the stream, right after close() returns when
+    // no operation was in flight). Returns what close(2) reported if it
+    // closed the fd itself (EINTR is not retried: on Linux the fd is closed
+    // anyway);
     // bad_file_descriptor if already closed.
     std::error_code close() noexcept;
     // release() stops watching the fd and gives it back to the caller,
@@ -113,6 +144,12 @@ public:
     // MSG_NOSIGNAL for a socket), waiting while none can be written.
     std::size_t write_some(std::span<const std::byte> buf, std::error_code& ec,
                            clock::time_point deadline = no_deadline);
+    // read_some(target, ...) is read_some() into the buffer `target` hands
+    // out when bytes are there, none held while it waits (read_target above).
+    // On the io_uring backends it waits by a one-shot poll and receives with
+    // recv(2) (a provided-buffer receive would take the bytes before the
+    // target had a buffer for them).
+    std::size_t read_some(read_target& target, std::error_code& ec, clock::time_point deadline = no_deadline);
     // Throwing forms: std::system_error with the code above.
     std::size_t read_some(std::span<std::byte> buf, clock::time_point deadline = no_deadline);
     std::size_t write_some(std::span<const std::byte> buf, clock::time_point deadline = no_deadline);
@@ -180,8 +217,9 @@ private:
     // one-shot poll, then recv(2)) / IORING_OP_SEND (IO-R2 in
     // src/io/handle.cpp); false when that does not apply and the call goes
     // on by readiness.
+    // lazy: a read into a read_target (buf is then unused).
     bool ring_io(bool send, std::span<std::byte> buf, std::error_code& ec, clock::time_point deadline,
-                 std::size_t& n);
+                 std::size_t& n, read_target* lazy = nullptr);
     [[nodiscard]] bool ring_eligible(std::size_t len) const noexcept;
     void detach() noexcept;
     std::error_code final_close() noexcept;

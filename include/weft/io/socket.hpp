@@ -156,6 +156,11 @@ public:
     // until something is; 0: the peer shut down its side (or empty buf).
     std::size_t read_some(std::span<std::byte> buf, std::error_code& ec, clock::time_point deadline = no_deadline);
     std::size_t read_some(std::span<std::byte> buf, clock::time_point deadline = no_deadline);
+    // read_some(target, ...): the same into the buffer a read_target hands
+    // out when bytes are there (handle::read_some(read_target&, ...)).
+    std::size_t read_some(read_target& target, std::error_code& ec, clock::time_point deadline = no_deadline) {
+        return h_.read_some(target, ec, deadline);
+    }
     // write_some() writes what fits, at least one byte unless buf is empty.
     std::size_t write_some(std::span<const std::byte> buf, std::error_code& ec,
                            clock::time_point deadline = no_deadline);

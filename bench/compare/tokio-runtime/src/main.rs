@@ -3,7 +3,7 @@
 //! runtime scenarios; bench/compare/scale_report.py the scale scenarios).
 //!
 //!     weft_runtime_tokio r1|r2|r2s|r3|r3b|r4|r5|r5b|r6|r6s|r7|idle --workers W [--quick]
-//!     weft_runtime_tokio sc1|sc3|sc4|sc5|sc6|sh1|sh2|sh3|sh4 --workers W [--quick] [--count N]
+//!     weft_runtime_tokio sc1|sc3|sc4|sc5|sc6|sc10|sc11|sh1|sh2|sh3|sh4 --workers W [--quick] [--count N]
 //!                        [--idle-ms MS] [--period-ms MS] [--run-ms MS]
 //!
 //! Prints one JSON line on stdout; exits 1 (message on stderr) if a result
@@ -93,11 +93,43 @@
 //!   sh4  sc5 with --count (1,000) tasks each sleeping --period-ms (1,000) in
 //!        a loop for --run-ms (10,000; quick 1,000); extra.cpu_fraction = CPU
 //!        / wall.
+//!
+//! Issue 43's rows, timers without a task. Tokio has no callback timer
+//! (nothing like Go's time.AfterFunc or weft::timer runs a function at a
+//! deadline without a task of its own); the shape a Tokio user takes for
+//! many cancellable, re-armable timers that are not tasks is
+//! tokio_util::time::DelayQueue: one queue (its own hierarchical wheel over a
+//! slab) holding a key per timer, reset(key, ...) and remove(key) in O(1),
+//! and one task that awaits poll_expired() and runs the "callback" for each
+//! key that comes out. A task per timer (tokio::time::interval or a sleep in
+//! a spawned task, with an AbortHandle to stop it) is what sc5 already
+//! measures: the issue asks for timers, not sleeping tasks.
+//!
+//!   sc10 --count timers (100,000; quick 10,000) inserted into one
+//!        DelayQueue<u32> (with_capacity(n)) 1 h out, the Keys kept in a
+//!        Vec; VmRSS and VmPTE before the queue is made, after all are
+//!        inserted, and after 10 rounds of reset(key, 1 h + round s) of every
+//!        key; the queue is polled once after each phase (as its driving task
+//!        would: that registers its one Sleep with the runtime) and every
+//!        expired key would count as a fire (none must). Then every key is
+//!        removed (try_remove must find each).
+//!   sc11 --count timers (100,000; quick 10,000) in one DelayQueue driven by
+//!        one spawned task: each expired key adds one to an atomic counter (the
+//!        callback) and is inserted again at its deadline + 10 ms (missed
+//!        deadlines skipped, as weft's reset_every; "now" is read once every
+//!        64 fires for that check), for 2 s (quick 0.5 s); then the driver
+//!        clears the queue. CPU (getrusage user+sys) from before the queue
+//!        is made until it is cleared, per fire; fires per s between the end
+//!        of the inserts and the stop. One queue is one task: at W=2 its
+//!        fires run on one worker at a time (a queue per worker could use
+//!        both).
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use std::task::Poll;
 use tokio::sync::{mpsc, Notify};
+use tokio_util::time::DelayQueue;
 
 fn die(msg: &str) -> ! {
     eprintln!("weft_runtime_tokio: {msg}");
@@ -816,10 +848,146 @@ fn run_runtime_scenario(scenario: String, workers: usize, quick: bool) {
     }
 }
 
+/// Polls q once (what its driving task would do on a wake): the number of
+/// keys that came out expired (each runs its "callback").
+async fn poll_once(q: &mut DelayQueue<u32>) -> i64 {
+    std::future::poll_fn(|cx| {
+        let mut k = 0i64;
+        while let Poll::Ready(Some(_)) = q.poll_expired(cx) {
+            k += 1;
+        }
+        Poll::Ready(k)
+    })
+    .await
+}
+
+/// sc10: n pending timers (keys of one DelayQueue), their memory, and its
+/// growth after re-arming every key `rounds` times.
+async fn sc10(workers: usize, n: i64, rounds: u64) {
+    let (rss0, pte0) = (status_kib("VmRSS:"), status_kib("VmPTE:"));
+    let t0 = Instant::now();
+    let mut q: DelayQueue<u32> = DelayQueue::with_capacity(n as usize);
+    let mut keys = Vec::with_capacity(n as usize);
+    for i in 0..n {
+        keys.push(q.insert(i as u32, Duration::from_secs(3600)));
+    }
+    let mut fired = poll_once(&mut q).await;
+    let arm = t0.elapsed().as_secs_f64();
+    let (rss1, pte1) = (status_kib("VmRSS:"), status_kib("VmPTE:"));
+    let t1 = Instant::now();
+    for r in 1..=rounds {
+        for k in &keys {
+            q.reset(k, Duration::from_secs(3600 + r)); // panics (aborts) on a key no longer in the queue
+        }
+    }
+    fired += poll_once(&mut q).await;
+    let rearm = t1.elapsed().as_secs_f64();
+    let (rss2, pte2) = (status_kib("VmRSS:"), status_kib("VmPTE:"));
+    let mut stopped = 0i64;
+    for k in &keys {
+        if q.try_remove(k).is_some() {
+            stopped += 1;
+        }
+    }
+    if fired != 0 || stopped != n || !q.is_empty() {
+        die(&format!("sc10: {fired} fired, {stopped} of {n} removed while pending"));
+    }
+    let dn = n as f64;
+    emit(
+        "sc10",
+        workers,
+        arm,
+        n,
+        &format!(
+            "\"timers\":{n},\"rounds\":{rounds},\"fired\":{fired},\"stopped\":{stopped},\"rss_bytes_per_timer\":{},\
+             \"pte_bytes_per_timer\":{},\"rss_growth_bytes_per_timer\":{},\"pte_growth_bytes_per_timer\":{},\
+             \"rss_before_kib\":{rss0},\"rss_armed_kib\":{rss1},\"rss_rearmed_kib\":{rss2},\"pte_before_kib\":{pte0},\
+             \"pte_armed_kib\":{pte1},\"pte_rearmed_kib\":{pte2},\"rearm_ns_per_reset\":{},\
+             \"api\":\"tokio_util DelayQueue: insert(i, 1h); reset(key, 1h + k s); try_remove(key)\"",
+            (rss1 - rss0) as f64 * 1024.0 / dn,
+            (pte1 - pte0) as f64 * 1024.0 / dn,
+            (rss2 - rss1) as f64 * 1024.0 / dn,
+            (pte2 - pte1) as f64 * 1024.0 / dn,
+            rearm * 1e9 / (dn * rounds as f64)
+        ),
+    );
+}
+
+/// sc11: n periodic timers in one DelayQueue driven by one task, for `run`.
+async fn sc11(workers: usize, n: i64, period: Duration, run: Duration) {
+    let fires = Arc::new(AtomicI64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let armed = Arc::new(Notify::new());
+    let c0 = cpu_seconds();
+    let t0 = Instant::now();
+    let driver = {
+        let (fires, stop, armed) = (fires.clone(), stop.clone(), armed.clone());
+        tokio::spawn(async move {
+            let mut q: DelayQueue<u32> = DelayQueue::with_capacity(n as usize);
+            for i in 0..n {
+                q.insert(i as u32, period);
+            }
+            armed.notify_one();
+            let mut now = tokio::time::Instant::now();
+            let mut k = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                let Some(e) = std::future::poll_fn(|cx| q.poll_expired(cx)).await else { break };
+                fires.fetch_add(1, Ordering::Relaxed); // the callback
+                k = k.wrapping_add(1);
+                if k % 64 == 0 {
+                    now = tokio::time::Instant::now();
+                }
+                let mut next = e.deadline() + period;
+                if next <= now {
+                    now = tokio::time::Instant::now();
+                    while next <= now {
+                        next += period; // more than a period late: skip the missed deadlines
+                    }
+                }
+                q.insert_at(e.into_inner(), next);
+            }
+            q.clear();
+        })
+    };
+    armed.notified().await;
+    let t1 = Instant::now();
+    let f_armed = fires.load(Ordering::Relaxed);
+    tokio::time::sleep(run).await;
+    let f_window = fires.load(Ordering::Relaxed) - f_armed;
+    let window = t1.elapsed().as_secs_f64();
+    stop.store(true, Ordering::Relaxed);
+    if driver.await.is_err() {
+        die("sc11: the driving task failed");
+    }
+    let d = t0.elapsed().as_secs_f64();
+    let cpu = cpu_seconds() - c0;
+    let f = fires.load(Ordering::Relaxed);
+    if f <= 0 {
+        die("sc11: no timer fired");
+    }
+    emit(
+        "sc11",
+        workers,
+        d,
+        n,
+        &format!(
+            "\"timers\":{n},\"fires\":{f},\"cpu_s\":{cpu},\"cpu_ns_per_fire\":{},\"fires_per_s\":{},\"ideal_fires_per_s\":{},\
+             \"run_ms\":{},\"period_ms\":{},\"cpu_fraction\":{},\
+             \"api\":\"tokio_util DelayQueue, one task: poll_expired(), insert_at(deadline + 10ms)\"",
+            cpu * 1e9 / f as f64,
+            f_window as f64 / window,
+            n as f64 / period.as_secs_f64(),
+            run.as_millis(),
+            period.as_millis(),
+            cpu / d
+        ),
+    );
+}
+
 const RUNTIME_SCENARIOS: [&str; 12] = ["r1", "r2", "r2s", "r3", "r3b", "r4", "r5", "r5b", "r6", "r6s", "r7", "idle"];
 
 fn main() {
-    let usage = "usage: weft_runtime_tokio r1|r2|r2s|r3|r3b|r4|r5|r5b|r6|r6s|r7|idle|sc1|sc3|sc4|sc5|sc6|sh1|sh2|sh3|sh4 --workers W [--quick]\n       \
+    let usage = "usage: weft_runtime_tokio r1|r2|r2s|r3|r3b|r4|r5|r5b|r6|r6s|r7|idle|sc1|sc3|sc4|sc5|sc6|sc10|sc11|sh1|sh2|sh3|sh4 --workers W [--quick]\n       \
                  [--count N (sc*, sh*)] [--idle-ms MS (sc1, sc3, sc4, sh1-sh3)] [--period-ms MS] [--run-ms MS (sh4)]";
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (mut scenario, mut workers, mut quick, mut count) = (String::new(), 0usize, false, 0i64);
@@ -850,7 +1018,7 @@ fn main() {
                     _ => run_ms = v,
                 }
             }
-            "sc1" | "sc3" | "sc4" | "sc5" | "sc6" | "sh1" | "sh2" | "sh3" | "sh4" => scenario = args[i].clone(),
+            "sc1" | "sc3" | "sc4" | "sc5" | "sc6" | "sc10" | "sc11" | "sh1" | "sh2" | "sh3" | "sh4" => scenario = args[i].clone(),
             s if RUNTIME_SCENARIOS.contains(&s) => scenario = args[i].clone(),
             other => {
                 eprintln!("weft_runtime_tokio: unknown argument {other:?}\n{usage}");
@@ -888,6 +1056,8 @@ fn main() {
             }
             "sc4" => sc4("sc4", workers, n_or(10_000), ms_or(idle_ms, 300)).await,
             "sc5" => sc5("sc5", workers, n_or(q(100_000, 10_000)), Duration::from_millis(10), ms_or(-1, q(2000, 500))).await,
+            "sc10" => sc10(workers, n_or(q(100_000, 10_000)), 10).await,
+            "sc11" => sc11(workers, n_or(q(100_000, 10_000)), Duration::from_millis(10), ms_or(-1, q(2000, 500))).await,
             "sh1" => sc_idle("sh1", workers, n_or(q(1_000_000, 20_000)), ms_or(idle_ms, 0), true).await,
             "sh2" => sc_idle("sh2", workers, n_or(q(1_000_000, 20_000)), ms_or(idle_ms, q(2000, 200)), true).await,
             "sh3" => sc4("sh3", workers, n_or(10_000), ms_or(idle_ms, 300)).await,
