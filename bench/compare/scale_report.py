@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """bench/compare/scale_report.py: the scale section of the weft peer report
-(issue 26's targets SC1-SC8, issue 42's SH1-SH5, "idle tasks shrink
+(issue 26's targets SC1-SC8, issue 42's SH1-SH6, "idle tasks shrink
 without a trace", and issue 43's SC10-SC11, timers without a task): weft
 against Go, Tokio and Boost.Fiber with many idle tasks, timers and
 deadlines, the doors of weft's idle-stack shrinking (spawning many, waking
