@@ -165,20 +165,7 @@ void runtime_core::run_callback(timer_shard& s, timer_block* b, std::uint64_t sn
         } catch (...) {
             task_info info;
             info.name = "weft::timer";
-            const std::exception_ptr e = std::current_exception();
-            if (opts.unhandled) {
-                opts.unhandled(info, e);
-            } else {
-                std::string what = "unknown exception";
-                try {
-                    std::rethrow_exception(e);
-                } catch (const std::exception& x) {
-                    what = x.what();
-                } catch (...) {
-                }
-                std::fprintf(stderr, "weft: a weft::timer callback failed: %s\n", what.c_str());
-                std::terminate();
-            }
+            report_unhandled(info, std::current_exception(), "a weft::timer callback");
         }
         running_here = outer;
         std::int64_t due = INT64_MAX;

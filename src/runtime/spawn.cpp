@@ -137,6 +137,15 @@ void runtime_core::unhandled(task_record* t, std::exception_ptr e) noexcept {
         info.worker = t->worker.load(std::memory_order_relaxed);
     } catch (...) {
     }
+    std::string who;
+    try {
+        who = "detached " + describe_named("task", info.name, t) + " (id " + std::to_string(info.id) + ")";
+    } catch (...) {
+    }
+    report_unhandled(info, e, who.empty() ? "a detached task" : who.c_str());
+}
+
+void runtime_core::report_unhandled(const task_info& info, std::exception_ptr e, const char* who) noexcept {
     if (opts.unhandled) {
         opts.unhandled(info, e);
         return;
@@ -148,9 +157,7 @@ void runtime_core::unhandled(task_record* t, std::exception_ptr e) noexcept {
         what = x.what();
     } catch (...) {
     }
-    std::fprintf(stderr, "weft: detached %s (id %llu) failed: %s\n",
-                 describe_named("task", info.name, t).c_str(), static_cast<unsigned long long>(info.id),
-                 what.c_str());
+    std::fprintf(stderr, "weft: %s failed: %s\n", who, what.c_str());
     std::terminate();
 }
 
