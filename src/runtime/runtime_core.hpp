@@ -245,7 +245,8 @@ public:
     void ask_sweep() noexcept;
     void maybe_sweep(worker* w, bool idle = false) noexcept;
     void sweep(worker* w, bool force, std::size_t batch) noexcept;
-    // shrink_task()'s outcome: later: refused for the slab budget (SHRINK-P5).
+    // shrink_task()'s outcome: later: refused for the slab budget (SHRINK-P5), or
+    // the task could not be held yet (still switching out): it stays listed.
     enum class shrink_result { no, yes, later };
     shrink_result shrink_task(worker* w, task_record* t) noexcept;
     static void restore_task(worker* w, task_record* t) noexcept;

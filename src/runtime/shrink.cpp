@@ -367,9 +367,9 @@ void runtime_core::sweep(worker* w, bool force, std::size_t batch) noexcept {
             continue;
         }
         if (waiting && shrink_task(w, t) == shrink_result::later) {
-            // Refused for the slab budget (SHRINK-P5): the slots beside it
-            // may be shrunk meanwhile and join its run; it stays listed, and
-            // counts as a recent one.
+            // Refused for the slab budget (SHRINK-P5: the slots beside it
+            // may be shrunk meanwhile and join its run), or not holdable yet
+            // (shrink_task()): it stays listed, and counts as a recent one.
             w->shrink.fifo.push_back(t);
             ++w->shrink.count;
             if (++recent == 8 && !force) break;
@@ -712,7 +712,15 @@ std::uint64_t shrink_faults() noexcept { return faults_restored.load(std::memory
 // stack/task_stacks.cpp), so all of its pages go. Later: refused for the slab
 // budget (SHRINK-P5), to be tried again.
 runtime_core::shrink_result runtime_core::shrink_task(worker* w, task_record* t) noexcept {
-    if (!try_hold(t)) return shrink_result::no;  // SHRINK-S2
+    // SHRINK-S2. No hold now: the task is still switching out (its state says
+    // waiting before its scheduler's arrival, perhaps on another worker
+    // than the one whose list holds it) or is being woken. It stays listed
+    // ("later"): dropped here, a task that parked on another worker while
+    // listed on this one would not be listed again until its next park, and
+    // a forced sweep (runtime::shrink_idle()) would miss it for the whole
+    // wait (seen as a shrink_foreign_test round that was never shrunk at
+    // two and four workers).
+    if (!try_hold(t)) return shrink_result::later;
     shrink_result shrank = shrink_result::no;
     fiber_record* f = t->fiber;
     wait_arena* a = f ? f->arena : nullptr;
