@@ -9,17 +9,22 @@
 //            their first word, touched only by that thread; a buffer is in at
 //            most one list, and a list never holds more than
 //            max(4, 256 KiB / size) buffers: a buffer given back to a full
-//            list goes to operator delete. So a thread's pool holds at most
+//            list goes to free(). So a thread's pool holds at most
 //            7 x 256 KiB, whatever the number of idle connections, and a
 //            thread's lists are freed when it exits.
 //   BUF-P2  A buffer's bytes are never zeroed (a fresh one's untouched pages
 //            cost nothing until written). The word a free buffer keeps its
-//            link in is overwritten by whoever takes it.
+//            link in is overwritten by whoever takes it. Buffers come from
+//            malloc() and go back to free(), not operator new / delete: a
+//            program (or a test) that replaces some of the global operator
+//            new and delete forms but not the nothrow ones must not get a
+//            buffer from one allocator and give it back to another (ASan's
+//            alloc-dealloc-mismatch, seen in a local .ci/run).
 
 #include "weft/io/buffered.hpp"
 
 #include <bit>
-#include <new>
+#include <cstdlib>
 
 namespace weft::io::detail {
 namespace {
@@ -50,7 +55,7 @@ struct pool {
         for (unsigned c = 0; c < classes; ++c) {
             while (void* p = head[c]) {
                 head[c] = *static_cast<void**>(p);
-                ::operator delete(p);
+                std::free(p);
             }
         }
     }
@@ -73,7 +78,7 @@ std::byte* take_buffer(std::size_t n) noexcept {
             return static_cast<std::byte*>(b);
         }
     }
-    return static_cast<std::byte*>(::operator new(n, std::nothrow));  // BUF-P2: not zeroed
+    return static_cast<std::byte*>(std::malloc(n));  // BUF-P2: not zeroed
 }
 
 void give_buffer(std::byte* b, std::size_t n) noexcept {
@@ -88,7 +93,7 @@ void give_buffer(std::byte* b, std::size_t n) noexcept {
             return;
         }
     }
-    ::operator delete(b);
+    std::free(b);
 }
 
 }  // namespace weft::io::detail

@@ -67,10 +67,10 @@ namespace detail {
 // The buffers of buffered_reader and buffered_writer (src/io/buffer_pool.cpp;
 // docs/io.md, "Buffers while idle"). take_buffer(n) gives n bytes, not
 // zeroed, from the calling thread's pool when it holds one of that size,
-// else from operator new; null when none can be had. give_buffer(p, n)
+// else from malloc(); null when none can be had. give_buffer(p, n)
 // takes back a buffer take_buffer(n) gave (on any thread): into the calling
 // thread's pool while that holds fewer than its bound of that size, else
-// to operator delete. Sizes that are powers of two from 1 KiB to 64 KiB are
+// to free(). Sizes that are powers of two from 1 KiB to 64 KiB are
 // pooled, others are not.
 WEFT_API std::byte* take_buffer(std::size_t n) noexcept;
 WEFT_API void give_buffer(std::byte* p, std::size_t n) noexcept;
