@@ -399,21 +399,24 @@ std::size_t handle::read_some(std::span<std::byte> buf, std::error_code& ec, clo
         std::size_t n = 0;
         if (ring_io(false, buf, ec, deadline, n)) return n;  // IO-R2
     }
-    // A socket is read with recv(2), not read(2): the same bytes, and a
-    // shorter path through the kernel (read(2) goes through the VFS layer
-    // and its access notification first; about 40 ns per call here, which
-    // is what SC6 of the scale report measures against Tokio's recvfrom).
-    // The first ENOTSOCK (a pipe, a tty, a file) switches the handle to
-    // read(2), as write_some() does with send().
-    const ssize_t n = retry_io(interest::readable, deadline, ec, [this, buf](int fd) {
-        if (kind_.load(std::memory_order_relaxed) != 2) {
-            const ssize_t r = ::recv(fd, buf.data(), buf.size(), 0);
-            if (r >= 0 || errno != ENOTSOCK) return r;
-            kind_.store(2, std::memory_order_relaxed);  // not a socket: read(2) from now on
-        }
-        return ::read(fd, buf.data(), buf.size());
-    });
+    const ssize_t n =
+        retry_io(interest::readable, deadline, ec, [this, buf](int fd) { return receive(fd, buf); });
     return n < 0 ? 0 : static_cast<std::size_t>(n);
+}
+
+// receive() is one non-blocking read of fd into buf. A socket is read with
+// recv(2), not read(2): the same bytes, and a shorter path through the
+// kernel (read(2) goes through the VFS layer and its access notification
+// first; about 40 ns per call here, which is what SC6 of the scale report
+// measures against Tokio's recvfrom). The first ENOTSOCK (a pipe, a tty, a
+// file) switches the handle to read(2), as write_some() does with send().
+ssize_t handle::receive(int fd, std::span<std::byte> buf) noexcept {
+    if (kind_.load(std::memory_order_relaxed) != 2) {
+        const ssize_t r = ::recv(fd, buf.data(), buf.size(), 0);
+        if (r >= 0 || errno != ENOTSOCK) return r;
+        kind_.store(2, std::memory_order_relaxed);  // not a socket: read(2) from now on
+    }
+    return ::read(fd, buf.data(), buf.size());
 }
 
 std::size_t handle::read_some(read_target& target, std::error_code& ec, clock::time_point deadline) {
@@ -430,12 +433,7 @@ std::size_t handle::read_some(read_target& target, std::error_code& ec, clock::t
             errno = ENOMEM;
             return -1;
         }
-        ssize_t r = -1;
-        if (kind_.load(std::memory_order_relaxed) != 2) {
-            r = ::recv(fd, buf.data(), buf.size(), 0);
-            if (r < 0 && errno == ENOTSOCK) kind_.store(2, std::memory_order_relaxed);
-        }
-        if (kind_.load(std::memory_order_relaxed) == 2) r = ::read(fd, buf.data(), buf.size());
+        const ssize_t r = receive(fd, buf);
         if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             const int e = errno;
             target.idle();

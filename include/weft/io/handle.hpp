@@ -19,6 +19,8 @@
 // (weft::forced_unwind), as at any other suspension point.
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -221,6 +223,9 @@ private:
     bool ring_io(bool send, std::span<std::byte> buf, std::error_code& ec, clock::time_point deadline,
                  std::size_t& n, read_target* lazy = nullptr);
     [[nodiscard]] bool ring_eligible(std::size_t len) const noexcept;
+    // receive(): one non-blocking recv(2), or read(2) once the fd is known
+    // not to be a socket (handle.cpp); read_some()'s attempt.
+    ssize_t receive(int fd, std::span<std::byte> buf) noexcept;
     void detach() noexcept;
     std::error_code final_close() noexcept;
     bool begin_close(std::uint32_t extra) noexcept;
