@@ -128,9 +128,10 @@ namespace detail {
 // as 1) lowered to a cgroup v2 cpu.max text ("max 100000", "150000 100000":
 // quota / period rounded up); null or malformed text leaves cpus.
 [[nodiscard]] WEFT_API unsigned parallelism_from(unsigned cpus, const char* cpu_max) noexcept;
-// shrink_test_hook() forces SHRINK-P5's paths, process-wide, for tests: 1
-// every shrink finds its protection refused, 2 every restore finds its
-// range cannot be made accessible alone; 0 neither.
+// shrink_test_hook() forces rare paths, process-wide, for tests: 1 every
+// shrink finds its protection refused, 2 every restore finds its range
+// cannot be made accessible alone (SHRINK-P5), 3 every sweep pauses before
+// it drops an entry (SHRINK-L1); 0 none.
 WEFT_API void shrink_test_hook(int mode) noexcept;
 }  // namespace detail
 

@@ -535,10 +535,21 @@ struct hooks {
     }
     // list_idle() makes a parked task that may be shrunk a candidate of
     // w's sweep (docs/runtime.md, "Finding idle tasks"), once: before the
-    // arrival, after which the task may run and end elsewhere.
+    // arrival, after which the task may run and end elsewhere. Listed
+    // already (perhaps on another worker), it marks the park instead
+    // (SHRINK-L1, shrink.cpp): a sweep dropping the entry meanwhile keeps
+    // it. A task parking often pays one CAS per sweep visit, not per park.
     static void list_idle(worker* w, task_record* t) noexcept {
-        if (!t->shrink.shrinkable || t->shrink.listed.load(std::memory_order_relaxed)) return;
-        if (t->shrink.listed.exchange(true, std::memory_order_acq_rel)) return;
+        if (!t->shrink.shrinkable) return;
+        std::uint8_t v = t->shrink.listed.load(std::memory_order_relaxed);
+        for (;;) {
+            if (v == 2) return;
+            if (t->shrink.listed.compare_exchange_weak(v, v == 0 ? 1 : 2, std::memory_order_acq_rel,
+                                                       std::memory_order_relaxed)) {
+                if (v != 0) return;  // marked: its entry stays
+                break;
+            }
+        }
         t->refs.fetch_add(1, std::memory_order_relaxed);
         w->shrink.fifo.push_back(t);
         ++w->shrink.count;

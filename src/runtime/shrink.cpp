@@ -43,6 +43,11 @@ constexpr std::size_t sweep_batch = 64;
 // enough that new work waits at most a few milliseconds behind a sweep.
 constexpr std::size_t idle_sweep_batch = 4096;
 
+// shrink_test_hook()'s mode: 1 refuse the protection, 2 fail the restore's,
+// 3 a sweep waits 200 us between its look at a task's state and its drop
+// (SHRINK-L1's window, wide enough for a park on another worker).
+std::atomic<int> test_fail{0};
+
 std::byte* page_floor(std::byte* p) noexcept {
     return reinterpret_cast<std::byte*>(reinterpret_cast<std::uintptr_t>(p) & ~(std::uintptr_t(page_size()) - 1));
 }
@@ -350,6 +355,20 @@ std::int64_t runtime_core::shrink_wait_ns(worker* w) const noexcept {
 // them, whatever their age). One parked too recently goes to the back; the
 // eighth such ends a sweep that is not forced (the FIFO is in listing
 // order, so what lies behind them is mostly as recent).
+//
+//   SHRINK-L1  A task parked in a wait it may be shrunk in is in exactly one
+//              worker's FIFO, or will be before that worker's next sweep:
+//              `listed` (task_shrink) goes 0 -> 1 only by the park that
+//              pushes the entry, 1 -> 2 by a park that finds it listed, and
+//              back to 0 only by the sweep that pops the entry and then owns
+//              it, by a CAS from 1; a sweep whose CAS finds 2 (the task
+//              parked again after the sweep read its state, perhaps on
+//              another worker) sets 1 and keeps the entry. One atomic word
+//              orders the drop and the park: with a plain store of 0, a park
+//              that found 1 just before it left the task parked and in no
+//              FIFO for its whole wait (shrink_foreign_test's "round N: the
+//              task was not shrunk" at two and four workers).
+//              models/shrink_list.pml.
 void runtime_core::sweep(worker* w, bool force, std::size_t batch) noexcept {
     const std::int64_t now = coarse_now_ns();
     std::size_t n = force ? w->shrink.count : std::min(w->shrink.count, batch);
@@ -375,8 +394,16 @@ void runtime_core::sweep(worker* w, bool force, std::size_t batch) noexcept {
             if (++recent == 8 && !force) break;
             continue;
         }
-        // Off the list: it is listed again when it next parks.
-        t->shrink.listed.store(false, std::memory_order_release);
+        // Off the list (it is listed again when it next parks), unless it
+        // parked again since this sweep last kept it (SHRINK-L1).
+        if (test_fail.load(std::memory_order_relaxed) == 3) ::usleep(200);
+        std::uint8_t v = 1;
+        if (!t->shrink.listed.compare_exchange_strong(v, 0, std::memory_order_acq_rel, std::memory_order_relaxed)) {
+            t->shrink.listed.store(1, std::memory_order_relaxed);
+            w->shrink.fifo.push_back(t);
+            ++w->shrink.count;
+            continue;
+        }
         release(t);
     }
 }
@@ -451,7 +478,6 @@ bucket table[std::size_t{1} << bucket_bits];
 std::atomic<std::size_t> max_span{0};        // the largest range ever linked, bytes
 std::atomic<std::uint64_t> unlinks{0};       // SHRINK-P3's generation
 std::atomic<std::uint64_t> faults_restored{0};
-std::atomic<int> test_fail{0};  // shrink_test_hook(): 1 refuse the protection, 2 fail the restore's
 
 bucket& bucket_of(std::uintptr_t hi) noexcept {
     return table[static_cast<std::size_t>((hi >> 12) * 0x9e3779b97f4a7c15ull >> (64 - bucket_bits))];
@@ -851,7 +877,7 @@ void runtime_core::release_stack_pages(fiber_record* f) noexcept {
 void runtime_core::drain_idle() noexcept {
     for (auto& w : ws) {
         while (task_record* t = w->shrink.fifo.pop_front()) {
-            t->shrink.listed.store(false, std::memory_order_release);
+            t->shrink.listed.store(0, std::memory_order_release);
             release(t);
         }
         w->shrink.count = 0;

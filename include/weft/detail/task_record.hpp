@@ -318,7 +318,9 @@ struct task_ops {
 //             (SCHED-R1); else null.
 //   next      its link in a worker's FIFO of idle candidates, which holds a
 //             reference while `listed` ("Finding idle tasks").
-//   listed    it is in such a FIFO (set by exchange: listed once).
+//   listed    0: in no FIFO; 1: in exactly one (its entry holds a
+//             reference); 2: in one, and it parked again since the sweep
+//             last kept it (SHRINK-L1, src/runtime/shrink.cpp).
 //   shrinkable  its fiber has a wait arena: its stack may be shrunk (set once).
 //   shrunk    its stack pages are released, its live bytes in its arena's
 //             block (written only under the hold, SHRINK-S3).
@@ -328,7 +330,7 @@ struct task_record;
 struct task_shrink {
     void* room = nullptr;
     task_record* next = nullptr;
-    std::atomic<bool> listed{false};
+    std::atomic<std::uint8_t> listed{0};
     bool shrinkable = false;
     bool shrunk = false;
     bool was_shrunk = false;

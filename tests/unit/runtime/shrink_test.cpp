@@ -561,6 +561,92 @@ TEST_P(shrink_test, wakes_racing_shrinks_lose_nothing) {
     EXPECT_GT(shrinks(r.rt), 0u) << "nothing was shrunk: the race was not run";
 }
 
+// Every parked task stays a candidate (SHRINK-L1): pairs of tasks pass a
+// token back and forth (each pass a park and a wake, on whichever worker
+// runs them) while two threads ask for forced sweeps all along, so that a
+// sweep that popped a running task's entry races that task's next park on
+// another worker. A loss lasts one wait (the next park lists the task
+// again), so in each round every task ends its passes parked on the
+// round's event, and forced sweeps must then shrink every one of them: a
+// task left in no worker's FIFO is not shrunk in that wait (shrinks less
+// restores stays below the count). With two workers or more,
+// shrink_test_hook(3) widens the window between a sweep's look at a task's
+// state and its drop of the entry to 200 us (with one thread running tasks
+// and sweeps there is no window: the rounds still check that every parked
+// task is shrunk). Counts, not durations; the loops are bounds.
+TEST_P(shrink_test, parks_racing_sweeps_leave_every_parked_task_a_candidate) {
+    rt_with_driver r(workers());
+    if (workers() >= 2) weft::detail::shrink_test_hook(3);
+    struct unhook {
+        ~unhook() { weft::detail::shrink_test_hook(0); }
+    } unhook_at_end;
+    const int pairs = 8;
+    const int tasks = 2 * pairs;
+    const int rounds = static_cast<int>(env_count("WEFT_SHRINK_LIST_ROUNDS", 30, 15));
+    const int passes = 40;  // per round
+    std::vector<std::unique_ptr<weft::counting_semaphore>> sems;
+    for (int i = 0; i < tasks; ++i) sems.push_back(std::make_unique<weft::counting_semaphore>(0));
+    std::vector<std::unique_ptr<weft::event>> round_end;
+    for (int k = 0; k < rounds; ++k) round_end.push_back(std::make_unique<weft::event>());
+    std::atomic<int> at_end{0}, broken{0};
+    std::atomic<bool> asking{true};
+    std::vector<std::thread> askers;
+    for (int s = 0; s < 2; ++s)
+        askers.emplace_back([&] {
+            while (asking.load()) {
+                r.rt.shrink_idle();
+                std::this_thread::yield();
+            }
+        });
+    std::vector<weft::join_handle<void>> hs;
+    for (int i = 0; i < tasks; ++i)
+        hs.push_back(r.rt.spawn([&, i] {
+            canary c;
+            weft::counting_semaphore& mine = *sems[static_cast<std::size_t>(i)];
+            weft::counting_semaphore& peer = *sems[static_cast<std::size_t>(i ^ 1)];
+            for (int k = 0; k < rounds; ++k) {
+                for (int p = 0; p < passes; ++p) {
+                    if ((i & 1) == 0) {
+                        peer.release();
+                        mine.acquire();
+                    } else {
+                        mine.acquire();
+                        peer.release();
+                    }
+                }
+                at_end.fetch_add(1);
+                round_end[static_cast<std::size_t>(k)]->wait();
+                if (!c.intact()) broken.fetch_add(1);
+            }
+        }));
+    const auto shrunk_now = [&] { return shrinks(r.rt) - restores(r.rt); };
+    int missed_rounds = 0;
+    std::uint64_t fewest = static_cast<std::uint64_t>(tasks);
+    bool passed = true;
+    for (int k = 0; k < rounds && passed; ++k) {
+        passed = eventually([&] { return at_end.load() == tasks * (k + 1); }, 60s);
+        bool all = false;
+        for (int i = 0; i < 2'000 && passed && !all; ++i) {
+            all = shrunk_now() == static_cast<std::uint64_t>(tasks);
+            if (!all) std::this_thread::sleep_for(1ms);
+        }
+        if (passed && !all) {
+            ++missed_rounds;
+            fewest = std::min(fewest, shrunk_now());
+        }
+        round_end[static_cast<std::size_t>(k)]->set();
+    }
+    asking.store(false);
+    for (auto& t : askers) t.join();
+    // (Failed: ~runtime cancels the tasks still passing.)
+    ASSERT_TRUE(passed) << at_end.load() << " round ends of " << tasks * rounds << ": the tasks did not finish passing";
+    for (auto& h : hs) h.join();
+    EXPECT_EQ(missed_rounds, 0) << "in " << missed_rounds << " of " << rounds << " rounds not every parked task was "
+                                << "shrunk (" << fewest << " of " << tasks
+                                << " at worst): the others were in no worker's list of candidates";
+    EXPECT_EQ(broken.load(), 0);
+}
+
 TEST_P(shrink_test, shrinking_off_never_shrinks) {
     weft::runtime_options o = shrinking(workers());
     o.shrink_idle_after = 0ms;
