@@ -2,11 +2,14 @@
 // run: -m200000
 // config: -DWITH_CLOSE
 // config: -DWITH_W
+// config: -DWITH_CACHE
 // bug: BUG_PUMP_LOOKS_FIRST the signal thread looks at the sets before it drains the eventfd (IO-S2)
 // bug: BUG_HANDLER_WAKES_FIRST the handler writes the eventfd before it counts the delivery (IO-S1)
 // bug: BUG_CHECK_UNLOCKED a waiter of the set checks for a pending signal outside the set's lock, then links (IO-S2)
 // bug: BUG_NO_KEPT_EDGE dispatch() drops an edge that finds no waiter instead of keeping it (REACTOR-R3)
 // bug: BUG_NO_FIRED a waker claims the select without writing which case fired (WAITER-V2)
+// bug: BUG_CACHE_NO_COUNT the readiness cache is trusted whatever the event count says (IO-Q3)
+// bug: BUG_CACHE_COUNT_AFTER the read takes its count after its attempt, not before (IO-Q3)
 /* select_io.pml: select over an io readiness case and a signal case
  * (weft/io/select.hpp, IO-Q1; src/io/signal.cpp, IO-S1 - IO-S2), with the
  * reactor's dispatch and retire (src/io/reactor.hpp, REACTOR-R3, REACTOR-R5)
@@ -42,6 +45,24 @@
  *            claim (take() for it, the hand-over in the waiter's code);
  *   W        (WITH_W) a second waiter of Q: signal_set::wait() with a
  *            deadline.
+ * WITH_CACHE (IO-Q3, the readiness cache): no signals; S first reads the
+ *            fd (its count of dispatched events taken, then a read that
+ *            takes all there is: a stream's short read or EAGAIN, which
+ *            records the count + 1), then lets another task's
+ *            handle::wait() (V, with a deadline) run to its end, which may
+ *            take the edge of data written after the read without reading
+ *            it; then the select, whose pre-check trusts the record while
+ *            the count is unchanged (no poll) and whose poll of R looks at
+ *            the count again under R's lock. D counts each event it
+ *            dispatches under R's lock and wakes V too (REACTOR-R4). The
+ *            select's wait is a valid end (nothing may come); a select
+ *            linked while the fd had data and no event was left to come is
+ *            the lost wake-up (asserted at the link, and by Quiet). V ends
+ *            before the select begins: a second waiter of the same
+ *            direction during the select can take an edge the select needed
+ *            with or without the cache (handle::wait() is edge-triggered,
+ *            docs/io.md), and the recheck under the lock, which narrows that
+ *            window for the cache, is not needed here (no seeded bug for it).
  *
  * Abstractions: a lock is a flag taken by an atomic test; what it guards
  * changes in steps of its own under it. Each claim is a step of its own:
@@ -102,7 +123,14 @@ bool r_ready = false;
 bool r_closed = false;
 bool data = false;
 byte events = 0;
+bool dispatching = false;  // D has taken an event and not yet finished it
 bool data_before_link = false;  // the fd had data when S linked
+
+// IO-Q3 (WITH_CACHE): the registration's event count and the read's record
+byte ev_count = 0;
+byte empty_at = 0;
+// V, the other task's handle::wait() (WITH_CACHE)
+bool v_in_r = false, v_claimed = false, v_woken = false, v_done = false;
 
 // the signal set Q and the handler's state
 bool qmu = false;
@@ -129,16 +157,54 @@ proctype Select() {
     :: has_deadline = true
     :: has_deadline = false
     fi;
+#ifdef WITH_CACHE
+    byte t = 0, tick = 0;
+    bool cached = false;
+    // The task's read before its select: the count, then a read that takes
+    // all there is (IO-Q3).
+#ifndef BUG_CACHE_COUNT_AFTER
+    t = ev_count;
+#endif
+    data = false;
+#ifdef BUG_CACHE_COUNT_AFTER
+    t = ev_count;
+#endif
+    empty_at = t + 1;
+    run IoWait();
+    v_done;
+    // ready_core(): the record while the count is unchanged, else the
+    // level pre-check (IO-Q3, IO-Q1).
+    tick = ev_count;
+#ifdef BUG_CACHE_NO_COUNT
+    if
+    :: empty_at != 0 -> cached = true
+    :: else -> level = data
+    fi;
+#else
+    if
+    :: empty_at != 0 && empty_at == tick + 1 -> cached = true
+    :: else -> level = data
+    fi;
+#endif
+#else
     // ready_core(): the level pre-check, no lock (IO-Q1).
     level = data;
+#endif
     // select_engine(): both locks, the polls in any order, then link.
     atomic { !rmu && !qmu -> rmu = true; qmu = true }
     if
     :: r_closed -> s_result = CASE_R; s_r_canceled = true
     :: !r_closed && r_ready -> r_ready = false; s_result = CASE_R
     :: !r_closed && level -> s_result = CASE_R
+#ifdef WITH_CACHE
+    :: !r_closed && cached && ev_count != tick -> s_result = CASE_R  // an event since (IO-Q3)
+#endif
     :: count > seen -> take(got); assert(got); s_takes++; s_result = CASE_Q
     :: else ->
+#ifdef WITH_CACHE
+        // Data there and no event left to come: nothing will wake it.
+        assert(!data || events > 0 || dispatching);
+#endif
         s_in_r = true;
         s_in_q = true;
         s_waiting = true;
@@ -151,6 +217,9 @@ proctype Select() {
     :: else
     fi;
     // w.wait(deadline): woken, or the deadline claims the waiter itself.
+#ifdef WITH_CACHE
+end_s:  // no signals: nothing may come (Quiet tells a lost wake-up)
+#endif
     if
     :: atomic { has_deadline && !s_claimed -> s_claimed = true; s_claims++ }; s_result = TIMED
     :: s_woken -> s_result = s_fired;
@@ -169,8 +238,12 @@ proctype Select() {
     qmu = false;
 done:
     assert(s_result != NONE);
-    // The readiness case only when there was something to report.
+#ifndef WITH_CACHE
+    // The readiness case only when there was something to report (with
+    // WITH_CACHE's read, a kept edge of data the read took is a spurious
+    // readiness, which IO-Q1 allows).
     assert(s_result != CASE_R || data || r_closed);
+#endif
     assert(s_result != CASE_R || !s_r_canceled || r_closed);
     // The signal case exactly when a take was made for the select.
     assert((s_result == CASE_Q) == (s_takes == 1));
@@ -178,8 +251,7 @@ done:
 }
 
 proctype Writer() {
-    data = true;
-    events++
+    atomic { data = true; events++ }  // the kernel queues the edge with the data
 }
 
 // reactor::dispatch(): one queued event at a time.
@@ -187,14 +259,25 @@ proctype Dispatch() {
     bool any = false, wake_s = false;
 end_d:
     do
-    :: events > 0 ->
-        events--;
+    :: atomic { events > 0 -> events--; dispatching = true };
         lock_r();
         if
-        :: r_closed -> unlock_r()  // REACTOR-R2 / R5: stale, dropped
+        :: r_closed -> unlock_r(); dispatching = false  // REACTOR-R2 / R5: stale, dropped
         :: else ->
             any = false;
             wake_s = false;
+#ifdef WITH_CACHE
+            ev_count++;  // IO-Q3
+            if
+            :: v_in_r ->  // REACTOR-R4: every waiter of the direction
+                v_in_r = false;
+                if
+                :: atomic { !v_claimed -> v_claimed = true; v_woken = true }; any = true
+                :: else
+                fi
+            :: else
+            fi;
+#endif
             if
             :: s_in_r ->
                 assert(s_waiting);  // WAITER-V3: the node's waiter has not returned
@@ -217,7 +300,8 @@ end_d:
             if
             :: wake_s -> s_woken = true
             :: else
-            fi
+            fi;
+            dispatching = false
         fi
     od
 }
@@ -338,6 +422,29 @@ end_p:
     od
 }
 
+#ifdef WITH_CACHE
+// handle::wait(readable, deadline) of another task: takes a kept edge, or
+// waits for an event (or its deadline); reads nothing.
+proctype IoWait() {
+    lock_r();
+    if
+    :: r_ready -> r_ready = false; unlock_r()
+    :: r_closed -> unlock_r()
+    :: else ->
+        v_in_r = true;
+        unlock_r();
+        if
+        :: atomic { !v_claimed -> v_claimed = true }  // its deadline
+        :: v_woken
+        fi;
+        lock_r();
+        v_in_r = false;
+        unlock_r()
+    fi;
+    v_done = true
+}
+#endif
+
 #ifdef WITH_W
 // signal_set::wait(ec, deadline) of a second waiter.
 proctype W() {
@@ -404,7 +511,9 @@ init {
 #ifdef WITH_CLOSE
         run Close();
 #endif
+#ifndef WITH_CACHE
         run Handler();
+#endif
         run Pump();
 #ifdef WITH_W
         run W();

@@ -45,6 +45,38 @@ std::error_code thread_wait(int fd, interest what, clock::time_point deadline) {
     }
 }
 
+// ---- the readiness cache (IO-Q3) ----------------------------------------------
+//
+//   IO-Q3  A read (d = 0) or write (d = 1) that finds the fd empty (full)
+//          records it in the registration: empty_at[d] = 1 + the count of
+//          events of direction d that dispatch() had taken (events[d]) when
+//          the attempt began. While that count has not moved, every byte in
+//          the fd arrived after the attempt, and its arrival is an event
+//          the reactor has yet to dispatch, or the backend's watch is not
+//          armed yet (arming reports the fd's state as it is, REACTOR-R6).
+//          So a readiness case made then is not ready by level: it skips
+//          IO-Q1's poll(2), and its ready_poll(), under the registration's
+//          lock, takes any event counted since as readiness. Empty (full)
+//          means EAGAIN, or, for a stream socket (kind_ 3), a short read
+//          (write): recv(2) of a stream copies all there is up to the
+//          length asked for (a datagram socket's next message, a tty's next
+//          line are still there: only EAGAIN counts for them). Any other
+//          outcome (a count that filled the buffer, the end of the stream,
+//          an error) records 0, unknown. A registration given to a new fd
+//          moves the count on (reactor.cpp), so that a late record of a
+//          read of the closed fd it watched before is not valid for the new one.
+std::uint32_t level_tick(detail::registration* r, int d) noexcept {
+    return r ? r->events[d].load(std::memory_order_acquire) : 0;
+}
+void note_level(detail::registration* r, int d, std::uint32_t tick, ssize_t got, int err, std::size_t len,
+                bool stream) noexcept {
+    if (!r) return;
+    const bool empty =
+        got < 0 ? (err == EAGAIN || err == EWOULDBLOCK) : (stream && got > 0 && static_cast<std::size_t>(got) < len);
+    const std::uint32_t v = empty ? tick + 1 : 0;
+    if (r->empty_at[d].load(std::memory_order_relaxed) != v) r->empty_at[d].store(v, std::memory_order_release);
+}
+
 }  // namespace
 
 // IO-H1: the fd is closed exactly once, and only when no operation is inside
@@ -253,7 +285,10 @@ bool handle::ring_io(bool send, std::span<std::byte> buf, std::error_code& ec, c
     }
     if (send) {
         for (;;) {
+            detail::registration* g = reg_.load(std::memory_order_acquire);
+            const std::uint32_t tick = level_tick(g, 1);
             const ssize_t r = ::send(raw(), buf.data(), buf.size(), MSG_NOSIGNAL);
+            note_level(g, 1, tick, r, errno, buf.size(), kind_.load(std::memory_order_relaxed) == 3);  // IO-Q3
             if (r >= 0) {
                 n = static_cast<std::size_t>(r);
                 return true;
@@ -298,6 +333,7 @@ bool handle::ring_io(bool send, std::span<std::byte> buf, std::error_code& ec, c
         for (;;) {
             o->prepare(detail::op_state::send, raw(), buf.data(), len, 0);
             const int res = detail::run_op(b, *o, deadline, r, seq_);
+            note_level(r, 1, 0, 0, 0, 1, false);  // IO-Q3: room came and went; unknown
             if (res >= 0) {
                 n = static_cast<std::size_t>(res);
                 return true;
@@ -323,7 +359,9 @@ bool handle::ring_io(bool send, std::span<std::byte> buf, std::error_code& ec, c
                     return true;
                 }
             }
+            const std::uint32_t tick = level_tick(r, 0);
             const ssize_t got = ::recv(raw(), buf.data(), buf.size(), 0);
+            note_level(r, 0, tick, got, errno, buf.size(), kind_.load(std::memory_order_relaxed) == 3);  // IO-Q3
             if (got >= 0) {
                 n = static_cast<std::size_t>(got);
                 r->full_read.store(n == buf.size(), std::memory_order_relaxed);
@@ -348,7 +386,11 @@ bool handle::ring_io(bool send, std::span<std::byte> buf, std::error_code& ec, c
         if (select_max != 0) {
             const auto len = static_cast<std::uint32_t>(buf.size());
             op.prepare(detail::op_state::recv_select, raw(), nullptr, len, 0);
+            const std::uint32_t tick = level_tick(r, 0);
             res = detail::run_op(b, op, deadline, r, seq_);
+            // IO-Q3: a stream's short receive with no "more" flag emptied it.
+            note_level(r, 0, tick, res > 0 && (op.op.cflags & detail::cqe_f_sock_nonempty) ? len : res, 0, len,
+                       res > 0 && kind_.load(std::memory_order_relaxed) == 3);
             if (res > 0) {
                 // URING-P1: the kernel filled one of the ring's buffers;
                 // copy it out, then give it back (once).
@@ -399,8 +441,15 @@ std::size_t handle::read_some(std::span<std::byte> buf, std::error_code& ec, clo
         std::size_t n = 0;
         if (ring_io(false, buf, ec, deadline, n)) return n;  // IO-R2
     }
-    const ssize_t n =
-        retry_io(interest::readable, deadline, ec, [this, buf](int fd) { return receive(fd, buf); });
+    const ssize_t n = retry_io(interest::readable, deadline, ec, [this, buf](int fd) {
+        detail::registration* g = reg_.load(std::memory_order_acquire);
+        const std::uint32_t tick = level_tick(g, 0);
+        const ssize_t r = receive(fd, buf);
+        const int e = errno;
+        note_level(g, 0, tick, r, e, buf.size(), kind_.load(std::memory_order_relaxed) == 3);  // IO-Q3
+        errno = e;
+        return r;
+    });
     return n < 0 ? 0 : static_cast<std::size_t>(n);
 }
 
@@ -433,12 +482,13 @@ std::size_t handle::read_some(read_target& target, std::error_code& ec, clock::t
             errno = ENOMEM;
             return -1;
         }
+        detail::registration* g = reg_.load(std::memory_order_acquire);
+        const std::uint32_t tick = level_tick(g, 0);
         const ssize_t r = receive(fd, buf);
-        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            const int e = errno;
-            target.idle();
-            errno = e;
-        }
+        const int e = errno;
+        note_level(g, 0, tick, r, e, buf.size(), kind_.load(std::memory_order_relaxed) == 3);  // IO-Q3
+        if (r < 0 && (e == EAGAIN || e == EWOULDBLOCK)) target.idle();
+        errno = e;
         return r;
     });
     return n < 0 ? 0 : static_cast<std::size_t>(n);
@@ -453,12 +503,18 @@ std::size_t handle::write_some(std::span<const std::byte> buf, std::error_code& 
             return n;
     }
     const ssize_t n = retry_io(interest::writable, deadline, ec, [this, buf](int fd) {
+        detail::registration* g = reg_.load(std::memory_order_acquire);
+        const std::uint32_t tick = level_tick(g, 1);
+        ssize_t r = -1;
         if (kind_.load(std::memory_order_relaxed) != 2) {
-            const ssize_t r = ::send(fd, buf.data(), buf.size(), MSG_NOSIGNAL);
-            if (r >= 0 || errno != ENOTSOCK) return r;
-            kind_.store(2, std::memory_order_relaxed);  // not a socket: write(2) from now on
+            r = ::send(fd, buf.data(), buf.size(), MSG_NOSIGNAL);
+            if (r < 0 && errno == ENOTSOCK) kind_.store(2, std::memory_order_relaxed);  // write(2) from now on
         }
-        return ::write(fd, buf.data(), buf.size());
+        if (kind_.load(std::memory_order_relaxed) == 2) r = ::write(fd, buf.data(), buf.size());
+        const int e = errno;
+        note_level(g, 1, tick, r, e, buf.size(), kind_.load(std::memory_order_relaxed) == 3);  // IO-Q3
+        errno = e;
+        return r;
     });
     return n < 0 ? 0 : static_cast<std::size_t>(n);
 }
@@ -492,6 +548,7 @@ bool ready_poll(void* c, weft::waiter*& /*wake*/) {
         return true;
     }
     if (k->level) return true;  // IO-Q1
+    if (k->cached && r->events[k->dir].load(std::memory_order_relaxed) != k->tick) return true;  // IO-Q3: an event since
     // REACTOR-R6: armed here, under r->mu like the push in ready_link(), so
     // that an fd the backend refuses ends the select with its error.
     if (const std::error_code ec = r->owner->arm_locked(r)) {
@@ -510,6 +567,7 @@ void ready_unlink(void* c, weft::wait_node* n) noexcept {
     if (k->r) k->r->q[k->dir].remove(n);
 }
 constexpr weft::detail::select_hooks ready_hooks{&ready_poll, &ready_link, &ready_unlink};
+thread_local std::uint64_t level_polls = 0;  // readiness_polls()
 }  // namespace
 
 ready_core::ready_core(handle& hh, interest what, const char* who)
@@ -532,12 +590,32 @@ ready_core::ready_core(handle& hh, interest what, const char* who)
         return;
     }
     seq = h->seq_;
+    // IO-Q3: a read (write) found the fd empty (full) and no event came
+    // since: not ready by level, no poll(2); ready_poll() looks at the
+    // count again under the lock.
+    const std::uint32_t at = r->empty_at[dir].load(std::memory_order_acquire);
+    tick = r->events[dir].load(std::memory_order_acquire);
+    if (at != 0 && at == tick + 1) {
+        cached = true;
+        return;
+    }
     pollfd p{h->raw(), static_cast<short>(dir == 0 ? POLLIN : POLLOUT), 0};
+    ++level_polls;
     level = ::poll(&p, 1, 0) > 0;  // IO-Q1 (POLLERR and POLLHUP count: the read or write reports them)
 }
 
+std::uint64_t readiness_polls() noexcept { return level_polls; }
+
 ready_core::ready_core(ready_core&& o) noexcept
-    : h(o.h), r(o.r), seq(o.seq), dir(o.dir), in_op(std::exchange(o.in_op, false)), level(o.level), ec(o.ec) {}
+    : h(o.h),
+      r(o.r),
+      seq(o.seq),
+      tick(o.tick),
+      dir(o.dir),
+      in_op(std::exchange(o.in_op, false)),
+      level(o.level),
+      cached(o.cached),
+      ec(o.ec) {}
 
 ready_core::~ready_core() {
     if (in_op) h->leave();  // IO-Q2

@@ -232,6 +232,13 @@ registration* reactor::acquire(int fd, std::uint32_t& seq) {
         r->armed = !backend_->lazy();  // REACTOR-R6
         r->ops = nullptr;
         r->full_read.store(false, std::memory_order_relaxed);
+        // IO-Q3: unknown; and the count moves on, so that a read of the fd
+        // this registration watched before, still out when it was closed,
+        // records nothing valid for the new one.
+        for (int d = 0; d < 2; ++d) {
+            r->empty_at[d].store(0, std::memory_order_relaxed);
+            r->events[d].store(r->events[d].load(std::memory_order_relaxed) + 1, std::memory_order_release);
+        }
         seq = r->seq;
     }
     if (std::error_code ec = backend_->add(r, token(r, seq))) {
@@ -312,6 +319,8 @@ std::size_t reactor::dispatch(std::uint64_t token, unsigned events) noexcept {
             if (r->closed || (r->seq & seq_mask) != seq) return woke;  // REACTOR-R2: stale
             for (int d = 0; d < 2; ++d) {
                 if (!(events & (d == 0 ? ev_read : ev_write)) && !(events & ev_error)) continue;
+                // IO-Q3: what a read or write saw before this event is old news.
+                r->events[d].store(r->events[d].load(std::memory_order_relaxed) + 1, std::memory_order_release);
                 bool any = false;
                 while (n < 32) {
                     wait_node* w = r->q[d].pop_claimed();

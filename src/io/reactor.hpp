@@ -93,6 +93,12 @@ struct alignas(64) registration {
     // A hint for IO-R2 (handle.cpp), no invariant: the last receive filled
     // its buffer, so more is probably waiting and recv(2) goes first.
     std::atomic<bool> full_read{false};
+    // IO-Q3 (handle.cpp), the readiness cache: events[d] counts the events
+    // dispatch() took for direction d (written under mu); empty_at[d] is
+    // 1 + the count a read (d = 0) or write (d = 1) read before an attempt
+    // that found the fd empty (full), or 0: unknown.
+    std::atomic<std::uint32_t> events[2] = {0, 0};
+    std::atomic<std::uint32_t> empty_at[2] = {0, 0};
     weft::wait_queue q[2];
     reactor* owner = nullptr;   // set once, when the chunk is made
     registration* next_free = nullptr;  // guarded by the reactor's free_mu

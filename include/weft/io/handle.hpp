@@ -205,6 +205,7 @@ public:
 
 private:
     friend struct detail::ready_core;  // select's readiness cases (weft/io/select.hpp)
+    friend class stream;               // marks its handle a stream socket (IO-Q3)
     static constexpr std::uint32_t closing = 1, released = 2, one_op = 4;
     // enter() and leave() are an op's two ends (IO-H1); enter() is false if
     // the handle is closing.
@@ -236,7 +237,8 @@ private:
     // state_: bit 0 closing (an empty handle is closed), bit 1 released (do
     // not close the fd), the rest the number of operations in flight (IO-H1).
     std::atomic<std::uint32_t> state_{closing};
-    // kind_: 0 not yet known, 1 a socket (recv(), send() with MSG_NOSIGNAL), 2 not (read(), write()).
+    // kind_: 0 not yet known, 1 a socket (recv(), send() with MSG_NOSIGNAL), 2 not (read(), write()),
+    // 3 a stream socket (io::stream's: a short read or write means the fd is empty or full, IO-Q3).
     std::atomic<unsigned char> kind_{0};
     weft::spin_lock reg_mu_;                           // the first registration
     std::atomic<detail::registration*> reg_{nullptr};  // made by the first wait inside a task

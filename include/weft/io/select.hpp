@@ -25,7 +25,10 @@
 //          event arrives while the select waits. So, unlike handle::wait(), it
 //          may be used without a preceding EAGAIN: data already there is not
 //          slept on. Readiness is a hint all the same: the read or write after
-//          it may report EAGAIN and then waits (or selects) again.
+//          it may report EAGAIN and then waits (or selects) again. The
+//          poll(2) is left out when the registration knows the fd empty
+//          (IO-Q3, src/io/handle.cpp: the last read found it so and no
+//          event came since): then no system call at all.
 //   IO-Q2  A readiness case holds an operation on its handle (IO-H1) from
 //          on_readable() until the case is destroyed, so the fd stays open
 //          (and its number unused by anybody else) while the select looks at
@@ -60,9 +63,11 @@ struct WEFT_API ready_core {
     handle* h = nullptr;
     registration* r = nullptr;
     std::uint32_t seq = 0;
+    std::uint32_t tick = 0;  // IO-Q3: the registration's event count when the case was made
     int dir = 0;         // 0 readable, 1 writable (a registration's queue)
     bool in_op = false;  // IO-Q2: holds an op on *h
     bool level = false;  // IO-Q1: the fd was ready when the case was made
+    bool cached = false;  // IO-Q3: known empty (full) instead: no poll(2) made
     std::error_code ec;  // why the case ended, if not ready
     weft::spin_lock own;  // the case's lock when it has no registration (an error case)
 
@@ -76,6 +81,10 @@ struct WEFT_API ready_core {
     void fill(weft::detail::select_entry& e) noexcept;
     void finish(int code) noexcept;
 };
+
+// readiness_polls() counts the IO-Q1 poll(2)s that readiness cases made on
+// the calling thread (tests see IO-Q3 leave them out).
+WEFT_API std::uint64_t readiness_polls() noexcept;
 
 // signal_core is the non-template part of a signal case (src/io/signal.cpp).
 struct WEFT_API signal_core {

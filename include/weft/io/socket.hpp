@@ -141,7 +141,9 @@ class WEFT_API stream : public socket_base {
 public:
     stream() noexcept = default;
     // stream(h) adopts a connected stream socket.
-    explicit stream(handle h) noexcept : socket_base(std::move(h)) {}
+    explicit stream(handle h) noexcept : socket_base(std::move(h)) {
+        if (h_.is_open()) h_.kind_.store(3, std::memory_order_relaxed);  // IO-Q3
+    }
 
     // connect() opens a socket of to's family and connects it; the
     // deadline bounds the whole connect (timed_out; a deadline already

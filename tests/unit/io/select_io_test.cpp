@@ -23,6 +23,7 @@
 
 #include "io_test_support.hpp"
 #include "weft/io/select.hpp"
+#include "weft/io/socket.hpp"
 #include "weft/sync/channel.hpp"
 #include "weft/sync/select.hpp"
 
@@ -259,6 +260,118 @@ TEST_P(select_io_test, io_cases_race_a_channel_a_timeout_and_a_cancel_and_end_on
         }
         EXPECT_EQ(by_io + by_chan + by_timeout + by_cancel, rounds);
         EXPECT_GT(by_io + by_chan + by_timeout, 0);
+    });
+}
+
+// stream_pair is a connected Unix-domain stream socket pair: r an
+// io::stream (its handle knows it is a stream socket, IO-Q3), w a handle.
+struct stream_pair {
+    io::stream r;
+    io::handle w;
+    stream_pair() {
+        int fds[2];
+        if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
+            throw std::system_error(errno, std::system_category(), "socketpair");
+        r = io::stream(io::handle(fds[0]));
+        w = io::handle(fds[1]);
+    }
+};
+
+// readable_case_of() is a readiness case of h and how many IO-Q1 poll(2)s
+// making it took on this thread (0 or 1).
+template <class H>
+std::pair<std::uint64_t, decltype(io::on_readable(std::declval<H&>()))> readable_case_of(H& h) {
+    const std::uint64_t before = io::detail::readiness_polls();
+    auto c = io::on_readable(h);
+    return {io::detail::readiness_polls() - before, std::move(c)};
+}
+
+// IO-Q3: a stream's short read found it empty, and no event came since: the
+// next readiness case makes no poll(2), and still wakes for data written
+// after it (the reactor's event, or the arming's report of the fd's state).
+// Each round: the case, a write while the select waits, the event wakes the
+// select, and a read takes what came (short: 64 bytes asked), so the next
+// round's case knows the stream empty (the first round's knows nothing).
+TEST_P(select_io_test, after_a_short_read_of_a_stream_a_case_makes_no_poll_and_wakes_for_later_data) {
+    runtime rt(options());
+    rt.block_on([&] {
+        stream_pair p;
+        for (int round = 0; round < 20; ++round) {
+            auto [polls, c] = readable_case_of(p.r.native());
+            if (round > 0) {
+                EXPECT_EQ(polls, 0u) << "round " << round << ": a poll(2) after a short read of a stream";
+            }
+            const std::string sent = "req" + std::to_string(round);
+            auto writer = spawn([&] {
+                this_task::sleep_for(1ms);
+                ASSERT_EQ(p.w.write_some(bytes(sent)), sent.size());
+            });
+            const std::size_t k = weft::select(weft::on_timeout(30s), std::move(c));
+            writer.join();
+            ASSERT_EQ(k, 1u) << "round " << round << ": the case did not wake for data written after it";
+            std::array<char, 64> buf{};
+            std::error_code ec;
+            const std::size_t n = p.r.read_some(std::as_writable_bytes(std::span(buf)), ec, io::after(10s));
+            EXPECT_EQ(std::string_view(buf.data(), n), sent) << "round " << round << ": " << ec.message();
+        }
+    });
+}
+
+// A read that filled its buffer (more may be there), and a short read of a
+// datagram socket (the next message is still there), know nothing: the case
+// polls, and finds the data at once (IO-Q1).
+TEST_P(select_io_test, after_a_full_read_or_a_short_datagram_read_the_case_polls_and_finds_what_is_left) {
+    runtime rt(options());
+    rt.block_on([&] {
+        stream_pair p;
+        ASSERT_EQ(p.w.write_some(bytes("abcd")), 4u);
+        std::array<std::byte, 2> two{};
+        std::error_code ec;
+        ASSERT_EQ(p.r.read_some(two, ec, io::after(10s)), 2u) << ec.message();
+        {
+            auto [polls, c] = readable_case_of(p.r.native());
+            EXPECT_EQ(polls, 1u) << "no poll(2) after a read that filled its buffer";
+            EXPECT_EQ(weft::select(std::move(c), weft::on_timeout(5s)), 0u) << "'cd' was left and not seen";
+        }
+        int fds[2];
+        ASSERT_EQ(::socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, fds), 0);
+        io::handle dr(fds[0]), dw(fds[1]);
+        ASSERT_EQ(dw.write_some(bytes("first")), 5u);
+        ASSERT_EQ(dw.write_some(bytes("second")), 6u);
+        std::array<std::byte, 64> buf{};
+        ASSERT_EQ(dr.read_some(buf, ec, io::after(10s)), 5u) << ec.message();
+        auto [polls, c] = readable_case_of(dr);
+        EXPECT_EQ(polls, 1u) << "no poll(2) after a short read of a datagram socket";
+        EXPECT_EQ(weft::select(std::move(c), weft::on_timeout(5s)), 0u) << "the second datagram was slept on";
+        EXPECT_EQ(dr.read_some(buf, ec, io::after(10s)), 6u) << ec.message();
+    });
+}
+
+// An event after the read that found the stream empty makes what it knew
+// old news (IO-Q3's count): another task's wait takes the event's kept edge
+// and reads nothing; the case then polls and finds the data, where trusting
+// the read would sleep on it with no edge to come.
+TEST_P(select_io_test, an_event_taken_by_another_wait_after_the_read_makes_the_case_poll) {
+    runtime rt(options());
+    rt.block_on([&] {
+        stream_pair p;
+        // The registration a read records in (the first case makes it).
+        EXPECT_EQ(weft::select(io::on_readable(p.r.native()), weft::on_default()), 1u);
+        ASSERT_EQ(p.w.write_some(bytes("x")), 1u);
+        // The event of 'x' is dispatched (a wait takes it), then the read
+        // finds the stream empty with no event since.
+        ASSERT_FALSE(p.r.native().wait(io::interest::readable, io::after(10s)));
+        std::array<std::byte, 64> buf{};
+        std::error_code ec;
+        ASSERT_EQ(p.r.read_some(buf, ec, io::after(10s)), 1u) << ec.message();  // short: empty now
+        auto other = spawn([&] { return p.r.native().wait(io::interest::readable, io::after(10s)); });
+        while (other.state() != task_state::waiting) this_task::yield();
+        put(p.w, 'y');
+        EXPECT_FALSE(other.join()) << "the other wait did not see the event";
+        auto [polls, c] = readable_case_of(p.r.native());
+        EXPECT_EQ(polls, 1u) << "the event since the read did not make the case poll";
+        EXPECT_EQ(weft::select(std::move(c), weft::on_timeout(5s)), 0u) << "'y' was slept on";
+        EXPECT_EQ(read_one(p.r.native()), 'y');
     });
 }
 
