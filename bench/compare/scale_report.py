@@ -796,8 +796,42 @@ def targets(s):
     return [x for x in t if x["issue"] == 26] + sh + [x for x in t if x["issue"] == 42] + timer_targets(s)
 
 
+def sc9_rows(out, add):
+    """SC9 (issue 43) from bench/compare/io/idle_conns/sc7.py --shape real's
+    OUT/sc9.json (scripts/bench runs it before this report): per worker
+    count, weft's RSS per idle connection of the real server shape over Go's,
+    median [min, max] over the repetitions; met when the median is within
+    the limit and weft lost no echo."""
+    path = os.path.join(out, "sc9.json")
+    try:
+        with open(path) as f:
+            d = json.load(f)
+    except (OSError, ValueError) as ex:
+        add("SC9 RSS per idle connection, real server shape", "<= 0.5x go", None,
+            f"no sc9.json in {out} ({ex.__class__.__name__}): the IO section's SC9 did not run")
+        return
+    limit = d.get("target_rss_vs_go", 0.5)
+    for wk in sorted(d.get("by_workers") or {}, key=int):
+        summ, rat = d["by_workers"][wk].get("summary", {}), d["by_workers"][wk].get("ratios", [])
+        w = summ.get("weft", {})
+        name = f"SC9 RSS per idle connection, real server shape, W={wk}"
+        ratios = sorted(r["rss"] for r in rat if isinstance(r, dict) and "rss" in r)
+        if not ratios:
+            add(name, f"<= {limit}x go", None, f"no weft/Go ratio in sc9.json (missing: {d.get('missing')})")
+            continue
+        med = statistics.median(ratios)
+        n = (w.get("connected") or ["?"])[0]
+        rss = statistics.median(w.get("rss_per_conn") or [0])
+        g = statistics.median(summ.get("go", {}).get("rss_per_conn") or [0])
+        lost = w.get("lost")
+        add(name, f"<= {limit}x go, 0 lost", med <= limit and lost == 0,
+            f"{med:.2f}x go [{ratios[0]:.2f}, {ratios[-1]:.2f}] at {n} connections "
+            f"(weft {rss:,.0f} B, go {g:,.0f} B per connection); weft lost {lost}")
+
+
 def timer_targets(s):
-    """Issue 43's targets: SC10 (RSS per pending timer, its growth after
+    """Issue 43's targets: SC9 (a real server's idle connection, from
+    sc9.json) against Go, SC10 (RSS per pending timer, its growth after
     re-arming) against Go, SC11 (CPU per fire) against Tokio; the other
     peer's ratio is shown without a limit."""
     a = s.a
@@ -806,6 +840,8 @@ def timer_targets(s):
 
     def add(name, limit, met, measured):
         t.append(dict(target=name, limit=limit, met=met, measured=measured, issue=43))
+
+    sc9_rows(a.out, add)
 
     def not_run(label):
         return None if label in a.only else f"not run (--only leaves {label} out)"
@@ -929,8 +965,8 @@ def targets_md(s, tg):
              f"(SH1/SH2 ran {p['n12']:,} tasks, SH2 idled {', '.join(secs(i) for i in p['sh2_idle'])}, SH3 "
              f"{', '.join(secs(i) for i in p['sh3_idle'])}, SH4 ran {secs(p['sh4'][0][2])}; the variants of full runs "
              "only say so)."),
-            (43, "## Targets (issue 43): timers without a task",
-             f"(SC10 ran {s.sz['sc10']:,} timers, SC11 {s.sz['sc11']:,} timers for 0.5 s).")):
+            (43, "## Targets (issue 43): a real idle connection, timers without a task",
+             f"(SC9 ran 2,000 connections, SC10 {s.sz['sc10']:,} timers, SC11 {s.sz['sc11']:,} timers for 0.5 s).")):
         rows = [t for t in tg if t.get("issue") == issue]
         if not rows:
             continue
@@ -945,7 +981,8 @@ def targets_md(s, tg):
                    "`--shrink-idle-after-ms 0`. The issue's best peer is the lower of Go and Tokio; its limits name "
                    "Go, and Tokio's ratio is shown without a limit.", ""]
         if issue == 43:
-            md += ["Ratios are weft's median over the other's. SC10's limits name Go (`time.AfterFunc`); Tokio's "
+            md += ["SC9 comes from the IO section's sc9.md (bench/compare/io/idle_conns/sc7.py --shape real). "
+                   "Ratios are weft's median over the other's. SC10's limits name Go (`time.AfterFunc`); Tokio's "
                    "figure (a `DelayQueue` key) is shown without a limit. SC11's limit names Tokio (a `DelayQueue` "
                    "driven by one task); Go's ratio is shown without a limit. Boost.Fiber is not run (it has no "
                    "timer that is not a fiber).", ""]

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""SC7 (issue 26) and SH6 (issue 42): idle loopback connections at the fd limit.
+"""SC7 (issue 26) and SH6 (issue 42): idle loopback connections at the fd limit;
+with --shape real, SC9 (issue 43): idle connections of a real server's shape.
 
 As many idle loopback connections as one server process may open, each
 served by one task (weft) or goroutine (Go) that reads with a 60 s read
@@ -54,6 +55,18 @@ This script builds nothing (scripts/bench does):
       --go build/bench/weft_bench_idle_conns_go \\
       --client build/bench/weft_bench_idle_conns_client \\
       [--count N] [--reps R] [--quick] [--out DIR]
+
+--shape real (SC9) runs both servers with their `real` shape instead: a
+buffered reader and writer of 16 KiB each per connection (weft:
+io::buffered_reader / buffered_writer; Go: bufio.NewReaderSize /
+NewWriterSize), the read deadline before every fill, and one pending idle
+timer of 300 s per connection, re-armed on every request (weft: weft::timer;
+Go: time.AfterFunc); --buf does not apply. Its target:
+
+  target SC9: weft's RSS per connection <= 0.5x Go's same shape, 0 lost
+
+(the issue's setting: --count 10000 --settle 10). The echo round is shown,
+with no target. It writes OUT/sc9.md and OUT/sc9.json.
 
 It prints the markdown table and writes OUT/sc7.md and OUT/sc7.json.
 Exit status: 1 if weft's server failed in any way (did not start, died, did
@@ -227,10 +240,10 @@ def run_sample(args, name, path, sample_no, logf, workers):
     env.pop("GODEBUG", None)
     if name == "go":
         argv = [path, "-port", "0", "-buf", str(args.buf), "-read-timeout", str(args.read_timeout), "-max-seconds",
-                str(args.sample_limit)]
+                str(args.sample_limit), "-shape", args.shape]
     else:
         argv = [path, "--port", "0", "--workers", str(workers), "--buf", str(args.buf), "--read-timeout", str(args.read_timeout),
-                "--max-seconds", str(args.sample_limit)]
+                "--max-seconds", str(args.sample_limit), "--shape", args.shape]
     cpus = ",".join(str(c) for c in range(workers))
     server = Proc(name, ["taskset", "-c", cpus] + argv, env, logf)
     # The clients are Go processes with GOMAXPROCS=1 of their own.
@@ -292,6 +305,18 @@ def run_sample(args, name, path, sample_no, logf, workers):
         if accepted < s["connected"]:
             raise RuntimeError(f"server accepted {accepted} of {s['connected']} connections "
                                f"within {args.connect_limit} s")
+
+        if args.shape == "real":
+            # SC9: an idle connection of a real server has served requests.
+            # Each one echoes one message first (its buffers used once),
+            # then idles; what it held before that is kept for information.
+            s["fresh"] = proc_status(pid)
+            for c in clients:
+                c.proc.stdin.write(b"echo\n")
+                c.proc.stdin.flush()
+            warm_deadline = time.monotonic() + args.lost_ms / 1000 + 30
+            warm = [read_json_line(c, warm_deadline, c.name) for c in clients]
+            s["warm_lost"] = n - sum(e["ok"] for e in warm)
 
         time.sleep(args.settle)
         if not server.alive():
@@ -359,6 +384,8 @@ def run_sample(args, name, path, sample_no, logf, workers):
         s["pte_per_conn"] = (s["idle"]["VmPTE"] - s["base"]["VmPTE"]) / conns
         if "after_echo" in s:
             s["rss_after_echo_per_conn"] = (s["after_echo"]["VmRSS"] - s["base"]["VmRSS"]) / conns
+        if "fresh" in s:
+            s["rss_fresh_per_conn"] = (s["fresh"]["VmRSS"] - s["base"]["VmRSS"]) / conns
     return s
 
 
@@ -403,9 +430,14 @@ def main():
     ap.add_argument("--servers", default="weft,go")
     ap.add_argument("--workers", default="1,2",
                     help="the servers' worker counts (weft `workers`, Go GOMAXPROCS), each measured")
+    ap.add_argument("--shape", default="bare", choices=("bare", "real"),
+                    help="bare: SC7 / SH6's servers; real: SC9's (buffered streams and an idle timer each)")
     ap.add_argument("--out", default=None, help="default bench/results (--quick: build/bench/results)")
-    ap.add_argument("--log", default=os.path.join(ROOT, "build/bench/sc7-log.txt"))
+    ap.add_argument("--log", default=None, help="default build/bench/sc7-log.txt (--shape real: sc9-log.txt)")
     args = ap.parse_args()
+    real = args.shape == "real"
+    tag = "sc9" if real else "sc7"
+    args.log = args.log or os.path.join(ROOT, f"build/bench/{tag}-log.txt")
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     limit = hard if hard != resource.RLIM_INFINITY else 1 << 20
@@ -507,11 +539,12 @@ def main():
                 "pte_per_conn": [s["pte_per_conn"] for s in good],
                 "rss_after_echo_per_conn": [s["rss_after_echo_per_conn"] for s in good
                                             if "rss_after_echo_per_conn" in s],
+                "rss_fresh_per_conn": [s["rss_fresh_per_conn"] for s in good if "rss_fresh_per_conn" in s],
                 "idle_rss": [s["idle"]["VmRSS"] for s in good],
                 "connected": [s.get("connected", 0) for s in mine],
                 # over the samples that got to the echo round (the others are
-                # failures, listed as such)
-                "lost": sum(s["lost"] for s in mine if "lost" in s),
+                # failures, listed as such); SC9's warm-up echo counts too
+                "lost": sum(s["lost"] + s.get("warm_lost", 0) for s in mine if "lost" in s),
                 "late": sum(s["late"] for s in mine if "late" in s),
                 "echo_rounds": sum(1 for s in mine if "lost" in s),
                 "runtime": sorted({s["runtime"] for s in mine if "runtime" in s}),
@@ -542,15 +575,31 @@ def main():
 
     by_workers = {str(w): dict(zip(("summary", "ratios"), summarize(w))) for w in args.workers}
 
-    lines = ["## SC7 and SH6: idle loopback connections at the fd limit", ""]
+    lines = ["## SC9: idle connections of a real server's shape" if real else
+             "## SC7 and SH6: idle loopback connections at the fd limit", ""]
+    if real:
+        lines.append(
+            "Each connection is served the way a real server does: a buffered reader and a buffered writer of "
+            "16 KiB each (weft: io::buffered_reader / buffered_writer, which hold no buffer while idle; Go: "
+            "bufio.NewReaderSize / NewWriterSize, which allocate theirs at once), the read deadline before every "
+            "fill, and one pending idle timer of 300 s, re-armed on every request (weft: weft::timer; Go: "
+            "time.AfterFunc). An idle connection of a real server has served requests: each connection "
+            "first echoes one message (a warm-up round, not timed), then idles; \"RSS per connection\" is "
+            "read after that, and the target is on it. \"before its first request\" is read right after "
+            "the connections were accepted, for information: Go's bufio buffers are allocated then but never "
+            "touched, so not resident yet, and weft's lazy buffers are not allocated. "
+            "The rest as SC7 below, but the read buffer.")
+        lines.append("")
     lines.append(
         f"{args.count:,} connections to one server process (RLIMIT_NOFILE hard limit {limit:,}), "
         f"{args.reps} repetition(s), each sample a fresh server, servers interleaved (the first one "
         "alternating); median [min-max]. Server pinned to CPU 0 with one worker, or to CPUs 0 and 1 with "
         "two (weft: default runtime options but `workers`, so the backend `automatic` picks for that count; "
         "Go: GOMAXPROCS); one task / goroutine per connection, reading with a "
-        f"{args.read_timeout} s read deadline, echoing, into a {args.buf:,} B buffer (weft: on the task's stack; Go: "
-        f"make per connection). Clients: {math.ceil(args.count / args.per_client)} Go process(es) "
+        + (f"{args.read_timeout} s read deadline, echoing through the buffered streams. " if real else
+           f"{args.read_timeout} s read deadline, echoing, into a {args.buf:,} B buffer (weft: on the task's stack; Go: "
+           "make per connection). ")
+        + f"Clients: {math.ceil(args.count / args.per_client)} Go process(es) "
         "(GOMAXPROCS=1) on CPU 1, "
         "connections bound to two 127.x.y.z source addresses per process; at W=2 they share CPU 1 with "
         "one of the server's threads, for both servers alike. Memory: VmRSS and VmPTE from "
@@ -567,17 +616,19 @@ def main():
         for name, why in missing.items():
             lines.append(f"- {name}: {why}")
     lines.append("")
-    lines.append("| server | W | connections | RSS per connection | VmPTE per connection "
+    lines.append("| server | W | connections |" + (" RSS per connection before its first request |" if real else "")
+                 + " RSS per connection | VmPTE per connection "
                  "| RSS per connection after echo | idle RSS total | lost | late | echo p99 | echo max "
                  "| echo round |")
-    lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    lines.append("|---|---:|---:|" + ("---:|" if real else "") + "---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for w in args.workers:
         summary = by_workers[str(w)]["summary"]
         for name in names:
             c = summary[name]
             conns = f"{med(c['connected']):,.0f}" if c["connected"] else "-"
+            fresh = f" {spread(c['rss_fresh_per_conn'], kib)} |" if real else ""
             lines.append(
-                f"| {name} | {w} | {conns} | {spread(c['rss_per_conn'], kib)} | {spread(c['pte_per_conn'], byts)} "
+                f"| {name} | {w} | {conns} |{fresh} {spread(c['rss_per_conn'], kib)} | {spread(c['pte_per_conn'], byts)} "
                 f"| {spread(c['rss_after_echo_per_conn'], kib)} "
                 f"| {spread(c['idle_rss'], lambda x: f'{x / 2**20:,.1f} MiB')} "
                 f"| {c['lost'] if c['echo_rounds'] else '-'} | {c['late'] if c['echo_rounds'] else '-'} "
@@ -592,6 +643,7 @@ def main():
     lines.append("")
     lines.append("| target | want | weft / Go | verdict |")
     lines.append("|---|---|---|---|")
+    label = "SC9" if real else "SC7"
     for w in args.workers:
         summary, ratios = by_workers[str(w)]["summary"], by_workers[str(w)]["ratios"]
         wl = summary.get("weft", {}).get("lost", 0)
@@ -599,18 +651,20 @@ def main():
         if r:
             rp = [x["rss_pte"] for x in ratios if "rss_pte" in x]
             met = med(r) <= TARGET_RSS_VS_GO and wl == 0
-            lines.append(f"| SC7 W={w} | <= {TARGET_RSS_VS_GO}x Go | {med(r):.2f} [{min(r):.2f}-{max(r):.2f}] "
+            lines.append(f"| {label} W={w} | <= {TARGET_RSS_VS_GO}x Go | {med(r):.2f} [{min(r):.2f}-{max(r):.2f}] "
                          f"| {'met' if met else 'not met'}{'' if wl == 0 else f' ({wl} lost)'} |")
             lines.append(f"| (RSS + VmPTE, W={w}, for information) | - "
                          f"| {med(rp):.2f} [{min(rp):.2f}-{max(rp):.2f}] | - |")
         else:
-            lines.append(f"| SC7 W={w} | <= {TARGET_RSS_VS_GO}x Go | - | not measured (no pair of weft and Go samples) |")
+            lines.append(f"| {label} W={w} | <= {TARGET_RSS_VS_GO}x Go | - | not measured (no pair of weft and Go samples) |")
         e = [x["echo"] for x in ratios if "echo" in x]
-        if e:
+        if e and real:
+            lines.append(f"| (echo round, W={w}, for information) | - | {med(e):.2f} [{min(e):.2f}-{max(e):.2f}] | - |")
+        elif e:
             met = med(e) <= TARGET_ECHO_VS_GO and wl == 0
             lines.append(f"| SH6 echo round W={w} | <= {TARGET_ECHO_VS_GO}x Go | {med(e):.2f} [{min(e):.2f}-{max(e):.2f}] "
                          f"| {'met' if met else 'not met'} |")
-        else:
+        elif not real:
             lines.append(f"| SH6 echo round W={w} | <= {TARGET_ECHO_VS_GO}x Go | - "
                          "| not measured (no pair of weft and Go rounds that lost nothing) |")
     errs = [(n_, f"W={w}, {e}") for w in args.workers for n_ in names
@@ -624,16 +678,16 @@ def main():
     text = "\n".join(lines) + "\n"
     print(text)
     os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "sc7.md"), "w") as f:
+    with open(os.path.join(args.out, f"{tag}.md"), "w") as f:
         f.write(text)
-    with open(os.path.join(args.out, "sc7.json"), "w") as f:
+    with open(os.path.join(args.out, f"{tag}.json"), "w") as f:
         json.dump({"args": vars(args), "nofile_hard": limit, "max_map_count": max_map_count,
                    "machine_start": state0, "machine_end": state1, "target_rss_vs_go": TARGET_RSS_VS_GO,
                    "target_echo_vs_go": TARGET_ECHO_VS_GO, "missing": missing, "by_workers": by_workers,
                    # W=1's, as before there were worker counts (older readers)
                    "summary": by_workers[str(args.workers[0])]["summary"],
                    "ratios": by_workers[str(args.workers[0])]["ratios"], "samples": samples}, f, indent=1)
-    log(f"sc7: wrote {os.path.join(args.out, 'sc7.md')} and sc7.json ({time.monotonic() - started:.0f} s)")
+    log(f"{tag}: wrote {os.path.join(args.out, tag + '.md')} and {tag}.json ({time.monotonic() - started:.0f} s)")
     weft_failed = "weft" in servers and any("error" in s for s in samples if s["server"] == "weft")
     return 1 if weft_failed else 0
 

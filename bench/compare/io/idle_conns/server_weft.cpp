@@ -13,13 +13,22 @@
 //   weft_bench_idle_conns [--port P] [--workers W] [--buf B]
 //                         [--read-timeout S] [--max-seconds S]
 //
+// --shape real (SC9, issue 43) serves each connection the way a real server
+// does instead: an io::buffered_reader and an io::buffered_writer of 16 KiB
+// each over the stream, the read deadline on every fill, and one pending
+// weft::timer (an idle timer of 300 s, re-armed on every request, that would
+// close the connection): what arrives is written back through the writer
+// and flushed.
+//
 // It raises its RLIMIT_NOFILE soft limit to the hard limit first. Prints
 // "runtime weft <options>" (the options in force) and "listening on
 // <port>" when ready; exits after --max-seconds. The driver
 // reads its memory (VmRSS, VmPTE) from /proc/<pid>/status and counts its
 // connections in /proc/<pid>/fd: the server has no control channel.
+#include <weft/io/buffered.hpp>
 #include <weft/io/socket.hpp>
 #include <weft/runtime.hpp>
+#include <weft/timer.hpp>
 
 #include <sys/resource.h>
 
@@ -51,6 +60,29 @@ void session(weft::io::stream s) {
     s.close();
 }
 
+// real_session(): SC9's shape (above). The timer's callback closes the
+// stream, which ends a read in progress with operation_canceled.
+void real_session(weft::io::stream s) {
+    using namespace std::chrono_literals;
+    s.set_no_delay(true);
+    weft::io::buffered_reader<weft::io::stream> in{s, {.capacity = 16 * 1024}};
+    weft::io::buffered_writer<weft::io::stream> out{s, {.capacity = 16 * 1024}};
+    weft::timer idle([&s] { (void)s.close(); });
+    idle.reset(300s);
+    for (;;) {
+        std::error_code ec;
+        const auto b = in.peek(ec, weft::io::after(read_timeout));
+        if (ec || b.empty()) break;  // timed_out, a reset, the peer's close, or the idle timer's
+        idle.reset(300s);
+        out.write(b, ec);
+        in.consume(b.size());
+        if (!ec) out.flush(ec);
+        if (ec) break;
+    }
+    idle.stop();
+    s.close();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -58,6 +90,7 @@ int main(int argc, char** argv) {
     unsigned workers = 1;
     unsigned buf = 4096;
     int max_seconds = 3600;
+    bool real = false;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--port" && i + 1 < argc) {
@@ -70,10 +103,12 @@ int main(int argc, char** argv) {
             read_timeout = std::chrono::seconds(std::atoi(argv[++i]));
         } else if (a == "--max-seconds" && i + 1 < argc) {
             max_seconds = std::atoi(argv[++i]);
+        } else if (a == "--shape" && i + 1 < argc && (std::string(argv[i + 1]) == "bare" || std::string(argv[i + 1]) == "real")) {
+            real = std::string(argv[++i]) == "real";
         } else {
             std::fprintf(stderr,
                          "usage: %s [--port P] [--workers W] [--buf 512|4096|16384] [--read-timeout S] "
-                         "[--max-seconds S]\n",
+                         "[--max-seconds S] [--shape bare|real]\n",
                          argv[0]);
             return 2;
         }
@@ -98,11 +133,11 @@ int main(int argc, char** argv) {
     weft::runtime_options opts;  // the defaults but for workers
     opts.workers = workers;
     weft::runtime rt(opts);
-    rt.block_on([port, buf, &opts] {
+    rt.block_on([port, buf, real, &opts] {
         auto l = weft::io::tcp_listener::bind(weft::io::endpoint::loopback_v4(static_cast<std::uint16_t>(port)));
-        std::printf("runtime weft workers=%u stack_size=%zu shrink_idle_after=%lldms buf=%u read-timeout=%llds\n",
+        std::printf("runtime weft workers=%u stack_size=%zu shrink_idle_after=%lldms buf=%u read-timeout=%llds shape=%s\n",
                     opts.workers, opts.stack_size, static_cast<long long>(opts.shrink_idle_after.count()), buf,
-                    static_cast<long long>(read_timeout.count()));
+                    static_cast<long long>(read_timeout.count()), real ? "real" : "bare");
         std::printf("listening on %u\n", static_cast<unsigned>(l.local_endpoint().port()));
         std::fflush(stdout);
         for (;;) {
@@ -113,7 +148,9 @@ int main(int argc, char** argv) {
                 weft::this_task::sleep_for(std::chrono::milliseconds(10));
                 continue;
             }
-            if (buf == 512) {
+            if (real) {
+                weft::spawn([s = std::move(s)]() mutable { real_session(std::move(s)); }).detach();
+            } else if (buf == 512) {
                 weft::spawn([s = std::move(s)]() mutable { session<512>(std::move(s)); }).detach();
             } else if (buf == 4096) {
                 weft::spawn([s = std::move(s)]() mutable { session<4096>(std::move(s)); }).detach();
