@@ -76,6 +76,15 @@ void note_level(detail::registration* r, int d, std::uint32_t tick, ssize_t got,
     const std::uint32_t v = empty ? tick + 1 : 0;
     if (r->empty_at[d].load(std::memory_order_relaxed) != v) r->empty_at[d].store(v, std::memory_order_release);
 }
+// noted() makes one attempt (a system call's result, errno set when it is
+// below 0) and records what it found (IO-Q3); errno is left as it was.
+template <class Attempt>
+ssize_t noted(detail::registration* r, int d, std::size_t len, bool stream, Attempt&& attempt) noexcept {
+    const std::uint32_t tick = level_tick(r, d);
+    const ssize_t got = attempt();
+    note_level(r, d, tick, got, errno, len, stream);
+    return got;
+}
 
 }  // namespace
 
@@ -285,10 +294,8 @@ bool handle::ring_io(bool send, std::span<std::byte> buf, std::error_code& ec, c
     }
     if (send) {
         for (;;) {
-            detail::registration* g = reg_.load(std::memory_order_acquire);
-            const std::uint32_t tick = level_tick(g, 1);
-            const ssize_t r = ::send(raw(), buf.data(), buf.size(), MSG_NOSIGNAL);
-            note_level(g, 1, tick, r, errno, buf.size(), kind_.load(std::memory_order_relaxed) == 3);  // IO-Q3
+            const ssize_t r = noted(reg_.load(std::memory_order_acquire), 1, buf.size(), stream_socket(),
+                                    [&] { return ::send(raw(), buf.data(), buf.size(), MSG_NOSIGNAL); });
             if (r >= 0) {
                 n = static_cast<std::size_t>(r);
                 return true;
@@ -359,9 +366,8 @@ bool handle::ring_io(bool send, std::span<std::byte> buf, std::error_code& ec, c
                     return true;
                 }
             }
-            const std::uint32_t tick = level_tick(r, 0);
-            const ssize_t got = ::recv(raw(), buf.data(), buf.size(), 0);
-            note_level(r, 0, tick, got, errno, buf.size(), kind_.load(std::memory_order_relaxed) == 3);  // IO-Q3
+            const ssize_t got =
+                noted(r, 0, buf.size(), stream_socket(), [&] { return ::recv(raw(), buf.data(), buf.size(), 0); });
             if (got >= 0) {
                 n = static_cast<std::size_t>(got);
                 r->full_read.store(n == buf.size(), std::memory_order_relaxed);
@@ -390,7 +396,7 @@ bool handle::ring_io(bool send, std::span<std::byte> buf, std::error_code& ec, c
             res = detail::run_op(b, op, deadline, r, seq_);
             // IO-Q3: a stream's short receive with no "more" flag emptied it.
             note_level(r, 0, tick, res > 0 && (op.op.cflags & detail::cqe_f_sock_nonempty) ? len : res, 0, len,
-                       res > 0 && kind_.load(std::memory_order_relaxed) == 3);
+                       res > 0 && stream_socket());
             if (res > 0) {
                 // URING-P1: the kernel filled one of the ring's buffers;
                 // copy it out, then give it back (once).
@@ -441,15 +447,8 @@ std::size_t handle::read_some(std::span<std::byte> buf, std::error_code& ec, clo
         std::size_t n = 0;
         if (ring_io(false, buf, ec, deadline, n)) return n;  // IO-R2
     }
-    const ssize_t n = retry_io(interest::readable, deadline, ec, [this, buf](int fd) {
-        detail::registration* g = reg_.load(std::memory_order_acquire);
-        const std::uint32_t tick = level_tick(g, 0);
-        const ssize_t r = receive(fd, buf);
-        const int e = errno;
-        note_level(g, 0, tick, r, e, buf.size(), kind_.load(std::memory_order_relaxed) == 3);  // IO-Q3
-        errno = e;
-        return r;
-    });
+    const ssize_t n =
+        retry_io(interest::readable, deadline, ec, [this, buf](int fd) { return receive(fd, buf); });
     return n < 0 ? 0 : static_cast<std::size_t>(n);
 }
 
@@ -459,13 +458,16 @@ std::size_t handle::read_some(std::span<std::byte> buf, std::error_code& ec, clo
 // first; about 40 ns per call here, which is what SC6 of the scale report
 // measures against Tokio's recvfrom). The first ENOTSOCK (a pipe, a tty, a
 // file) switches the handle to read(2), as write_some() does with send().
+// What it found goes into the readiness cache (IO-Q3).
 ssize_t handle::receive(int fd, std::span<std::byte> buf) noexcept {
-    if (kind_.load(std::memory_order_relaxed) != 2) {
-        const ssize_t r = ::recv(fd, buf.data(), buf.size(), 0);
-        if (r >= 0 || errno != ENOTSOCK) return r;
-        kind_.store(2, std::memory_order_relaxed);  // not a socket: read(2) from now on
-    }
-    return ::read(fd, buf.data(), buf.size());
+    return noted(reg_.load(std::memory_order_acquire), 0, buf.size(), stream_socket(), [&]() -> ssize_t {
+        if (kind_.load(std::memory_order_relaxed) != 2) {
+            const ssize_t r = ::recv(fd, buf.data(), buf.size(), 0);
+            if (r >= 0 || errno != ENOTSOCK) return r;
+            kind_.store(2, std::memory_order_relaxed);  // not a socket: read(2) from now on
+        }
+        return ::read(fd, buf.data(), buf.size());
+    });
 }
 
 std::size_t handle::read_some(read_target& target, std::error_code& ec, clock::time_point deadline) {
@@ -482,13 +484,12 @@ std::size_t handle::read_some(read_target& target, std::error_code& ec, clock::t
             errno = ENOMEM;
             return -1;
         }
-        detail::registration* g = reg_.load(std::memory_order_acquire);
-        const std::uint32_t tick = level_tick(g, 0);
         const ssize_t r = receive(fd, buf);
-        const int e = errno;
-        note_level(g, 0, tick, r, e, buf.size(), kind_.load(std::memory_order_relaxed) == 3);  // IO-Q3
-        if (r < 0 && (e == EAGAIN || e == EWOULDBLOCK)) target.idle();
-        errno = e;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            const int e = errno;
+            target.idle();
+            errno = e;
+        }
         return r;
     });
     return n < 0 ? 0 : static_cast<std::size_t>(n);
@@ -503,18 +504,14 @@ std::size_t handle::write_some(std::span<const std::byte> buf, std::error_code& 
             return n;
     }
     const ssize_t n = retry_io(interest::writable, deadline, ec, [this, buf](int fd) {
-        detail::registration* g = reg_.load(std::memory_order_acquire);
-        const std::uint32_t tick = level_tick(g, 1);
-        ssize_t r = -1;
-        if (kind_.load(std::memory_order_relaxed) != 2) {
-            r = ::send(fd, buf.data(), buf.size(), MSG_NOSIGNAL);
-            if (r < 0 && errno == ENOTSOCK) kind_.store(2, std::memory_order_relaxed);  // write(2) from now on
-        }
-        if (kind_.load(std::memory_order_relaxed) == 2) r = ::write(fd, buf.data(), buf.size());
-        const int e = errno;
-        note_level(g, 1, tick, r, e, buf.size(), kind_.load(std::memory_order_relaxed) == 3);  // IO-Q3
-        errno = e;
-        return r;
+        return noted(reg_.load(std::memory_order_acquire), 1, buf.size(), stream_socket(), [&]() -> ssize_t {
+            if (kind_.load(std::memory_order_relaxed) != 2) {
+                const ssize_t r = ::send(fd, buf.data(), buf.size(), MSG_NOSIGNAL);
+                if (r >= 0 || errno != ENOTSOCK) return r;
+                kind_.store(2, std::memory_order_relaxed);  // not a socket: write(2) from now on
+            }
+            return ::write(fd, buf.data(), buf.size());
+        });
     });
     return n < 0 ? 0 : static_cast<std::size_t>(n);
 }

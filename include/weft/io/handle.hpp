@@ -227,6 +227,9 @@ private:
     // receive(): one non-blocking recv(2), or read(2) once the fd is known
     // not to be a socket (handle.cpp); read_some()'s attempt.
     ssize_t receive(int fd, std::span<std::byte> buf) noexcept;
+    // stream_socket(): an io::stream's handle (kind_ 3): a short read or
+    // write means the fd is empty or full (IO-Q3).
+    [[nodiscard]] bool stream_socket() const noexcept { return kind_.load(std::memory_order_relaxed) == 3; }
     void detach() noexcept;
     std::error_code final_close() noexcept;
     bool begin_close(std::uint32_t extra) noexcept;

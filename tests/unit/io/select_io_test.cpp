@@ -265,18 +265,15 @@ TEST_P(select_io_test, io_cases_race_a_channel_a_timeout_and_a_cancel_and_end_on
     });
 }
 
-// stream_pair is a connected Unix-domain stream socket pair: r an
-// io::stream (its handle knows it is a stream socket, IO-Q3), w a handle.
+// stream_pair is a socket_pair whose read end is an io::stream (its handle
+// knows it is a stream socket, IO-Q3).
 struct stream_pair {
     io::stream r;
     io::handle w;
-    stream_pair() {
-        int fds[2];
-        if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
-            throw std::system_error(errno, std::system_category(), "socketpair");
-        r = io::stream(io::handle(fds[0]));
-        w = io::handle(fds[1]);
-    }
+    stream_pair() : stream_pair(socket_pair()) {}
+
+private:
+    explicit stream_pair(socket_pair p) : r(std::move(p.r)), w(std::move(p.w)) {}
 };
 
 // readable_case_of() is a readiness case of h and how many IO-Q1 poll(2)s

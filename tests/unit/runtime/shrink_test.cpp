@@ -49,6 +49,33 @@ bool shrunk_to(weft::runtime& rt, std::uint64_t n, int rounds = 10'000) {
     return false;
 }
 
+// shrink_askers is two threads that ask rt for forced sweeps
+// (runtime::shrink_idle()) all along, until stop() or the end of its scope.
+class shrink_askers {
+public:
+    explicit shrink_askers(weft::runtime& rt) {
+        for (int i = 0; i < 2; ++i)
+            ts_.emplace_back([this, &rt] {
+                while (on_.load()) {
+                    rt.shrink_idle();
+                    std::this_thread::yield();
+                }
+            });
+    }
+    shrink_askers(const shrink_askers&) = delete;
+    shrink_askers& operator=(const shrink_askers&) = delete;
+    ~shrink_askers() { stop(); }
+    void stop() {
+        on_.store(false);
+        for (auto& t : ts_)
+            if (t.joinable()) t.join();
+    }
+
+private:
+    std::atomic<bool> on_{true};
+    std::vector<std::thread> ts_;
+};
+
 // canary fills more than a page of the task's frames with a pattern that
 // depends on its own address, so that a stack restored at other addresses,
 // or not at all (released pages read as zeros), is seen.
@@ -534,15 +561,7 @@ TEST_P(shrink_test, wakes_racing_shrinks_lose_nothing) {
     // shrinks while two others post the semaphores: a count of posts, not a
     // duration.
     ASSERT_TRUE(shrunk_to(r.rt, static_cast<std::uint64_t>(tasks)));
-    std::atomic<bool> posting{true};
-    std::vector<std::thread> ts;
-    for (int s = 0; s < 2; ++s)
-        ts.emplace_back([&] {
-            while (posting.load()) {
-                r.rt.shrink_idle();
-                std::this_thread::yield();
-            }
-        });
+    shrink_askers askers(r.rt);
     std::vector<std::thread> posters;
     for (int p = 0; p < 2; ++p)
         posters.emplace_back([&, p] {
@@ -554,8 +573,7 @@ TEST_P(shrink_test, wakes_racing_shrinks_lose_nothing) {
         });
     for (auto& t : posters) t.join();
     for (auto& h : hs) h.join();
-    posting.store(false);
-    for (auto& t : ts) t.join();
+    askers.stop();
     EXPECT_EQ(done.load(), tasks);
     EXPECT_EQ(broken.load(), 0);
     EXPECT_GT(shrinks(r.rt), 0u) << "nothing was shrunk: the race was not run";
@@ -589,15 +607,7 @@ TEST_P(shrink_test, parks_racing_sweeps_leave_every_parked_task_a_candidate) {
     std::vector<std::unique_ptr<weft::event>> round_end;
     for (int k = 0; k < rounds; ++k) round_end.push_back(std::make_unique<weft::event>());
     std::atomic<int> at_end{0}, broken{0};
-    std::atomic<bool> asking{true};
-    std::vector<std::thread> askers;
-    for (int s = 0; s < 2; ++s)
-        askers.emplace_back([&] {
-            while (asking.load()) {
-                r.rt.shrink_idle();
-                std::this_thread::yield();
-            }
-        });
+    shrink_askers askers(r.rt);
     std::vector<weft::join_handle<void>> hs;
     for (int i = 0; i < tasks; ++i)
         hs.push_back(r.rt.spawn([&, i] {
@@ -636,8 +646,7 @@ TEST_P(shrink_test, parks_racing_sweeps_leave_every_parked_task_a_candidate) {
         }
         round_end[static_cast<std::size_t>(k)]->set();
     }
-    asking.store(false);
-    for (auto& t : askers) t.join();
+    askers.stop();
     // (Failed: ~runtime cancels the tasks still passing.)
     ASSERT_TRUE(passed) << at_end.load() << " round ends of " << tasks * rounds << ": the tasks did not finish passing";
     for (auto& h : hs) h.join();

@@ -229,6 +229,16 @@ class Proc:
             self.err.close()
 
 
+def echo_round(clients, args):
+    """Every client echoes one message on each of its connections at once;
+    returns their reports (one JSON object per client)."""
+    for c in clients:
+        c.proc.stdin.write(b"echo\n")
+        c.proc.stdin.flush()
+    deadline = time.monotonic() + args.lost_ms / 1000 + 30
+    return [read_json_line(c, deadline, c.name) for c in clients]
+
+
 def run_sample(args, name, path, sample_no, logf, workers):
     """One fresh server with `workers` workers (GOMAXPROCS for Go), the
     clients, the echo round. Returns a dict; an 'error' key says what went
@@ -311,12 +321,7 @@ def run_sample(args, name, path, sample_no, logf, workers):
             # Each one echoes one message first (its buffers used once),
             # then idles; what it held before that is kept for information.
             s["fresh"] = proc_status(pid)
-            for c in clients:
-                c.proc.stdin.write(b"echo\n")
-                c.proc.stdin.flush()
-            warm_deadline = time.monotonic() + args.lost_ms / 1000 + 30
-            warm = [read_json_line(c, warm_deadline, c.name) for c in clients]
-            s["warm_lost"] = n - sum(e["ok"] for e in warm)
+            s["warm_lost"] = n - sum(e["ok"] for e in echo_round(clients, args))
 
         time.sleep(args.settle)
         if not server.alive():
@@ -324,12 +329,7 @@ def run_sample(args, name, path, sample_no, logf, workers):
         s["idle"] = proc_status(pid)
         s["idle_maps"] = map_count(pid)
 
-        # echo round
-        for c in clients:
-            c.proc.stdin.write(b"echo\n")
-            c.proc.stdin.flush()
-        echo_deadline = time.monotonic() + args.lost_ms / 1000 + 30
-        echoes = [read_json_line(c, echo_deadline, c.name) for c in clients]
+        echoes = echo_round(clients, args)
         if server.alive():
             s["after_echo"] = proc_status(pid)
         lat = sorted(x for e in echoes for x in (e.get("lat_us") or []))  # Go writes an empty list as null
