@@ -253,18 +253,18 @@ TEST_P(task_group_test, failure_seen_only_by_the_destructor_is_dropped) {
     rt.block_on([&] {
         {
             weft::task_group g;
+            g.spawn([] { weft::this_task::sleep_for(1h); });
             g.spawn([&] {
                 threw.store(true);
                 throw std::runtime_error("dropped");
             });
-            g.spawn([] { weft::this_task::sleep_for(1h); });
             while (!threw.load()) weft::this_task::yield();
         }  // must neither terminate nor report to the unhandled handler
         EXPECT_EQ(rt.live_tasks(), 1u);
     });
 }
 
-TEST_P(task_group_test, spawn_after_failure_or_cancel_is_canceled_at_once) {
+TEST_P(task_group_test, spawn_after_failure_throws_it_and_after_cancel_is_canceled_at_once) {
     weft::runtime rt(options());
     counted::reset();
     std::atomic<int> ran{0};
@@ -273,10 +273,16 @@ TEST_P(task_group_test, spawn_after_failure_or_cancel_is_canceled_at_once) {
         g.spawn([] { throw std::runtime_error("first"); });
         EXPECT_THROW(g.wait(), std::runtime_error);
         ASSERT_TRUE(g.canceled());
-        // Spawned, canceled before its first instruction: its code never runs,
-        // spawn() does not throw, and its captures are destroyed.
-        g.spawn([&, c = counted()] { ran.fetch_add(1); });
-        g.spawn([&] { ran.fetch_add(1); }, {.name = "late"});
+        ASSERT_TRUE(g.failed());
+        // GROUP-I7: spawn() rethrows the failure, spawns nothing, and the
+        // captures are destroyed with the caller's callable.
+        try {
+            g.spawn([&, c = counted()] { ran.fetch_add(1); });
+            ADD_FAILURE() << "spawn() into a failed group did not throw";
+        } catch (const std::runtime_error& e) {
+            EXPECT_STREQ(e.what(), "first");
+        }
+        EXPECT_THROW(g.spawn([&] { ran.fetch_add(1); }, {.name = "late"}), std::runtime_error);
         EXPECT_EQ(message_of(g.wait_exception()), "first");
         EXPECT_EQ(ran.load(), 0);
         EXPECT_EQ(counted::made.load(), counted::gone.load());
@@ -363,7 +369,18 @@ TEST_P(task_group_test, child_timed_out_before_its_first_run_cancels_the_sibling
         // Without workers the child cannot start while this task holds the
         // thread: its deadline passes first (with workers it may start).
         std::this_thread::sleep_for(20ms);
-        spawn_sleeper(g, alive, {.name = "sibling"});
+        // Spawned and canceled by the failure, or, once the failure is
+        // recorded, refused with it (GROUP-I7).
+        bool refused = false;
+        try {
+            spawn_sleeper(g, alive, {.name = "sibling"});
+        } catch (const weft::task_canceled& x) {
+            refused = true;
+            EXPECT_EQ(x.state(), task_state::timed_out);
+        }
+        if (GetParam() == 0) {
+            EXPECT_FALSE(refused) << "without workers the failure comes later";
+        }
         const std::exception_ptr e = g.wait_exception();
         ASSERT_TRUE(e) << "a child's deadline was not a failure";
         try {
@@ -487,7 +504,9 @@ TEST_P(task_group_test, stress_failure_vs_owner_cancel_vs_children_finishing) {
             std::vector<std::uint32_t> finish_after;
             for (std::uint32_t i = 0; i < children; ++i) finish_after.push_back(next(8));
             weft::join_handle<void> owner = weft::spawn([&] {
-                weft::task_group g;
+                // Made before the group, so destroyed after it: the owner may
+                // leave by a spawn() that rethrows the failure (GROUP-I7), and
+                // then the group's destructor is what waits for the children.
                 struct check_on_exit {
                     std::atomic<int>& alive;
                     std::atomic<int>& bad;
@@ -495,6 +514,7 @@ TEST_P(task_group_test, stress_failure_vs_owner_cancel_vs_children_finishing) {
                         if (alive.load() != 0) bad.fetch_add(1);
                     }
                 } chk{alive, violations};
+                weft::task_group g;
                 g.spawn([&] {
                     live_probe p(alive);
                     for (std::uint32_t k = 0; k < fail_after; ++k) weft::this_task::yield();
