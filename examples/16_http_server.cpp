@@ -7,7 +7,11 @@
 //   2. routes: "/" answers at once; "/sleep" sleeps 50 ms (the task parks,
 //      its worker serves others); "/fanout" splits work over 10 subtasks in
 //      a task_group (weft/task_group.hpp); "/backend" calls a second TCP
-//      service over loopback and answers with what it said;
+//      service over loopback and answers with what it said; "/crash" throws,
+//      as a handler with a bug would: the connections are children of a
+//      weft::supervisor, so that costs that one connection (closed without
+//      an answer) and one line on stderr naming it, and every other
+//      connection goes on being served;
 //   3. graceful shutdown on SIGINT or SIGTERM (weft/io/signal.hpp): stop
 //      accepting (close the listener), let requests in flight finish, wake
 //      idle keep-alive connections at once (each waits in a select over its
@@ -40,6 +44,7 @@
 #include <weft/task_group.hpp>
 
 #include <array>
+#include <stdexcept>
 #include <atomic>
 #include <cctype>
 #include <chrono>
@@ -64,6 +69,11 @@ struct server {
     weft::event stopping;
     weft::channel<int> closing{0};  // never sent to; closed at shutdown
     std::atomic<long> requests{0};
+    // The connections' supervisor: a failing handler's line names the task
+    // ("conn 127.0.0.1:PORT") and the failure is counted.
+    weft::supervisor conns{[](const weft::task_failure& f) {
+        std::fprintf(stderr, "server: %s\n", f.describe().c_str());
+    }};
 };
 
 struct request {
@@ -172,6 +182,7 @@ std::pair<int, std::string> route(server& sv, const request& r) {
         return {200, "slept 50 ms\n"};
     }
     if (r.path == "/fanout") return {200, "fanout sum " + std::to_string(fan_out()) + "\n"};
+    if (r.path == "/crash") throw std::runtime_error("the /crash route always throws");
     if (r.path == "/backend") {
         try {
             return {200, "backend said " + ask_backend(sv) + "\n"};
@@ -204,11 +215,11 @@ void serve_connection(server& sv, io::tcp_stream s) {
 }
 
 // accept_loop() serves until the listener is closed. Each connection is a
-// child of `conns`, so leaving the loop waits for the requests in flight:
-// the connections end by themselves (idle ones at once). Then the
-// backend, which they may still have been calling, is closed too.
+// child of the supervisor `sv.conns` (its failure is its own), so leaving
+// the loop waits for the requests in flight: the connections end by
+// themselves (idle ones at once). Then the backend, which they may still
+// have been calling, is closed too.
 void accept_loop(server& sv) {
-    weft::task_group conns;
     for (;;) {
         std::error_code ec;
         io::tcp_stream s = sv.web.accept(ec);
@@ -217,15 +228,21 @@ void accept_loop(server& sv) {
             continue;
         }
         if (ec) break;  // operation_canceled: closed, we are stopping
-        conns.spawn([&sv, s = std::move(s)]() mutable { serve_connection(sv, std::move(s)); });
+        std::string name = "conn";
+        try {
+            name += " " + s.remote_endpoint().to_string();
+        } catch (const std::system_error&) {  // the client is gone already: its reads will say so
+        }
+        sv.conns.spawn([&sv, s = std::move(s)]() mutable { serve_connection(sv, std::move(s)); },
+                       {.name = std::move(name)});
     }
-    conns.wait();
+    sv.conns.wait();
     (void)sv.backend.close();
 }
 
 // The backend: answers each line with the line in capitals.
 void backend_loop(server& sv) {
-    weft::task_group conns;
+    weft::supervisor conns;  // a failure: one line on stderr, the others go on
     for (;;) {
         std::error_code ec;
         io::tcp_stream s = sv.backend.accept(ec);
@@ -279,6 +296,17 @@ void client(server& sv, int rounds, std::atomic<int>& good) {
     }
 }
 
+// crash_client() calls "/crash" on a connection of its own: the handler
+// throws, so the server closes this connection without an answer. True if
+// it did.
+bool crash_client(server& sv) {
+    io::tcp_stream s = io::tcp_stream::connect(sv.web.local_endpoint(), io::after(10s));
+    s.write_all(std::string_view("GET /crash HTTP/1.1\r\nHost: localhost\r\n\r\n"), io::after(10s));
+    std::array<std::byte, 64> any{};
+    std::error_code ec;
+    return s.read_some(any, ec, io::after(10s)) == 0 || ec == std::errc::connection_reset;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -307,6 +335,7 @@ int main(int argc, char** argv) {
 
     constexpr int clients = 16, rounds = 5;
     std::atomic<int> good{0};
+    std::atomic<bool> crashed{false};
     const int sig = rt.block_on([&] {
         // Made before anything can send the signal: from here on a SIGTERM
         // is this set's to report, not the default action's.
@@ -318,6 +347,7 @@ int main(int argc, char** argv) {
             weft::spawn([&] {
                 weft::task_group g;
                 for (int c = 0; c < clients; ++c) g.spawn([&] { client(sv, rounds, good); });
+                g.spawn([&] { crashed = crash_client(sv); });  // while the others are served
                 g.wait();
                 std::raise(SIGTERM);  // as a supervisor would
             }).detach();
@@ -332,10 +362,13 @@ int main(int argc, char** argv) {
     std::printf("signal %d: stopping\n", sig);
     // Everything should end by itself well within the grace period.
     const std::size_t cut = rt.shutdown(5s);
-    std::printf("shutdown: %zu tasks canceled, %ld requests served\n", cut, sv.requests.load());
+    std::printf("shutdown: %zu tasks canceled, %ld requests served, %llu connections failed\n", cut,
+                sv.requests.load(), static_cast<unsigned long long>(sv.conns.failures()));
     if (serve) return cut == 0 ? 0 : 1;
 
     check(good.load() == clients * rounds, "every client got every route's answer");
+    check(crashed.load(), "the /crash connection was closed without an answer");
+    check(sv.conns.failures() == 1, "the supervisor saw exactly one failed connection");
     check(sv.requests.load() == 5L * clients * rounds, "the server counted every request");
     check(cut == 0, "the graceful shutdown canceled nothing");
     check(web.state() == weft::task_state::done && backend.state() == weft::task_state::done,

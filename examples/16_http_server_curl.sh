@@ -2,7 +2,8 @@
 # 16_http_server_curl.sh BINARY: the HTTP example in --serve mode, called by
 # curl (the Debian package) over 127.0.0.1 as a user would, then stopped with
 # SIGTERM; it must answer every route, keep a connection alive across
-# requests, end by itself, and report that its graceful shutdown canceled
+# requests, lose only its own connection when a handler throws (/crash),
+# end by itself, and report that its graceful shutdown canceled
 # nothing. CTest runs it (examples/CMakeLists.txt). Every wait is bounded.
 set -euo pipefail
 bin=$1
@@ -41,6 +42,14 @@ get() { curl -sS --max-time 10 "$@"; }
 # Two URLs in one curl call share one connection when the server keeps it alive.
 both=$(get -w '%{num_connects}\n' "$url/" "$url/sleep")
 [[ $both == $'hello from weft\n1\nslept 50 ms\n0' ]] || fail "keep-alive: got [$both]"
+# A handler that throws costs its own connection only (curl: empty reply,
+# exit 52), is named on stderr, and the server goes on serving.
+crash_rc=0
+get -o /dev/null "$url/crash" 2>/dev/null || crash_rc=$?
+[[ $crash_rc -eq 52 ]] || fail "GET /crash: curl exit $crash_rc, not 52 (empty reply)"
+[[ $(get "$url/") == "hello from weft" ]] || fail "GET / after /crash"
+grep -q "^server: task 'conn 127.0.0.1:[0-9]*' (id [0-9]*) failed: the /crash route always throws$" "$dir/log" ||
+    fail "the failed connection was not reported by name"
 # An idle keep-alive connection must not hold the shutdown up: one left open.
 exec 3<>"/dev/tcp/127.0.0.1/$port"
 
@@ -56,4 +65,5 @@ pid=
 exec 3>&-
 [[ $rc -eq 0 ]] || fail "the server exited with $rc"
 grep -q '^shutdown: 0 tasks canceled' "$dir/log" || fail "the shutdown was not graceful"
-echo "ok: every route answered; keep-alive; SIGTERM ended it gracefully"
+grep -q ', 1 connections failed$' "$dir/log" || fail "the supervisor did not count the one failed connection"
+echo "ok: every route answered; keep-alive; a throwing handler cost one connection; SIGTERM ended it gracefully"

@@ -399,10 +399,12 @@ void serve_connection(server& sv, io::tcp_stream s) {
 }
 
 // accept_loop() serves until the listener is closed; the connections are
-// children of `conns`, so leaving waits for them (the idle ones end at
-// once, in their select, when `closing` is closed).
+// children of the supervisor `conns`, so one connection's failure (a bug in
+// a command, std::bad_alloc) ends that connection only, with a line on
+// stderr naming it, and leaving waits for them (the idle ones end at once,
+// in their select, when `closing` is closed).
 void accept_loop(server& sv) {
-    weft::task_group conns;
+    weft::supervisor conns;
     for (;;) {
         std::error_code ec;
         io::tcp_stream s = sv.listener.accept(ec);
@@ -411,7 +413,7 @@ void accept_loop(server& sv) {
             continue;
         }
         if (ec) break;  // closed: we are stopping
-        conns.spawn([&sv, s = std::move(s)]() mutable { serve_connection(sv, std::move(s)); });
+        conns.spawn([&sv, s = std::move(s)]() mutable { serve_connection(sv, std::move(s)); }, {.name = "conn"});
     }
     conns.wait();
 }
