@@ -215,7 +215,8 @@ struct group_state {
             const std::string line = "weft: supervised " + f.describe() + "\n";
             std::fputs(line.c_str(), stderr);
         } catch (...) {
-            std::fprintf(stderr, "weft: a supervisor's failure handler threw (%s) while reporting task %llu\n",
+            std::fprintf(stderr, "weft: %s threw (%s) while reporting the failure of supervised task %llu\n",
+                         on_failure ? "a supervisor's failure handler" : "the default failure report",
                          describe_current_exception().c_str(), static_cast<unsigned long long>(f.id));
         }
     }
