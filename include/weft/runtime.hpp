@@ -32,6 +32,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <stop_token>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -343,6 +344,17 @@ public:
     // Does nothing when shrink_idle_after is 0. Safe from any thread.
     void shrink_idle() noexcept;
 
+    // get_stop_token() is the runtime's stop token: stop is requested on it
+    // when shutdown() or stop() begins (the runtime's destructor too), on the
+    // calling thread, before any task is canceled. A task that waits for more
+    // work selects on it (weft::on_stop, weft/sync/stop.hpp) or waits on it
+    // (weft::wait) and so learns that it should finish (docs/runtime.md,
+    // "Graceful shutdown"). A std::stop_callback registered on it runs on the
+    // thread that calls shutdown() or stop(), under none of the runtime's
+    // locks. Safe from any thread; the token stays valid after the runtime is
+    // gone.
+    [[nodiscard]] std::stop_token get_stop_token() const noexcept;
+
     // workers() is the number of worker threads (0: caller-driven).
     [[nodiscard]] unsigned workers() const noexcept;
     // live_tasks() is the number of tasks spawned and not yet finished.
@@ -510,6 +522,9 @@ template <class Rep, class Period>
 void sleep_for(std::chrono::duration<Rep, Period> d) {
     sleep_until(std::chrono::steady_clock::now() + std::chrono::ceil<std::chrono::nanoseconds>(d));
 }
+// runtime_stop_token() is the stop token of the calling task's runtime
+// (runtime::get_stop_token()). Throws: task_error (not_in_task).
+[[nodiscard]] WEFT_API std::stop_token runtime_stop_token();
 }  // namespace this_task
 
 // then() spawns (into the current task's runtime, or into rt) a

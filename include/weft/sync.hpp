@@ -10,3 +10,4 @@
 #include "weft/sync/mutex.hpp"
 #include "weft/sync/select.hpp"
 #include "weft/sync/semaphore.hpp"
+#include "weft/sync/stop.hpp"

@@ -405,6 +405,8 @@ std::size_t runtime::shutdown(std::chrono::steady_clock::time_point deadline) { 
 
 void runtime::shrink_idle() noexcept { core_->ask_sweep(); }
 
+std::stop_token runtime::get_stop_token() const noexcept { return core_->stop_src.get_token(); }
+
 unsigned runtime::workers() const noexcept { return core_->nthreads; }
 
 std::size_t runtime::live_tasks() const noexcept {
@@ -453,6 +455,10 @@ void sleep_until(std::chrono::steady_clock::time_point when) {
     detail::need_stack(t);
     const std::uint64_t word = detail::arm(t, true);
     if (detail::park_until(t, word, &when) == detail::wait_status::canceled) detail::raise_forced_unwind();
+}
+
+std::stop_token runtime_stop_token() {
+    return detail::current_core("weft::this_task::runtime_stop_token()")->stop_src.get_token();
 }
 
 }  // namespace this_task

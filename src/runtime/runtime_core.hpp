@@ -108,6 +108,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <utility>
@@ -283,6 +284,11 @@ public:
     std::atomic<bool> draining{false};
     std::atomic<bool> shutdown{false};
     std::atomic<std::uint32_t> stop_word{0};
+    // stop_src: the runtime's stop token's source (runtime::get_stop_token()),
+    // stopped as shutdown() or stop() begins, on that caller's thread and
+    // under none of the runtime's locks: the callbacks it runs may be the
+    // program's own.
+    std::stop_source stop_src;
     bool stopped = false;
     std::mutex stop_mu;
     std::atomic<bool> driving{false};

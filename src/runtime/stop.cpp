@@ -13,6 +13,10 @@ namespace weft::detail {
 
 void runtime_core::stop() {
     if (task_record* t = current_task(); t && t->sched == this) task_misuse(t, task_errc::inside_task);
+    // The runtime's stop token, before any task is canceled: a task waiting
+    // on it ends its wait (and may see the stop) rather than only unwind.
+    // Not under stop_mu: the token's callbacks may be the program's.
+    stop_src.request_stop();
     std::lock_guard sg(stop_mu);
     if (stopped) return;
     stopping.store(true, std::memory_order_seq_cst);
@@ -83,10 +87,12 @@ std::size_t runtime_core::drain_then_stop(std::chrono::steady_clock::time_point 
             },
             spawn_options{.name = "weft::runtime::shutdown"});
         draining.store(true, std::memory_order_seq_cst);  // SCHED-D1
+        stop_src.request_stop();  // the runtime's stop token, as shutdown begins (not under a lock)
         drive(watch.record());
         watch.join();
     } else {
         draining.store(true, std::memory_order_seq_cst);  // SCHED-D1
+        stop_src.request_stop();  // the runtime's stop token, as shutdown begins (not under a lock)
         while (live.load(std::memory_order_acquire) != 0) {
             const auto now = clock::now();
             if (now >= deadline) break;

@@ -5,7 +5,12 @@
 //                    and a default case; one ready case is chosen uniformly
 //                    at random; a waiting select is woken exactly once;
 //   on_recv, on_send, on_timeout, on_deadline, on_default
-//                    make its cases.
+//                    make its cases (on_stop, a std::stop_token's case, is
+//                    in weft/sync/stop.hpp);
+//   when(enabled, case)
+//                    a case chosen at run time: a disabled case is left out
+//                    of the select (Go's nil channel), so a select whose
+//                    cases vary is written once.
 //
 // The protocol (docs/sync.md, "Channels"): a channel's CHAN-K1 - CHAN-K4
 // (weft/sync/channel.hpp) and
@@ -21,6 +26,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -189,6 +195,39 @@ default_case<F> on_default(F action = {}) {
     return default_case<F>{std::move(action)};
 }
 
+// when_case is a case that takes part in its select only if `enabled` (made
+// by when()). A disabled case is never polled, linked or chosen, and its
+// action never runs; a disabled send case never moves its value. A select
+// whose cases are all disabled and that has no default would wait for
+// nothing: select() throws std::invalid_argument instead.
+template <class C>
+struct when_case {
+    C inner;
+    bool enabled;
+};
+
+// when() makes a case that is in its select only if `enabled`:
+//   weft::select(weft::when(queue.size() < limit, weft::on_recv(in, ...)), weft::on_recv(done, ...));
+// The case is still made, so what it is made of must be valid either way:
+// on_timeout() and on_deadline() below take an optional for that reason.
+template <class C>
+when_case<std::remove_cvref_t<C>> when(bool enabled, C&& c) {
+    return when_case<std::remove_cvref_t<C>>{std::forward<C>(c), enabled};
+}
+// on_timeout() / on_deadline() of an optional: no timeout case when it is
+// empty (when() above).
+template <class Rep, class Period, class F = detail::no_action>
+when_case<timeout_case<F>> on_timeout(const std::optional<std::chrono::duration<Rep, Period>>& d, F action = {}) {
+    if (!d) return when(false, timeout_case<F>{std::chrono::steady_clock::time_point::max(), std::move(action)});
+    return when(true, on_timeout(*d, std::move(action)));
+}
+template <class F = detail::no_action>
+when_case<timeout_case<F>> on_deadline(const std::optional<std::chrono::steady_clock::time_point>& t,
+                                       F action = {}) {
+    return when(t.has_value(),
+                timeout_case<F>{t.value_or(std::chrono::steady_clock::time_point::max()), std::move(action)});
+}
+
 namespace detail {
 template <class C>
 struct case_kind {
@@ -202,10 +241,29 @@ template <class F>
 struct case_kind<default_case<F>> {
     static constexpr int value = 2;
 };
+template <class C>
+struct case_kind<when_case<C>> : case_kind<C> {};
+
+// unwrap() is the case inside a when_case (or the case itself).
+template <class C>
+C& unwrap(C& c) noexcept {
+    return c;
+}
+template <class C>
+C& unwrap(when_case<C>& c) noexcept {
+    return c.inner;
+}
 
 // A case of another layer (weft/io/select.hpp) fills its entry itself:
 // fill(e) sets e.ch (its lock), e.c and e.hooks, as a channel case's are set
 // here, and finish(code) completes it.
+template <class C>
+void fill_entry(C& c, select_entry& e, const std::chrono::steady_clock::time_point*& deadline, bool& has_default);
+template <class C>
+void fill_entry(when_case<C>& c, select_entry& e, const std::chrono::steady_clock::time_point*& deadline,
+                bool& has_default) {
+    if (c.enabled) fill_entry(c.inner, e, deadline, has_default);  // else: e stays empty, as if absent
+}
 template <class C>
 void fill_entry(C& c, select_entry& e, const std::chrono::steady_clock::time_point*& deadline, bool& has_default) {
     if constexpr (requires { c.fill(e); }) {
@@ -221,6 +279,12 @@ void fill_entry(C& c, select_entry& e, const std::chrono::steady_clock::time_poi
     }
 }
 
+template <class C>
+void finish_case(C& c, int result, int code);
+template <class C>
+void finish_case(when_case<C>& c, int result, int code) {
+    finish_case(c.inner, result, code);
+}
 template <class C>
 void finish_case(C& c, int result, int code) {
     if constexpr (case_kind<C>::value == 0) {
@@ -247,6 +311,15 @@ template <class C>
 inline constexpr bool is_send_case = false;
 template <class T, class F>
 inline constexpr bool is_send_case<send_case<T, F>> = true;
+template <class C>
+inline constexpr bool is_send_case<when_case<C>> = is_send_case<C>;
+
+// no_case_enabled() is the error of a select with nothing to wait for: every
+// case disabled (when()), no timeout and no default.
+[[noreturn]] inline void no_case_enabled() {
+    throw std::invalid_argument(
+        "weft::select: every case is disabled (weft::when) and there is no default case: it would never end");
+}
 
 // select_over() is select() over the cases in `all` (a tuple of cases or of
 // references to them) with its entries in `es`.
@@ -258,6 +331,21 @@ std::size_t select_over(Tuple& all, std::array<select_entry, N>& es) {
     [&]<std::size_t... I>(std::index_sequence<I...>) {
         (fill_entry(std::get<I>(all), es[I], deadline, has_default), ...);
     }(std::make_index_sequence<n>{});
+    // A select whose cases are all disabled, without a timeout or a default,
+    // has nothing that could end it: an error, after a send case's value held
+    // off a shared stack has gone back to the caller.
+    bool none = deadline == nullptr && !has_default;
+    for (const select_entry& e : es) none = none && e.ch == nullptr;
+    if (none) {
+        [&]<std::size_t... I>(std::index_sequence<I...>) {
+            (([&] {
+                 if constexpr (is_send_case<std::remove_cvref_t<std::tuple_element_t<I, Tuple>>>)
+                     unwrap(std::get<I>(all)).settle(false);
+             }()),
+             ...);
+        }(std::make_index_sequence<n>{});
+        no_case_enabled();
+    }
     int code = code_ok;
     std::array<std::uint32_t, n> order;
     std::array<spin_lock*, n> locks;
@@ -278,7 +366,7 @@ std::size_t select_over(Tuple& all, std::array<select_entry, N>& es) {
         (([&] {
              using K = std::remove_cvref_t<std::tuple_element_t<I, Tuple>>;
              if constexpr (is_send_case<K>) {
-                 auto& c = std::get<I>(all);
+                 auto& c = unwrap(std::get<I>(all));
                  c.settle(r >= 0 && I == chosen && !c.closed && code != code_closed);
              }
          }()),
@@ -316,7 +404,8 @@ std::size_t select(C&&... cases) {
         auto held = std::make_unique<detail::held_select<std::remove_cvref_t<C>...>>(std::move(cases)...);
         [&]<std::size_t... I>(std::index_sequence<I...>) {
             (([&] {
-                 if constexpr (detail::is_send_case<std::remove_cvref_t<C>>) std::get<I>(held->cases).hold();
+                 if constexpr (detail::is_send_case<std::remove_cvref_t<C>>)
+                     detail::unwrap(std::get<I>(held->cases)).hold();
              }()),
              ...);
         }(std::make_index_sequence<n>{});
@@ -329,7 +418,8 @@ std::size_t select(C&&... cases) {
         detail::stable<detail::held_select<std::remove_cvref_t<C>...>> held(std::move(cases)...);
         [&]<std::size_t... I>(std::index_sequence<I...>) {
             (([&] {
-                 if constexpr (detail::is_send_case<std::remove_cvref_t<C>>) std::get<I>(held->cases).hold();
+                 if constexpr (detail::is_send_case<std::remove_cvref_t<C>>)
+                     detail::unwrap(std::get<I>(held->cases)).hold();
              }()),
              ...);
         }(std::make_index_sequence<n>{});

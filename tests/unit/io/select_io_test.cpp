@@ -5,7 +5,8 @@
 // that loses leaves its queue (WAITER-V3), so the handle, the channel and the
 // set keep working and nothing is lost; closing the handle ends the case
 // with operation_canceled (REACTOR-R5) and the fd is closed once the select
-// has left it (IO-Q2); a canceled select unwinds. Races of an event, a
+// has left it (IO-Q2); a canceled select unwinds; a stop token's case
+// (weft/sync/stop.hpp) beside a readiness case ends it. Races of an event, a
 // channel send, the timeout and a cancellation on one select end it exactly
 // once. Workers 0, 1, 2, 4 and both backends; leak- and fd-checked. The
 // signal case's tests are in signal_test.cpp (the signal eventfd stays open
@@ -17,6 +18,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -28,6 +30,7 @@
 #include "weft/io/socket.hpp"
 #include "weft/sync/channel.hpp"
 #include "weft/sync/select.hpp"
+#include "weft/sync/stop.hpp"
 
 namespace weft::test {
 namespace {
@@ -71,6 +74,26 @@ TEST_P(select_io_test, a_readable_case_is_chosen_when_data_arrives_while_it_wait
         EXPECT_EQ(sel.join(), 'x');
         // The channel's queue was left: a send now has nobody to meet.
         EXPECT_EQ(ch.try_send(1), channel_status::full);
+    });
+}
+
+TEST_P(select_io_test, a_stop_token_ends_a_select_on_readiness_and_the_handle_stays_usable) {
+    runtime rt(options());
+    rt.block_on([&] {
+        pipe_pair p;
+        std::stop_source src;
+        auto sel = spawn([&] {
+            bool stopped = false;
+            const std::size_t k = weft::select(io::on_readable(p.r),
+                                               weft::on_stop(src.get_token(), [&] { stopped = true; }));
+            return k == 1 && stopped;
+        });
+        while (sel.state() != task_state::waiting) this_task::yield();
+        std::thread([&] { src.request_stop(); }).join();  // from a plain thread
+        EXPECT_TRUE(sel.join());
+        // The readiness case left its registration's queue: the handle still reads.
+        put(p.w, 'y');
+        EXPECT_EQ(read_one(p.r), 'y');
     });
 }
 

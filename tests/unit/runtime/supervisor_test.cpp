@@ -15,6 +15,7 @@
 #include <chrono>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <stop_token>
 #include <string>
@@ -215,10 +216,7 @@ TEST_P(supervisor_test, an_errgroups_owner_learns_of_the_failure_without_wait) {
     weft::runtime rt(options());
     rt.block_on([&] {
         weft::task_group g;
-        weft::event told;
-        // A stop callback runs on the thread that cancels the group: here a
-        // failing child's worker; event::set() is legal there.
-        std::stop_callback cb(g.get_stop_token(), [&] { told.set(); });
+        weft::channel<int> work(0);  // never sent to: the owner's own business
         g.spawn([] { weft::this_task::sleep_for(1h); }, {.name = "sleeper"});
         g.spawn(
             [] {
@@ -228,7 +226,10 @@ TEST_P(supervisor_test, an_errgroups_owner_learns_of_the_failure_without_wait) {
             {.name = "breaker"});
         // The owner is busy elsewhere (an accept loop would be here); it
         // wakes because the group failed, not because wait() was called.
-        told.wait();
+        bool stopped = false;
+        weft::select(weft::on_recv(work, [](std::optional<int>) {}),
+                     weft::on_stop(g.get_stop_token(), [&] { stopped = true; }));
+        EXPECT_TRUE(stopped);
         EXPECT_TRUE(g.failed());
         EXPECT_TRUE(g.canceled());
         try {

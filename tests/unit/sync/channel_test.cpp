@@ -3,7 +3,8 @@
 // range-for, send on a closed channel, timeouts, cancellation mid-wait (no
 // value lost or duplicated), tasks and plain threads sharing a channel;
 // select: ready cases, uniform choice (fairness), waiting on several cases
-// and being woken exactly once, timeout and default cases. Every test runs
+// and being woken exactly once, timeout and default cases, cases chosen at
+// run time (when(), an optional timeout, every case disabled). Every test runs
 // with 0, 1, 2 and 4 workers under a watchdog and the leak check.
 
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include <memory>
 #include <numeric>
 #include <set>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -426,6 +428,79 @@ TEST(channel_select_test, a_select_of_only_a_default_or_only_a_timeout) {
     const auto t0 = clk::now();
     EXPECT_EQ(weft::select(weft::on_timeout(5ms)), 0u);  // a plain sleep, from a thread
     EXPECT_GE(clk::now() - t0, 5ms);
+}
+
+// ------------------------------------------------------------ cases chosen at run time
+
+TEST_P(channel_test, a_disabled_case_is_never_chosen) {
+    weft::runtime rt(options());
+    rt.block_on([] {
+        channel<int> ready(1), room(1);
+        ready.send(5);
+        bool ran = false;
+        // A ready receive that is disabled: the default runs, the value stays.
+        EXPECT_EQ(weft::select(weft::when(false, weft::on_recv(ready, [&](std::optional<int>) { ran = true; })),
+                               weft::on_default()),
+                  1u);
+        EXPECT_FALSE(ran);
+        // A send with room that is disabled never moves its value.
+        auto keep = std::make_unique<int>(7);
+        channel<std::unique_ptr<int>> box(1);
+        EXPECT_EQ(weft::select(weft::when(false, weft::on_send(box, keep)), weft::on_default()), 1u);
+        EXPECT_TRUE(keep);
+        EXPECT_EQ(box.try_recv().status, channel_status::empty);
+        // Enabled, the same cases are ordinary cases.
+        EXPECT_EQ(weft::select(weft::when(true, weft::on_send(box, keep)), weft::on_default()), 0u);
+        EXPECT_FALSE(keep);
+        EXPECT_EQ(weft::select(weft::when(true, weft::on_recv(ready, [&](std::optional<int> v) { ran = *v == 5; })),
+                               weft::on_default()),
+                  0u);
+        EXPECT_TRUE(ran);
+        // A disabled default: the select waits for the timeout instead.
+        EXPECT_EQ(weft::select(weft::on_recv(room), weft::when(false, weft::on_default()), weft::on_timeout(2ms)), 2u);
+    });
+}
+
+TEST_P(channel_test, an_optional_timeout_is_written_once) {
+    weft::runtime rt(options());
+    rt.block_on([] {
+        // An idle limit that may be absent: the same select with and without.
+        auto wait = [](channel<int>& ch, std::optional<std::chrono::milliseconds> idle) {
+            return weft::select(weft::on_recv(ch), weft::on_timeout(idle));
+        };
+        channel<int> quiet;
+        const auto t0 = clk::now();
+        EXPECT_EQ(wait(quiet, 3ms), 1u);  // the limit passes
+        EXPECT_GE(clk::now() - t0, 3ms);
+        channel<int> late;
+        auto s = weft::spawn([&] {
+            weft::this_task::sleep_for(20ms);
+            late.send(1);
+        });
+        EXPECT_EQ(wait(late, std::nullopt), 0u);  // no limit: waits for the value
+        s.join();
+        // The same with a deadline.
+        EXPECT_EQ(weft::select(weft::on_recv(quiet), weft::on_deadline(std::optional<clk::time_point>(clk::now()))),
+                  1u);
+    });
+}
+
+TEST_P(channel_test, a_select_with_every_case_disabled_throws) {
+    weft::runtime rt(options());
+    rt.block_on([] {
+        channel<int> a(1);
+        a.send(1);
+        auto keep = std::make_unique<int>(3);
+        channel<std::unique_ptr<int>> box(1);
+        EXPECT_THROW(weft::select(weft::when(false, weft::on_recv(a)), weft::when(false, weft::on_send(box, keep)),
+                                  weft::on_timeout(std::optional<std::chrono::milliseconds>{})),
+                     std::invalid_argument);
+        EXPECT_TRUE(keep);  // the value stays with its owner
+        EXPECT_EQ(a.try_recv().status, channel_status::ok);
+    });
+    // From a plain thread too.
+    channel<int> b;
+    EXPECT_THROW(weft::select(weft::when(false, weft::on_recv(b))), std::invalid_argument);
 }
 
 // ------------------------------------------------------------ no value lost or duplicated
