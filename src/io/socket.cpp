@@ -10,12 +10,14 @@
 #include "weft/io/socket.hpp"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstddef>
@@ -469,6 +471,225 @@ stream listener::accept(std::error_code& ec, clock::time_point deadline, endpoin
 stream listener::accept(clock::time_point deadline, endpoint* peer) {
     return detail::or_throw("weft::io::listener::accept",
                             [&](std::error_code& ec) { return accept(ec, deadline, peer); });
+}
+
+// ---- limited_listener ----
+//
+// A limited_listener counts the connections it has accepted and not yet
+// seen closed, and turns away what it will not serve:
+//
+//   IO-L1  live counts the connection_slots held: accept() adds one before
+//          it returns a limited_stream carrying the slot, and the slot's
+//          release() (limited_stream::close(), its destructor, a move-assign
+//          over it) takes it off, once, after the stream's close() (which
+//          closes the fd then, or when the last operation in flight on it
+//          leaves: IO-H1). So live is never below the accepted connections
+//          whose stream is open.
+//   IO-L2  A connection accepted while live >= max_connections is never
+//          returned nor counted: it gets reject_message by one send(2) with
+//          MSG_DONTWAIT (never waits on a slow peer: the accept loop goes on
+//          at once) and is closed; the accept goes on with the next one.
+//   IO-L3  The reserve is one fd of /dev/null that the listener holds only
+//          to spend it. On EMFILE / ENFILE with the reserve held, accept()
+//          closes it, makes one accept4(2) that does not wait
+//          (into the fd that just freed), turns that connection away as in
+//          IO-L2 and opens the reserve again, all before it looks at the
+//          listener again; each round takes one connection off the backlog,
+//          so it ends. accept4(2) reports EMFILE before it looks at the
+//          queue, so out of fds every accept fails, queued connection or
+//          not: when the freed fd's accept finds none (EAGAIN), accept()
+//          waits for the listener's readiness (after that EAGAIN, IO-R1's
+//          order) before the next round, instead of going round. The
+//          reserve is taken and put back by atomic exchange, so two tasks
+//          accepting at once never close one fd twice.
+//   IO-L4  An EMFILE / ENFILE that the reserve could not answer (none held,
+//          or the freed fd was taken by another thread first) pauses the
+//          accept: min_backoff, doubled after each further pause of that
+//          call up to max_backoff, cut at the deadline (then timed_out).
+//          The pause is a task's sleep (a thread's outside a task), so the
+//          worker runs other tasks meanwhile, and an accept out of fds makes
+//          at most one accept4(2) per pause.
+
+namespace detail {
+
+struct listen_state {
+    std::atomic<std::size_t> live{0};  // IO-L1
+    std::atomic<std::uint64_t> accepted{0}, turned_away{0}, out_of_fds{0}, backoffs{0};
+};
+
+void connection_slot::release() noexcept {
+    if (s_) {
+        s_->live.fetch_sub(1, std::memory_order_acq_rel);  // IO-L1
+        s_.reset();
+    }
+}
+
+}  // namespace detail
+
+namespace {
+
+// open_reserve(): the reserve fd (IO-L3), -1 if none can be had.
+int open_reserve() noexcept { return ::open("/dev/null", O_RDONLY | O_CLOEXEC); }
+
+// turn_away(fd, msg): IO-L2's send without waiting, then the close. Bytes
+// the peer already sent are read off first (without waiting, bounded), so
+// that the close does not reset the connection over them and drop the
+// message; what arrives later is the peer's risk.
+void turn_away(int fd, const std::string& msg) noexcept {
+    if (fd < 0) return;
+    if (!msg.empty()) (void)::send(fd, msg.data(), msg.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)::shutdown(fd, SHUT_WR);
+    char sink[1024];
+    for (int i = 0; i < 64 && ::recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0; ++i) {
+    }
+    ::close(fd);
+}
+
+// accept_now(h): one accept4(2) on the listener that does not wait (IO-L3);
+// the fd, or -1 with errno.
+int accept_now(handle& h) noexcept {
+    handle::op g(h);
+    if (!g) {
+        errno = EBADF;
+        return -1;
+    }
+    int fd;
+    do {
+        fd = ::accept4(h.raw(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    } while (fd < 0 && (errno == ECONNABORTED || errno == EINTR));
+    return fd;
+}
+
+// take_place(st, max): one more live connection (IO-L1), unless max
+// (not 0) are live already (IO-L2). One compare-exchange: tasks accepting
+// at once never take more than max places between them.
+bool take_place(detail::listen_state& st, std::size_t max) noexcept {
+    std::size_t n = st.live.load(std::memory_order_acquire);
+    do {
+        if (max != 0 && n >= max) return false;
+    } while (!st.live.compare_exchange_weak(n, n + 1, std::memory_order_acq_rel, std::memory_order_acquire));
+    return true;
+}
+
+bool out_of_fds(const std::error_code& ec) noexcept {
+    return ec == std::errc::too_many_files_open || ec == std::errc::too_many_files_open_in_system;
+}
+
+}  // namespace
+
+limited_listener::limited_listener(listener l, listen_limits limits)
+    : l_(std::move(l)), lim_(std::move(limits)), st_(std::make_shared<detail::listen_state>()) {
+    if (lim_.reserve_fd) reserve_.store(open_reserve(), std::memory_order_relaxed);
+}
+
+limited_listener::limited_listener(limited_listener&& o) noexcept
+    : l_(std::move(o.l_)),
+      lim_(std::move(o.lim_)),
+      st_(std::move(o.st_)),
+      reserve_(o.reserve_.exchange(-1, std::memory_order_relaxed)) {}
+
+limited_listener& limited_listener::operator=(limited_listener&& o) noexcept {
+    if (this != &o) {
+        (void)close();
+        l_ = std::move(o.l_);
+        lim_ = std::move(o.lim_);
+        st_ = std::move(o.st_);
+        reserve_.store(o.reserve_.exchange(-1, std::memory_order_relaxed), std::memory_order_relaxed);
+    }
+    return *this;
+}
+
+limited_listener::~limited_listener() { (void)close(); }
+
+std::error_code limited_listener::close() noexcept {
+    if (const int r = reserve_.exchange(-1, std::memory_order_acq_rel); r >= 0) ::close(r);
+    return l_.close();
+}
+
+limited_listener limited_listener::bind(const endpoint& at, listen_limits limits, std::error_code& ec, int backlog) {
+    listener l = listener::bind(at, ec, backlog);
+    if (ec) return {};
+    return limited_listener(std::move(l), std::move(limits));
+}
+
+limited_listener limited_listener::bind(const endpoint& at, listen_limits limits, int backlog) {
+    return detail::or_throw("weft::io::limited_listener::bind",
+                            [&](std::error_code& ec) { return bind(at, std::move(limits), ec, backlog); });
+}
+
+limited_stream limited_listener::accept(std::error_code& ec, clock::time_point deadline, endpoint* peer) {
+    ec.clear();
+    if (!st_) {
+        ec = std::make_error_code(std::errc::bad_file_descriptor);
+        return {};
+    }
+    detail::listen_state& st = *st_;
+    auto pause = std::max(lim_.min_backoff, std::chrono::milliseconds(1));
+    for (;;) {
+        if (lim_.reserve_fd && reserve_.load(std::memory_order_relaxed) < 0) {  // IO-L3: a missing one comes back
+            const int r = open_reserve();
+            int none = -1;
+            if (r >= 0 && !reserve_.compare_exchange_strong(none, r, std::memory_order_acq_rel)) ::close(r);
+        }
+        stream c = l_.accept(ec, deadline, peer);
+        if (!ec) {
+            if (!take_place(st, lim_.max_connections)) {
+                // Counted first: a peer that sees its end sees it counted.
+                st.turned_away.fetch_add(1, std::memory_order_relaxed);
+                turn_away(c.native().release(), lim_.reject_message);  // IO-L2
+                continue;
+            }
+            st.accepted.fetch_add(1, std::memory_order_relaxed);
+            return limited_stream(std::move(c), detail::connection_slot(st_));
+        }
+        if (!out_of_fds(ec)) return {};
+        st.out_of_fds.fetch_add(1, std::memory_order_relaxed);
+        if (const int r = reserve_.exchange(-1, std::memory_order_acq_rel); r >= 0) {  // IO-L3
+            ::close(r);
+            const int fd = accept_now(l_.native());
+            const int e = errno;
+            if (fd >= 0) st.turned_away.fetch_add(1, std::memory_order_relaxed);
+            turn_away(fd, lim_.reject_message);
+            const int again = open_reserve();
+            int none = -1;
+            if (again >= 0 && !reserve_.compare_exchange_strong(none, again, std::memory_order_acq_rel))
+                ::close(again);
+            if (fd >= 0) {
+                ec.clear();
+                continue;
+            }
+            if (e == EAGAIN || e == EWOULDBLOCK) {
+                // Nothing queued (accept4 reports EMFILE before it looks at
+                // the queue): wait for the next connection, after this EAGAIN.
+                if ((ec = l_.native().wait(interest::readable, deadline))) return {};
+                continue;
+            }
+        }
+        // IO-L4: nothing to turn it away with; pause, within the deadline.
+        if (expired(deadline)) {
+            ec = std::make_error_code(std::errc::timed_out);
+            return {};
+        }
+        auto d = pause;
+        if (deadline != no_deadline)
+            d = std::min(d, std::chrono::ceil<std::chrono::milliseconds>(deadline - clock::now()));
+        st.backoffs.fetch_add(1, std::memory_order_relaxed);
+        if (d.count() > 0) backoff(d);
+        pause = std::min(pause * 2, std::max(lim_.max_backoff, pause));
+        ec.clear();
+    }
+}
+
+limited_stream limited_listener::accept(clock::time_point deadline, endpoint* peer) {
+    return detail::or_throw("weft::io::limited_listener::accept",
+                            [&](std::error_code& ec) { return accept(ec, deadline, peer); });
+}
+
+limited_listener::counts limited_listener::stats() const noexcept {
+    if (!st_) return {};
+    return {st_->live.load(std::memory_order_acquire), st_->accepted.load(std::memory_order_relaxed),
+            st_->turned_away.load(std::memory_order_relaxed), st_->out_of_fds.load(std::memory_order_relaxed),
+            st_->backoffs.load(std::memory_order_relaxed)};
 }
 
 // ---- udp_socket ----

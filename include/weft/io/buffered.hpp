@@ -34,6 +34,11 @@
 // (0 without error: end of stream), buffered_writer needs
 //   std::size_t write_some(std::span<const std::byte>, std::error_code&, io::clock::time_point)
 // (at least one byte unless it fails). io::stream and io::handle have both.
+//
+// buffered_stream is a reader and a writer over one stream whose reads
+// flush the writer before they wait for the peer (a request/response
+// server's replies leave when it has no more requests in hand), and
+// reader.flush_before_read(writer) makes that of any pair.
 #pragma once
 
 #include <algorithm>
@@ -92,6 +97,17 @@ struct buffered_options {
     std::size_t max_delimited = 64 * 1024;
 };
 
+// line_end says how the piece read_until() / read_line() returned ended:
+//   delimiter  with its delimiter (read_line strips "\n" or "\r\n");
+//   eof        without it: the stream ended first, and this is what came
+//              before the end (a command cut short, or a last line whose
+//              writer never ended it: the caller decides which);
+//   none       no piece: the call returned 0 (an error, io::eof()).
+enum class line_end { none, delimiter, eof };
+
+template <writable_stream Stream>
+class buffered_writer;
+
 // buffered_reader reads from a stream through a buffer of its own.
 //
 // read_until(delim, out) appends to `out` everything up to and including
@@ -111,7 +127,16 @@ struct buffered_options {
 //     cancellation: 0 (or the unwind), `out` unchanged, and every byte read
 //     so far stays buffered: a later call finds the whole line.
 // So nothing read from the stream is lost on any path except the reader's
-// own destruction, which discards what is still buffered.
+// own destruction, which discards what is still buffered. The forms with a
+// line_end& say which of the first two outcomes a piece is (line_end
+// above): "SET k v" then the end of the stream gives 7 bytes either way,
+// with line_end::eof instead of line_end::delimiter.
+//
+// flush_before_read(w) ties a buffered_writer to the reader (buffered_stream
+// does it for its pair): from then on a read of the stream that would wait
+// flushes w first, when w has bytes pending (IO-B1 at from_stream() below).
+// Bytes already buffered, or already in the stream, are read without a
+// flush, so the replies to requests that arrived together leave together.
 //
 // Memory (docs/io.md, "Buffers while idle"): the buffer is taken at the
 // first read of the stream, not at construction, and it is not zeroed. Over
@@ -135,13 +160,15 @@ public:
           buf_(std::exchange(o.buf_, nullptr)),
           size_(std::exchange(o.size_, 0)),
           begin_(std::exchange(o.begin_, 0)),
-          end_(std::exchange(o.end_, 0)) {}
+          end_(std::exchange(o.end_, 0)),
+          fl_(o.fl_) {}
     buffered_reader& operator=(buffered_reader&& o) noexcept {
         if (this != &o) {
             drop();
             s_ = o.s_;
             cap_ = o.cap_;
             max_ = o.max_;
+            fl_ = o.fl_;
             buf_ = std::exchange(o.buf_, nullptr);
             size_ = std::exchange(o.size_, 0);
             begin_ = std::exchange(o.begin_, 0);
@@ -157,6 +184,23 @@ public:
     // holds_buffer(): the reader holds a buffer now (above: not while it
     // waits with nothing buffered, over a stream that allows that).
     [[nodiscard]] bool holds_buffer() const noexcept { return buf_ != nullptr; }
+
+    // flush_before_read(w): above. The writer must outlive the tie (or be
+    // untied first by flush_before_read(nullptr)); a moved reader keeps it.
+    // The flush is w.flush(ec, deadline) with the read's deadline, on the
+    // reading task: its error is the read's (the read then returns 0 with
+    // it, nothing read lost), and w must not be used by another task
+    // meanwhile (the reader and the writer are then one task's).
+    template <writable_stream W>
+    void flush_before_read(buffered_writer<W>& w) noexcept {
+        fl_.w = &w;
+        fl_.pending = [](void* p) noexcept { return static_cast<buffered_writer<W>*>(p)->pending() > 0; };
+        fl_.flush = [](void* p, std::error_code& ec, clock::time_point d) {
+            static_cast<buffered_writer<W>*>(p)->flush(ec, d);
+        };
+    }
+    void flush_before_read(std::nullptr_t) noexcept { fl_ = {}; }
+    [[nodiscard]] bool flushes_before_read() const noexcept { return fl_.w != nullptr; }
 
     // buffered() is what is buffered, without IO; valid until the next
     // call other than buffered().
@@ -184,7 +228,13 @@ public:
 
     // read_until(): above.
     std::size_t read_until(char delim, std::string& out, std::error_code& ec, clock::time_point deadline = no_deadline) {
+        line_end end;
+        return read_until(delim, out, end, ec, deadline);
+    }
+    std::size_t read_until(char delim, std::string& out, line_end& end, std::error_code& ec,
+                           clock::time_point deadline = no_deadline) {
         ec.clear();
+        end = line_end::none;
         std::size_t scanned = 0;
         for (;;) {
             const auto view = buffered();
@@ -198,6 +248,7 @@ public:
                 }
                 out.append(data, n);
                 consume(n);
+                end = line_end::delimiter;
                 return n;
             }
             scanned = view.size();
@@ -214,6 +265,7 @@ public:
                 }
                 out.append(reinterpret_cast<const char*>(buffered().data()), scanned);
                 consume(scanned);
+                end = line_end::eof;
                 return scanned;
             }
         }
@@ -224,6 +276,12 @@ public:
         check(ec, "weft::io::buffered_reader::read_until");
         return n;
     }
+    std::size_t read_until(char delim, std::string& out, line_end& end, clock::time_point deadline = no_deadline) {
+        std::error_code ec;
+        const std::size_t n = read_until(delim, out, end, ec, deadline);
+        check(ec, "weft::io::buffered_reader::read_until");
+        return n;
+    }
 
     // read_line() is read_until('\n') that appends the line without its
     // terminator: a final "\n" or "\r\n" is stripped (a '\r' elsewhere is
@@ -231,10 +289,17 @@ public:
     // Returns the bytes taken from the stream, terminator included: an
     // empty line gives 1 or 2, the end of the stream 0 with io::eof(); the
     // other outcomes are read_until's.
+    // The line_end& forms say whether the line ended with "\n" or was cut
+    // by the end of the stream (line_end above).
     std::size_t read_line(std::string& out, std::error_code& ec, clock::time_point deadline = no_deadline) {
+        line_end end;
+        return read_line(out, end, ec, deadline);
+    }
+    std::size_t read_line(std::string& out, line_end& end, std::error_code& ec,
+                          clock::time_point deadline = no_deadline) {
         const std::size_t old = out.size();
-        const std::size_t n = read_until('\n', out, ec, deadline);
-        if (n > 0 && out.back() == '\n') {
+        const std::size_t n = read_until('\n', out, end, ec, deadline);
+        if (end == line_end::delimiter) {
             out.pop_back();
             if (out.size() > old && out.back() == '\r') out.pop_back();
         }
@@ -243,6 +308,12 @@ public:
     std::size_t read_line(std::string& out, clock::time_point deadline = no_deadline) {
         std::error_code ec;
         const std::size_t n = read_line(out, ec, deadline);
+        check(ec, "weft::io::buffered_reader::read_line");
+        return n;
+    }
+    std::size_t read_line(std::string& out, line_end& end, clock::time_point deadline = no_deadline) {
+        std::error_code ec;
+        const std::size_t n = read_line(out, end, ec, deadline);
         check(ec, "weft::io::buffered_reader::read_line");
         return n;
     }
@@ -256,7 +327,9 @@ public:
         if (begin_ == end_) {
             if (buf.size() >= cap_) {
                 drop();  // empty: nothing is lost, and nothing is held while it waits
-                return s_->read_some(buf, ec, deadline);
+                return from_stream(ec, deadline, [&](clock::time_point d, std::error_code& e) {
+                    return s_->read_some(buf, e, d);
+                });
             }
             if (fill(ec, deadline) == 0) return 0;
         }
@@ -333,7 +406,9 @@ private:
             if (begin_ == end_) {
                 begin_ = end_ = 0;
                 lazy t(this);
-                const std::size_t n = s_->read_some(static_cast<read_target&>(t), ec, deadline);
+                const std::size_t n = from_stream(ec, deadline, [&](clock::time_point d, std::error_code& e) {
+                    return s_->read_some(static_cast<read_target&>(t), e, d);
+                });
                 if (ec) return 0;
                 end_ = n;  // into the buffer get() gave (none if n == 0 and it waited)
                 return n;
@@ -365,17 +440,52 @@ private:
         }
         const std::size_t room = size_ - end_;
         if (room == 0) return 0;  // not reached: read_until stops at max_ first
-        const std::size_t n = s_->read_some(std::span<std::byte>(buf_ + end_, room), ec, deadline);
+        const std::size_t n = from_stream(ec, deadline, [&](clock::time_point d, std::error_code& e) {
+            return s_->read_some(std::span<std::byte>(buf_ + end_, room), e, d);
+        });
         if (ec) return 0;
         end_ += n;
         return n;
     }
+
+    // from_stream(ec, deadline, read) is one read of the stream, read(d, ec)
+    // being s_->read_some(..., ec, d):
+    //
+    //   IO-B1  With a writer tied (flush_before_read) that has bytes
+    //          pending, the writer is flushed before the read waits, and
+    //          only then: the read is first made with a deadline already
+    //          passed, which takes what the stream has without waiting
+    //          (the stream's read tries before it waits, IO-R1); only its
+    //          timed_out (nothing there) leads to w.flush(ec, deadline) and
+    //          the read with the caller's deadline. A piece, the end of the
+    //          stream or another error is the outcome as it is, the writer
+    //          untouched; so is a flush's error (the read made none, and a
+    //          timed_out read takes nothing: nothing read is lost).
+    //          Without a writer, or with nothing pending, it is read(deadline).
+    template <class Read>
+    std::size_t from_stream(std::error_code& ec, clock::time_point deadline, Read&& read) {
+        if (fl_.w && fl_.pending(fl_.w)) {
+            const std::size_t n = read(clock::now(), ec);
+            if (ec != std::errc::timed_out) return n;
+            fl_.flush(fl_.w, ec, deadline);
+            if (ec) return 0;
+        }
+        return read(deadline, ec);
+    }
+
+    // flusher: the writer tied by flush_before_read(), type-erased.
+    struct flusher {
+        void* w = nullptr;
+        bool (*pending)(void*) noexcept = nullptr;
+        void (*flush)(void*, std::error_code&, clock::time_point) = nullptr;
+    };
 
     Stream* s_;
     std::size_t cap_, max_;
     std::byte* buf_ = nullptr;  // null: none held (size_ 0)
     std::size_t size_ = 0;
     std::size_t begin_ = 0, end_ = 0;
+    flusher fl_;  // flush_before_read()
 };
 
 // buffered_writer writes to a stream through a buffer of its own.
@@ -542,6 +652,82 @@ private:
     std::size_t cap_;
     std::byte* buf_ = nullptr;  // null: none held (used_ 0)
     std::size_t used_ = 0;
+};
+
+// buffered_stream is a buffered_reader and a buffered_writer over one
+// duplex stream, tied by flush_before_read(): a read that has to wait for
+// the peer flushes the pending writes first (IO-B1), so a request/response
+// loop
+//
+//   io::buffered_stream b(conn);
+//   std::string cmd;
+//   while (b.read_line(cmd, io::after(30s)) > 0) {
+//       b.write(reply_to(cmd));  // buffered
+//       cmd.clear();
+//   }  // each reply leaves before the loop waits for the next request
+//
+// needs no flush of its own, and replies to requests that came together
+// (pipelined) leave together, in one write when they fit the buffer.
+// Reads that find their bytes buffered, or already in the stream, do not
+// flush. The reads and writes are the reader's and the writer's, with their
+// errors, deadlines and memory (buffers taken at first use and given back
+// while idle); reader() and writer() are the two parts. It is one task's:
+// the flush runs on the reading task, so the reads and the writes are not
+// made by two tasks at once. Like the two parts, the destructor does no IO:
+// flush() before it goes, or the pending bytes are discarded. The end of
+// the stream is no wait either: a loop ended by io::eof() (a client that
+// pipelined its requests and shut down its side) flushes its last replies
+// itself.
+template <class Stream>
+    requires readable_stream<Stream> && writable_stream<Stream>
+class buffered_stream {
+    buffered_reader<Stream> r_;
+    buffered_writer<Stream> w_;
+
+public:
+    explicit buffered_stream(Stream& s, buffered_options o = {}) : r_(s, o), w_(s, o) { r_.flush_before_read(w_); }
+    buffered_stream(const buffered_stream&) = delete;
+    buffered_stream& operator=(const buffered_stream&) = delete;
+    buffered_stream(buffered_stream&& o) noexcept : r_(std::move(o.r_)), w_(std::move(o.w_)) {
+        r_.flush_before_read(w_);
+    }
+    buffered_stream& operator=(buffered_stream&& o) noexcept {
+        r_ = std::move(o.r_);
+        w_ = std::move(o.w_);
+        r_.flush_before_read(w_);
+        return *this;
+    }
+    ~buffered_stream() = default;  // no IO
+
+    [[nodiscard]] Stream& stream() const noexcept { return r_.stream(); }
+    [[nodiscard]] buffered_reader<Stream>& reader() noexcept { return r_; }
+    [[nodiscard]] buffered_writer<Stream>& writer() noexcept { return w_; }
+
+    // The reader's calls (buffered_reader above), each flushing the writer
+    // before it waits.
+    template <class... A>
+    decltype(auto) read_until(A&&... a) { return r_.read_until(std::forward<A>(a)...); }
+    template <class... A>
+    decltype(auto) read_line(A&&... a) { return r_.read_line(std::forward<A>(a)...); }
+    template <class... A>
+    decltype(auto) read_some(A&&... a) { return r_.read_some(std::forward<A>(a)...); }
+    template <class... A>
+    decltype(auto) read_exact(A&&... a) { return r_.read_exact(std::forward<A>(a)...); }
+    template <class... A>
+    decltype(auto) peek(A&&... a) { return r_.peek(std::forward<A>(a)...); }
+    [[nodiscard]] std::span<const std::byte> buffered() const noexcept { return r_.buffered(); }
+    void consume(std::size_t n) noexcept { r_.consume(n); }
+
+    // The writer's calls (buffered_writer above).
+    template <class... A>
+    decltype(auto) write(A&&... a) { return w_.write(std::forward<A>(a)...); }
+    template <class... A>
+    decltype(auto) write_all(A&&... a) { return w_.write_all(std::forward<A>(a)...); }
+    template <class... A>
+    decltype(auto) write_vectored(A&&... a) { return w_.write_vectored(std::forward<A>(a)...); }
+    template <class... A>
+    decltype(auto) flush(A&&... a) { return w_.flush(std::forward<A>(a)...); }
+    [[nodiscard]] std::size_t pending() const noexcept { return w_.pending(); }
 };
 
 // copy() reads `from` until its end and writes everything to `to`, with

@@ -26,7 +26,10 @@
 #include <sys/socket.h>
 
 #include <cstddef>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -244,6 +247,169 @@ public:
 };
 using tcp_listener = listener;
 using unix_listener = listener;
+
+// listen_limits: what a limited_listener enforces (below).
+struct listen_limits {
+    // max_connections: how many of its accepted connections may be open at
+    // once; one more is turned away. 0: no limit.
+    std::size_t max_connections = 0;
+    // reject_message: what a connection turned away is sent before it is
+    // closed, e.g. "-ERR max number of clients reached\r\n" (empty: closed
+    // without a word). One send that does not wait: a peer whose receive
+    // window is shut gets what fits, or nothing.
+    std::string reject_message{};
+    // reserve_fd: keep one fd open in reserve (/dev/null), to accept and turn
+    // away a connection when the process is out of fds (EMFILE, ENFILE).
+    bool reserve_fd = true;
+    // min_backoff, max_backoff: the pauses of an accept out of fds that
+    // cannot turn the connection away (no reserve, or it could not be had):
+    // the first pause, doubled after each further one up to the second.
+    std::chrono::milliseconds min_backoff{1};
+    std::chrono::milliseconds max_backoff{250};
+};
+
+namespace detail {
+struct listen_state;
+// connection_slot is one accepted connection counted against its
+// limited_listener's max_connections: release() (or the destructor) gives
+// the place back, once. Move-only.
+class WEFT_API connection_slot {
+public:
+    connection_slot() noexcept = default;
+    explicit connection_slot(std::shared_ptr<listen_state> s) noexcept : s_(std::move(s)) {}
+    connection_slot(connection_slot&& o) noexcept = default;
+    connection_slot& operator=(connection_slot&& o) noexcept {
+        if (this != &o) {
+            release();
+            s_ = std::move(o.s_);
+        }
+        return *this;
+    }
+    ~connection_slot() { release(); }
+    void release() noexcept;
+    [[nodiscard]] bool held() const noexcept { return s_ != nullptr; }
+
+private:
+    std::shared_ptr<listen_state> s_;
+};
+}  // namespace detail
+
+// limited_stream is a stream accepted by a limited_listener, holding its
+// place in the listener's count until it is closed (its own close()) or
+// destroyed. Its calls are io::stream's. as_stream() is the stream for code
+// that takes an io::stream&; closing or moving the stream out through it
+// keeps the place until the limited_stream itself is closed or destroyed.
+class WEFT_API limited_stream : private stream {
+public:
+    limited_stream() noexcept = default;
+    limited_stream(stream s, detail::connection_slot slot) noexcept : stream(std::move(s)), slot_(std::move(slot)) {}
+    limited_stream(limited_stream&&) noexcept = default;
+    limited_stream& operator=(limited_stream&& o) noexcept {
+        if (this != &o) {
+            (void)close();
+            stream::operator=(std::move(o));
+            slot_ = std::move(o.slot_);
+        }
+        return *this;
+    }
+    // ~limited_stream() closes the stream first, then gives the place back
+    // (IO-L1).
+    ~limited_stream() { (void)close(); }
+
+    using stream::local_endpoint;
+    using stream::native;
+    using stream::is_open;
+    using stream::read_some;
+    using stream::write_some;
+    using stream::read_exact;
+    using stream::write_all;
+    using stream::shutdown;
+    using stream::set_no_delay;
+    using stream::set_keep_alive;
+    using stream::remote_endpoint;
+    // close() closes the stream and gives its place back.
+    std::error_code close() noexcept {
+        const std::error_code ec = stream::close();
+        slot_.release();
+        return ec;
+    }
+    [[nodiscard]] stream& as_stream() noexcept { return *this; }
+    // counted(): it holds a place (false once closed, or default-made).
+    [[nodiscard]] bool counted() const noexcept { return slot_.held(); }
+
+private:
+    detail::connection_slot slot_;
+};
+
+// limited_listener is a listener that protects the process from more
+// connections than it means to serve, as redis-server does at its client
+// limit, instead of leaving them in the backlog:
+//   - at max_connections live accepted connections, accept() turns each new
+//     connection away: accepts it, sends reject_message without waiting,
+//     closes it, and waits for the next;
+//   - out of fds (EMFILE, ENFILE), it turns the connection away with the
+//     fd kept in reserve: closes the reserve, accepts into the fd that
+//     frees, sends, closes, opens the reserve again (the technique libev's
+//     documentation describes and libuv uses);
+//   - out of fds with no reserve to spend, it pauses (min_backoff, doubling
+//     to max_backoff, never past the deadline) and tries again, instead of
+//     failing at once or spinning; once fds are free it serves as before.
+// The invariants are IO-L1 - IO-L4 in src/io/socket.cpp. accept() returns
+// only connections it keeps (or an error: the deadline's timed_out, the
+// listener's others); stats() counts what it did. Several tasks may accept
+// at once, as on a listener. Closing a turned-away connection whose peer
+// already sent bytes makes the kernel reset it, and the peer may then lose
+// the message: a client that reads first (as redis clients do) gets it.
+class WEFT_API limited_listener {
+public:
+    limited_listener() noexcept = default;
+    // limited_listener(l, limits) takes over the listener and opens the
+    // reserve fd (if asked; without one where it cannot be had: accept()
+    // tries again each time it is missing).
+    limited_listener(listener l, listen_limits limits);
+    limited_listener(limited_listener&& o) noexcept;
+    limited_listener& operator=(limited_listener&& o) noexcept;
+    limited_listener(const limited_listener&) = delete;
+    limited_listener& operator=(const limited_listener&) = delete;
+    // ~limited_listener() closes the listener and the reserve; the streams
+    // it accepted stay open (and counted, against nothing).
+    ~limited_listener();
+
+    // bind(): listener::bind(), then the limits.
+    static limited_listener bind(const endpoint& at, listen_limits limits, std::error_code& ec,
+                                 int backlog = SOMAXCONN);
+    static limited_listener bind(const endpoint& at, listen_limits limits, int backlog = SOMAXCONN);
+
+    // accept(): above. `peer`, if given, receives the peer's address of the
+    // connection returned.
+    limited_stream accept(std::error_code& ec, clock::time_point deadline = no_deadline, endpoint* peer = nullptr);
+    limited_stream accept(clock::time_point deadline = no_deadline, endpoint* peer = nullptr);
+
+    struct counts {
+        std::size_t live = 0;               // accepted connections still counted
+        std::uint64_t accepted = 0;         // returned by accept()
+        std::uint64_t turned_away = 0;      // over the limit, or out of fds by the reserve
+        std::uint64_t out_of_fds = 0;       // accepts that reported EMFILE / ENFILE
+        std::uint64_t backoffs = 0;         // pauses after those (IO-L4)
+    };
+    [[nodiscard]] counts stats() const noexcept;
+    // holds_reserve(): the reserve fd is open now.
+    [[nodiscard]] bool holds_reserve() const noexcept { return reserve_.load(std::memory_order_relaxed) >= 0; }
+    [[nodiscard]] const listen_limits& limits() const noexcept { return lim_; }
+    [[nodiscard]] listener& base() noexcept { return l_; }
+    [[nodiscard]] endpoint local_endpoint() const { return l_.local_endpoint(); }
+    [[nodiscard]] bool is_open() const noexcept { return l_.is_open(); }
+    // close() closes the listener (an accept() waiting wakes with
+    // operation_canceled; one in a pause out of fds ends at the pause's end,
+    // with bad_file_descriptor) and the reserve.
+    std::error_code close() noexcept;
+
+private:
+    listener l_;
+    listen_limits lim_;
+    std::shared_ptr<detail::listen_state> st_;
+    std::atomic<int> reserve_{-1};
+};
 
 // udp_socket is a datagram socket (IPv4 or IPv6).
 class WEFT_API udp_socket : public socket_base {

@@ -3,10 +3,13 @@
 // sees): delimiters split over reads and at the buffer's boundary, the
 // maximum line length, the end of the stream with a partial line, CRLF,
 // buffered bytes used first, errors that keep buffered bytes, the writer's
-// flushes, vectored order, the destructor discarding, char spans. Over
-// loopback TCP on every worker count and backend: one-byte writes, a
-// deadline mid-line, a cancellation in read_until, io::copy of 1 MiB.
+// flushes, vectored order, the destructor discarding, char spans, line_end.
+// Over loopback TCP on every worker count and backend: one-byte writes, a
+// deadline mid-line, a cancellation in read_until, io::copy of 1 MiB, a
+// command cut by the peer's close, buffered_stream's flush before a read
+// waits and its batching of pipelined replies.
 
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -200,6 +203,45 @@ TEST(buffered, read_line_strips_lf_and_crlf_only_at_the_end) {
     const std::vector<std::pair<std::size_t, std::string>> want = {
         {3, "<a"}, {2, "<b"}, {2, "<"}, {4, "<c\rd"}, {1, "<"}, {2, "<e\r"}};
     EXPECT_EQ(got, want);
+}
+
+// A piece cut by the end of the stream comes back as the last piece either
+// way; the line_end forms say which it is, so a server need not run a
+// command whose client closed before ending it.
+TEST(buffered, line_end_tells_a_whole_line_from_one_cut_by_the_end_of_the_stream) {
+    fake_stream f;
+    f.chunks = {"GET a\r\nPI", "NG\n", "SET k v"};
+    io::buffered_reader r(f);
+    std::string out;
+    io::line_end end = io::line_end::eof;
+    std::error_code ec;
+    EXPECT_EQ(r.read_line(out, end, ec), 7u);
+    EXPECT_EQ(end, io::line_end::delimiter);
+    EXPECT_EQ(out, "GET a");
+    out.clear();
+    EXPECT_EQ(r.read_until('\n', out, end, ec), 5u);
+    EXPECT_EQ(end, io::line_end::delimiter);
+    EXPECT_EQ(out, "PING\n");
+    out.clear();
+    EXPECT_EQ(r.read_line(out, end, ec), 7u);
+    EXPECT_FALSE(ec);
+    EXPECT_EQ(end, io::line_end::eof);
+    EXPECT_EQ(out, "SET k v");
+    out.clear();
+    EXPECT_EQ(r.read_line(out, end, ec), 0u);
+    EXPECT_EQ(ec, io::eof());
+    EXPECT_EQ(end, io::line_end::none);
+    // read_until's and the throwing forms say the same.
+    fake_stream g;
+    g.chunks = {"a;b"};
+    io::buffered_reader r2(g);
+    EXPECT_EQ(r2.read_until(';', out, end), 2u);
+    EXPECT_EQ(end, io::line_end::delimiter);
+    EXPECT_EQ(r2.read_until(';', out, end), 1u);
+    EXPECT_EQ(end, io::line_end::eof);
+    EXPECT_EQ(out, "a;b");
+    EXPECT_THROW(r2.read_line(out, end), std::system_error);
+    EXPECT_EQ(end, io::line_end::none);
 }
 
 TEST(buffered, read_exact_after_read_until_takes_the_buffered_bytes_first) {
@@ -468,6 +510,129 @@ TEST_P(buffered_test, canceling_a_task_blocked_in_read_until_unwinds_it) {
         std::string out;
         EXPECT_EQ(r.read_line(out, io::after(30s)), 8u);
         EXPECT_EQ(out, "partial");
+    });
+}
+
+// A peer that sends a command without its newline and closes: the server
+// gets the bytes, and can tell they are not a whole line.
+TEST_P(buffered_test, a_command_cut_by_the_peers_close_is_told_from_a_whole_line) {
+    over_tcp([](io::stream& c, io::stream& s) {
+        c.write_all(bytes("GET k\r\nSET k v"), io::after(30s));
+        EXPECT_FALSE(c.shutdown());
+        io::buffered_reader r(s);
+        std::string line;
+        io::line_end end = io::line_end::none;
+        std::error_code ec;
+        EXPECT_EQ(r.read_line(line, end, ec, io::after(30s)), 7u);
+        EXPECT_EQ(end, io::line_end::delimiter);
+        EXPECT_EQ(line, "GET k");
+        line.clear();
+        EXPECT_EQ(r.read_line(line, end, ec, io::after(30s)), 7u);
+        EXPECT_FALSE(ec);
+        EXPECT_EQ(line, "SET k v");
+        EXPECT_EQ(end, io::line_end::eof) << "a piece cut by the end of the stream is flagged";
+        line.clear();
+        EXPECT_EQ(r.read_line(line, end, ec, io::after(30s)), 0u);
+        EXPECT_EQ(ec, io::eof());
+        EXPECT_EQ(end, io::line_end::none);
+    });
+}
+
+// counting_stream is an io::stream that counts the write_some() calls made
+// on it (the batches a writer sends) and the reads.
+struct counting_stream {
+    io::stream* s;
+    int writes = 0, reads = 0;
+    std::size_t read_some(std::span<std::byte> b, std::error_code& ec, io::clock::time_point d) {
+        ++reads;
+        return s->read_some(b, ec, d);
+    }
+    std::size_t read_some(io::read_target& t, std::error_code& ec, io::clock::time_point d) {
+        ++reads;
+        return s->read_some(t, ec, d);
+    }
+    std::size_t write_some(std::span<const std::byte> b, std::error_code& ec, io::clock::time_point d) {
+        ++writes;
+        return s->write_some(b, ec, d);
+    }
+};
+
+// readable_bytes(s): what the kernel holds for s to read (FIONREAD).
+int readable_bytes(io::stream& s) {
+    int n = 0;
+    return ::ioctl(s.native().native_handle(), FIONREAD, &n) == 0 ? n : -1;
+}
+
+// A request/response server that writes its reply into the buffer and reads
+// the next request: the read waits for the client, which waits for the
+// reply. A buffered_stream flushes the reply before that wait; the client
+// gets it (without the flush it never would, and its bounded read fails).
+TEST_P(buffered_test, a_buffered_stream_flushes_the_reply_before_it_waits_for_the_next_request) {
+    over_tcp([](io::stream& c, io::stream& s) {
+        auto server = spawn([&] {
+            io::buffered_stream b(s);
+            EXPECT_TRUE(b.reader().flushes_before_read());
+            std::string cmd;
+            int served = 0;
+            std::error_code ec;
+            while (b.read_line(cmd, ec, io::after(30s)) > 0 && served < 10) {
+                b.write(cmd == "PING" ? "+PONG\r\n" : "-ERR\r\n");
+                ++served;
+                cmd.clear();
+            }
+            EXPECT_EQ(ec, io::eof());
+            return served;
+        });
+        std::array<char, 7> reply{};
+        for (int i = 0; i < 3; ++i) {
+            c.write_all(bytes("PING\r\n"), io::after(30s));
+            std::error_code ec;
+            EXPECT_EQ(c.read_exact(reply, ec, io::after(3s)), reply.size());
+            if (ec) {  // (the server is joined below either way)
+                ADD_FAILURE() << "round " << i << ": the reply stayed in the server's writer: " << ec.message();
+                break;
+            }
+            EXPECT_EQ(std::string(reply.data(), reply.size()), "+PONG\r\n");
+        }
+        EXPECT_FALSE(c.shutdown());
+        EXPECT_EQ(server.join(), 3);
+    });
+}
+
+// Pipelined requests: the replies to the requests that are already there
+// are not flushed one by one, also when each request needs its own read of
+// the socket (a 16-byte buffer): the flush comes only when a read would
+// wait, and the four replies leave in one write.
+TEST_P(buffered_test, a_buffered_stream_batches_the_replies_to_pipelined_requests) {
+    over_tcp([](io::stream& c, io::stream& s) {
+        const std::string reqs = "GET 1\r\nGET 2\r\nGET 3\r\nGET 4\r\n";
+        c.write_all(bytes(reqs), io::after(30s));
+        // All of it in the server's socket before the server reads (bounded).
+        for (int i = 0; i < 5000 && readable_bytes(s) < static_cast<int>(reqs.size()); ++i) this_task::sleep_for(1ms);
+        ASSERT_EQ(readable_bytes(s), static_cast<int>(reqs.size()));
+        counting_stream cs{&s};
+        auto server = spawn([&] {
+            io::buffered_stream b(cs, {.capacity = 16});
+            std::string cmd;
+            std::error_code ec;
+            int served = 0;
+            while (b.read_line(cmd, ec, io::after(30s)) > 0 && served < 10) {
+                b.write("R" + cmd.substr(4) + "\r\n");
+                ++served;
+                cmd.clear();
+            }
+            EXPECT_EQ(ec, io::eof());
+            return served;
+        });
+        std::array<char, 16> replies{};
+        std::error_code ec;
+        EXPECT_EQ(c.read_exact(replies, ec, io::after(3s)), replies.size());
+        EXPECT_FALSE(ec) << "the replies stayed in the server's writer: " << ec.message();
+        EXPECT_EQ(std::string(replies.data(), replies.size()), "R1\r\nR2\r\nR3\r\nR4\r\n");
+        EXPECT_FALSE(c.shutdown());
+        EXPECT_EQ(server.join(), 4);
+        EXPECT_EQ(cs.writes, 1) << "the replies to requests already there went out one batch at a time";
+        EXPECT_GE(cs.reads, 3) << "the requests were read in several reads of the socket";
     });
 }
 

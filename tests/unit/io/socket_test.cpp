@@ -2,7 +2,8 @@
 // over many connections, partial writes, a large checksummed transfer,
 // connect timeouts and refusals, accept under load and out of fds, peer
 // resets, close / deadline / cancellation of a blocked read, IPv6, Unix
-// streams, UDP, name resolution and endpoints.
+// streams, UDP, name resolution and endpoints; limited_listener at its
+// connection limit and out of fds (with its reserve fd, and backing off).
 
 #include <netinet/in.h>
 #include <sys/resource.h>
@@ -686,6 +687,232 @@ TEST_P(socket_test, connect_reports_emfile_and_works_again_once_fds_are_free) {
         std::array<std::byte, 5> buf{};
         s.read_exact(buf, io::after(30s));
         EXPECT_EQ(text(buf), "again");
+    });
+}
+
+// ---- limited_listener ----
+
+constexpr std::string_view too_many = "-ERR max number of clients reached\r\n";
+
+// echo_limited() is echo_connection() over a limited_stream, which keeps its
+// place until the handler ends.
+void echo_limited(io::limited_stream& s) {
+    std::array<std::byte, 4096> buf{};
+    for (;;) {
+        const std::size_t n = s.read_some(buf, io::after(30s));
+        if (n == 0) return;
+        s.write_all(std::span(buf.data(), n), io::after(30s));
+    }
+}
+
+// read_to_end(c): everything c's peer sends until it closes (bounded).
+std::string read_to_end(io::stream& c) {
+    std::string all;
+    std::array<char, 256> buf{};
+    for (int i = 0; i < 100; ++i) {
+        std::error_code ec;
+        const std::size_t n = c.read_some(buf, ec, io::after(30s));
+        if (ec) return all + "<" + ec.message() + ">";
+        if (n == 0) return all;
+        all.append(buf.data(), n);
+    }
+    return all + "<no end>";
+}
+
+// echo_once(c, msg): c sends msg and gets it back.
+bool echo_once(io::stream& c, std::string_view msg) {
+    c.write_all(bytes(msg), io::after(30s));
+    std::vector<char> back(msg.size());
+    std::error_code ec;
+    return c.read_exact(back, ec, io::after(30s)) == msg.size() && std::string_view(back.data(), back.size()) == msg;
+}
+
+// wait_until(f): f() becomes true within 10 s (false if not).
+template <class F>
+bool wait_until(F f) {
+    for (int i = 0; i < 10000; ++i) {
+        if (f()) return true;
+        this_task::sleep_for(1ms);
+    }
+    return f();
+}
+
+// At the limit a new client gets the rejection and the end of the stream,
+// while the clients being served go on; when one leaves, its place is free.
+TEST_P(socket_test, a_limited_listener_turns_away_clients_over_its_limit_and_serves_the_rest) {
+    runtime rt(options());
+    rt.block_on([] {
+        auto l = io::limited_listener::bind(io::endpoint::loopback_v4(0),
+                                            {.max_connections = 2, .reject_message = std::string(too_many)});
+        const auto at = l.local_endpoint();
+        auto server = spawn([&] {
+            std::vector<join_handle<void>> conn;
+            for (int i = 0; i < 3; ++i) {
+                io::limited_stream s = l.accept(io::after(30s));
+                EXPECT_TRUE(s.counted());
+                conn.push_back(spawn([s = std::move(s)]() mutable { echo_limited(s); }));
+            }
+            for (auto& h : conn) h.join();
+        });
+        auto c1 = io::tcp_stream::connect(at, io::after(30s));
+        auto c2 = io::tcp_stream::connect(at, io::after(30s));
+        EXPECT_TRUE(echo_once(c1, "one"));
+        EXPECT_TRUE(echo_once(c2, "two"));
+        EXPECT_EQ(l.stats().live, 2u);
+        // The third: the message, then the end.
+        auto c3 = io::tcp_stream::connect(at, io::after(30s));
+        EXPECT_EQ(read_to_end(c3), too_many);
+        EXPECT_EQ(l.stats().turned_away, 1u);
+        EXPECT_TRUE(echo_once(c1, "one again"));
+        EXPECT_TRUE(echo_once(c2, "two again"));
+        // c1 leaves: its handler ends and its place comes back.
+        EXPECT_FALSE(c1.shutdown());
+        EXPECT_EQ(read_to_end(c1), "");
+        EXPECT_TRUE(wait_until([&] { return l.stats().live == 1; })) << l.stats().live;
+        auto c4 = io::tcp_stream::connect(at, io::after(30s));
+        EXPECT_TRUE(echo_once(c4, "four"));
+        const auto st = l.stats();
+        EXPECT_EQ(st.live, 2u);
+        EXPECT_EQ(st.accepted, 3u);
+        EXPECT_EQ(st.turned_away, 1u);
+        EXPECT_FALSE(c2.shutdown());
+        EXPECT_FALSE(c4.shutdown());
+        server.join();
+        EXPECT_EQ(l.stats().live, 0u);
+    });
+}
+
+// A limited_stream's close() and move-assignment give its place back once.
+TEST_P(socket_test, a_limited_streams_place_comes_back_once_at_close_or_destruction) {
+    runtime rt(options());
+    rt.block_on([] {
+        auto l = io::limited_listener::bind(io::endpoint::loopback_v4(0), {.max_connections = 3});
+        auto c1 = io::tcp_stream::connect(l.local_endpoint(), io::after(30s));
+        auto c2 = io::tcp_stream::connect(l.local_endpoint(), io::after(30s));
+        io::limited_stream a = l.accept(io::after(30s));
+        io::limited_stream b = l.accept(io::after(30s));
+        EXPECT_EQ(l.stats().live, 2u);
+        EXPECT_FALSE(a.close());
+        EXPECT_FALSE(a.counted());
+        EXPECT_EQ(l.stats().live, 1u);
+        (void)a.close();
+        EXPECT_EQ(l.stats().live, 1u);
+        a = std::move(b);
+        EXPECT_TRUE(a.counted());
+        EXPECT_EQ(l.stats().live, 1u);
+        { io::limited_stream gone = std::move(a); }
+        EXPECT_EQ(l.stats().live, 0u);
+    });
+}
+
+// out_of_fds_guard lowers RLIMIT_NOFILE to the open fds plus `spare` and
+// fills it with dups; free() (or the destructor) closes them and restores
+// the limit.
+struct out_of_fds_guard {
+    rlimit old{};
+    std::vector<int> fillers;
+    bool lowered = false;
+    int dup_errno = 0;
+    bool exhaust(int fd_to_dup, int spare = 8) {
+        if (::getrlimit(RLIMIT_NOFILE, &old) != 0) return false;
+        rlimit low = old;
+        low.rlim_cur = static_cast<rlim_t>(open_fds() + spare);
+        if (::setrlimit(RLIMIT_NOFILE, &low) != 0) return false;
+        lowered = true;
+        for (int fd; fillers.size() < 4096 && (fd = ::dup(fd_to_dup)) >= 0;) fillers.push_back(fd);
+        dup_errno = errno;
+        return dup_errno == EMFILE;
+    }
+    void free() {
+        for (int fd : fillers) ::close(fd);
+        fillers.clear();
+        if (lowered) ::setrlimit(RLIMIT_NOFILE, &old);
+        lowered = false;
+    }
+    ~out_of_fds_guard() { free(); }
+};
+
+// Out of fds, the reserve fd lets the listener accept the queued client and
+// turn it away with the message; once fds are free it serves again.
+TEST_P(socket_test, a_limited_listener_out_of_fds_turns_clients_away_with_its_reserve_fd) {
+    runtime rt(options());
+    rt.block_on([] {
+        auto l = io::limited_listener::bind(io::endpoint::loopback_v4(0), {.reject_message = std::string(too_many)});
+        ASSERT_TRUE(l.holds_reserve());
+        {  // the runtime's own fds (timers, rings) are made before fds run out
+            auto w = io::tcp_stream::connect(l.local_endpoint(), io::after(30s));
+            auto s = l.accept(io::after(30s));
+            this_task::sleep_for(1ms);
+        }
+        auto c = io::tcp_stream::connect(l.local_endpoint(), io::after(30s));
+        std::error_code ec;
+        io::limited_listener::counts st;
+        {
+            out_of_fds_guard out;
+            ASSERT_TRUE(out.exhaust(l.base().native().native_handle())) << out.dup_errno;
+            // The queued client is turned away; then nothing is queued and
+            // the accept times out.
+            auto s = l.accept(ec, io::after(300ms));
+            EXPECT_FALSE(s.is_open());
+            st = l.stats();
+        }
+        EXPECT_EQ(ec, std::errc::timed_out) << ec.message();
+        EXPECT_GE(st.out_of_fds, 1u);
+        EXPECT_EQ(st.turned_away, 1u);
+        EXPECT_EQ(read_to_end(c), too_many);
+        EXPECT_TRUE(l.holds_reserve());
+        // fds free again: served.
+        auto c2 = io::tcp_stream::connect(l.local_endpoint(), io::after(30s));
+        auto s2 = l.accept(ec, io::after(30s));
+        ASSERT_FALSE(ec) << ec.message();
+        c2.write_all(bytes("served"), io::after(30s));
+        std::array<std::byte, 6> buf{};
+        s2.read_exact(buf, io::after(30s));
+        EXPECT_EQ(text(buf), "served");
+        EXPECT_EQ(l.stats().accepted, 2u);
+    });
+}
+
+// Out of fds without a reserve, accept() pauses between attempts (no spin)
+// and, once another task frees fds, the same call returns the connection.
+TEST_P(socket_test, a_limited_listener_out_of_fds_backs_off_and_serves_once_fds_are_free) {
+    runtime rt(options());
+    rt.block_on([] {
+        auto l = io::limited_listener::bind(io::endpoint::loopback_v4(0),
+                                            {.reserve_fd = false, .min_backoff = 1ms, .max_backoff = 40ms});
+        EXPECT_FALSE(l.holds_reserve());
+        {
+            auto w = io::tcp_stream::connect(l.local_endpoint(), io::after(30s));
+            auto s = l.accept(io::after(30s));
+            this_task::sleep_for(1ms);
+        }
+        auto c = io::tcp_stream::connect(l.local_endpoint(), io::after(30s));
+        out_of_fds_guard out;
+        ASSERT_TRUE(out.exhaust(l.base().native().native_handle())) << out.dup_errno;
+        std::atomic<std::uint64_t> attempts_before_free{0};
+        auto freer = spawn([&] {
+            this_task::sleep_for(400ms);
+            attempts_before_free = l.stats().out_of_fds;
+            out.free();
+        });
+        std::error_code ec;
+        const auto start = io::clock::now();
+        auto s = l.accept(ec, io::after(30s));
+        const auto took = io::clock::now() - start;
+        freer.join();
+        ASSERT_FALSE(ec) << ec.message();
+        const auto st = l.stats();
+        // 400 ms of pauses of 1, 2, 4 ... 40 ms: about 15 attempts; a spin
+        // makes thousands. Loose: at most 60.
+        EXPECT_GE(attempts_before_free.load(), 2u);
+        EXPECT_LE(attempts_before_free.load(), 60u);
+        EXPECT_GE(st.backoffs, 2u);
+        EXPECT_GE(took, 350ms);
+        EXPECT_EQ(st.turned_away, 0u);
+        c.write_all(bytes("late"), io::after(30s));
+        std::array<std::byte, 4> buf{};
+        s.read_exact(buf, io::after(30s));
+        EXPECT_EQ(text(buf), "late");
     });
 }
 
