@@ -15,11 +15,18 @@
  *   2. destroying a suspended coroutine: its yield returns WEFT_CANCELED;
  *   3. tasks on two worker threads: producers, one consumer, a channel;
  *   4. cancellation and deadlines;
- *   5. a mutex and a condition variable between a task and the main thread. */
+ *   5. a mutex and a condition variable between a task and the main thread;
+ *   6. a server that drains on SIGTERM: a task waits for the signal and
+ *      closes the listener, then weft_runtime_shutdown() lets the requests
+ *      in flight finish (with a deadline); and weft_last_error(), which says
+ *      why a call refused its arguments. */
 #define _POSIX_C_SOURCE 200809L
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <weft/weft.h>
 
@@ -114,6 +121,36 @@ static void post(void* arg) {
     weft_mutex_unlock(b->m);
 }
 
+/* ---- 6. a draining server --------------------------------------------------- */
+struct server {
+    weft_listener l;
+    atomic_int served;
+};
+static void serve_one(void* arg) { /* one connection: echo a byte back */
+    weft_stream* s = arg;
+    char c;
+    size_t got;
+    if (weft_stream_read_exact(*s, &c, 1, WEFT_NO_DEADLINE, &got) == WEFT_OK)
+        weft_stream_write_all(*s, &c, 1, WEFT_NO_DEADLINE, NULL);
+    weft_stream_destroy(*s);
+    free(s);
+}
+static void accept_loop(void* arg) {
+    struct server* sv = arg;
+    weft_stream* s = malloc(sizeof *s);
+    while (s && weft_listener_accept(sv->l, WEFT_NO_DEADLINE, s) == WEFT_OK) { /* WEFT_CLOSED ends it */
+        atomic_fetch_add(&sv->served, 1);
+        weft_spawn(serve_one, s, NULL, NULL);
+        s = malloc(sizeof *s);
+    }
+    free(s);
+}
+static void close_on_sigterm(void* arg) {
+    weft_signal_set* set = arg;
+    int sig;
+    if (weft_signal_set_wait(*set, WEFT_NO_DEADLINE, &sig) == WEFT_OK) printf("6. got signal %d: draining\n", sig);
+}
+
 int main(void) {
     /* 1. */
     weft_coroutine_desc d = weft_coroutine_desc_init(squarer, 0); /* default stack */
@@ -195,6 +232,46 @@ int main(void) {
     weft_mutex_destroy(b.m);
 
     weft_runtime_destroy(rt); /* cancels what is left, then stops the workers */
+
+    /* 6. */
+    weft_runtime_create(&ro, &rt);
+    const int term[] = {SIGTERM};
+    weft_signal_set sigs;
+    weft_signal_set_create(term, 1, &sigs);
+    struct server sv;
+    atomic_init(&sv.served, 0);
+    weft_tcp_listen("127.0.0.1", 0, 0, &sv.l);
+    uint16_t port;
+    weft_listener_port(sv.l, &port);
+    weft_task watcher;
+    weft_runtime_spawn(rt, close_on_sigterm, &sigs, NULL, &watcher);
+    weft_runtime_spawn(rt, accept_loop, &sv, NULL, NULL);
+    weft_stream c;
+    r = weft_tcp_connect("localhost", port, WEFT_NO_DEADLINE, &c); /* a name: refused, and why */
+    printf("6. %s\n   weft_last_error(): %s\n", weft_result_str(r), weft_last_error());
+    weft_address a[4];
+    size_t found = 0;
+    weft_resolve("localhost", NULL, a, 4, &found); /* "127.0.0.1", perhaps "::1" too */
+    char byte = 'x';
+    weft_now(&now);
+    size_t i = 0;
+    while (i < found && weft_tcp_connect(a[i].ip, port, now + 1000 * 1000000LL, &c) != WEFT_OK) ++i;
+    check(i < found, "connected to a resolved address");
+    weft_stream_write_all(c, &byte, 1, now + 1000 * 1000000LL, NULL);
+    weft_stream_read_exact(c, &byte, 1, now + 1000 * 1000000LL, NULL);
+    weft_stream_destroy(c);
+    kill(getpid(), SIGTERM);                  /* as `kill <pid>` would */
+    weft_task_join(watcher, WEFT_NO_DEADLINE); /* the signal came */
+    weft_listener_close(sv.l);                 /* the accept loop ends */
+    weft_now(&now);
+    size_t left = 99;
+    weft_runtime_shutdown(rt, now + 1000 * 1000000LL, &left); /* drain, 1 s at most */
+    printf("6. served %d, echoed '%c', %zu task(s) left at the deadline\n", atomic_load(&sv.served), byte, left);
+    check(atomic_load(&sv.served) == 1 && byte == 'x' && left == 0, "the server drained");
+    weft_runtime_destroy(rt);
+    weft_listener_destroy(sv.l);
+    weft_signal_set_destroy(sigs);
+
     printf("%s\n", failures ? "FAILED" : "ok");
     return failures ? 1 : 0;
 }

@@ -40,6 +40,7 @@ set(layer_semaphore 5)
 set(layer_event 5)
 set(layer_channel 5)
 set(layer_select 5)
+set(layer_stop 5)
 set(layer_sync_core 5)
 # task_group uses the runtime (L4) and wait_group (L5).
 set(layer_task_group 5)

@@ -170,8 +170,9 @@ struct runtime_options {
     // blocking_threads bounds the thread pool of blocking().
     unsigned blocking_threads = 16;
     // unhandled receives the exceptions of detached tasks; null: print the
-    // task's name, id and what() to stderr and std::terminate(), as an
-    // exception escaping a std::thread does.
+    // task's name, id and what() and what to do about it to stderr and
+    // std::terminate() with the exception active, as an exception escaping
+    // a std::thread does.
     unhandled_handler unhandled = nullptr;
     // io is the IO backend, made when the runtime's first IO wait needs it.
     io_backend io = io_backend::automatic;
@@ -216,8 +217,9 @@ class runtime_core;
 template <class F, class R = std::invoke_result_t<std::decay_t<F>&>>
 join_handle<R> spawn_on(runtime_core* c, F&& f, const spawn_options& o);
 // current_core() is the calling task's runtime; outside a task it throws
-// task_error (not_in_task) naming `call`.
-[[nodiscard]] WEFT_API runtime_core* current_core(const char* call);
+// task_error (not_in_task) naming `call` and, if given, what a plain thread
+// does `instead` (not_in_task(), weft/task.hpp).
+[[nodiscard]] WEFT_API runtime_core* current_core(const char* call, const char* instead = nullptr);
 WEFT_API void drive_until(runtime_core* c, task_record* root);
 
 // blocking_job is one call for the blocking() pool.
@@ -450,7 +452,8 @@ struct runtime_stats {
 // (not_in_task), and as runtime::spawn().
 template <class F, class R = std::invoke_result_t<std::decay_t<F>&>>
 join_handle<R> spawn(F&& f, const spawn_options& options = {}) {
-    return detail::spawn_on(detail::current_core("weft::spawn()"), std::forward<F>(f), options);
+    return detail::spawn_on(detail::current_core("weft::spawn()", "from a plain thread, use runtime::spawn()"),
+                            std::forward<F>(f), options);
 }
 
 // blocking() runs f() on the runtime's blocking thread pool and suspends

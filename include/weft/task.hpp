@@ -96,8 +96,13 @@ namespace weft {
 namespace detail {
 [[noreturn]] WEFT_API void task_misuse(const task_record* t, task_errc code);
 // not_in_task() throws task_error (not_in_task) naming the call that needs a
-// task: "weft: <call> must be called from inside a weft task".
-[[noreturn]] WEFT_API void not_in_task(const char* call);
+// task: "weft: <call> must be called from inside a weft task", followed by
+// "; <instead>" when `instead` (what a plain thread does) is given.
+[[noreturn]] WEFT_API void not_in_task(const char* call, const char* instead = nullptr);
+// inside_task() throws task_error (inside_task) for `call` (block_on,
+// run_once, stop, shutdown) made from inside t, naming t and what to do
+// `instead`: "weft: <call> called from inside <t>: it would ...; <instead>".
+[[noreturn]] WEFT_API void inside_task(const task_record* t, const char* call, const char* instead);
 // need_stack() throws task_error (needs_stack) when t is a C++20 task running
 // on its worker's stack (weft/async.hpp): a blocking call there would have
 // nowhere to keep its frames. Called before anything is armed or linked.

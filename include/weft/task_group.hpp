@@ -506,12 +506,17 @@ public:
         } list_it{s, one};
         dispose(s, ended);
         child c(group_unit(s_), std::forward<F>(f));
-        one.front() = rt ? rt->spawn(std::move(c), options) : weft::spawn(std::move(c), options);
+        one.front() = rt ? rt->spawn(std::move(c), options)
+                         : spawn_on(current_core(isolate_name(s), "from a plain thread, spawn into a runtime: spawn(rt, f)"),
+                                    std::move(c), options);
     }
 
     [[nodiscard]] group_state& state() const noexcept { return *s_; }
 
 private:
+    static const char* isolate_name(const group_state& s) noexcept {
+        return s.isolate ? "weft::supervisor::spawn()" : "weft::task_group::spawn()";
+    }
     // sweep_locked() takes out the finished children once the handles have
     // doubled since the last sweep, so that a long-lived group (a server's
     // connections) does not keep a handle per ended task; the caller disposes

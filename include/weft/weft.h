@@ -16,11 +16,14 @@
  *
  * It wraps weft's C++ layers (coroutines L2, tasks and the runtime L3-L4,
  * channels, mutexes and condition variables L5, TCP and Unix-domain stream
- * sockets L6) and adds no behaviour of its own; docs/c-api.md is the full
- * description. The rules:
+ * sockets, signals and name resolution L6) and adds no behaviour of its
+ * own; docs/c-api.md is the full description. The rules:
  *   - Every function returns a weft_result (except the *_init() functions,
- *     which return a filled descriptor, and weft_result_str()).
- *     weft_result_str() names a code. Out-parameters are written only on
+ *     which return a filled descriptor, weft_result_str() and
+ *     weft_last_error()).
+ *     weft_result_str() names a code; weft_last_error() says what caused
+ *     the calling thread's last failure (the call, the argument, the fix).
+ *     Out-parameters are written only on
  *     WEFT_OK (one exception: the byte counts of weft_stream_read_exact()
  *     and weft_stream_write_all(), written on every result but
  *     WEFT_INVALID_ARGUMENT, so that a failure says how much moved).
@@ -85,12 +88,25 @@ typedef enum weft_result {
     WEFT_SYSTEM_ERROR = 16,     /* the system refused (a thread could not start, ...) */
     WEFT_UNKNOWN_ERROR = 17,    /* an unexpected C++ exception, caught */
     WEFT_IO_ERROR = 18,         /* the system reported an IO error: weft_last_errno() says which */
-    WEFT_EOF = 19               /* the stream ended: the peer shut down its side (or closed) */
+    WEFT_EOF = 19,              /* the stream ended: the peer shut down its side (or closed) */
+    WEFT_NOT_FOUND = 20         /* a name could not be resolved: weft_last_error() gives getaddrinfo's reason */
 } weft_result;
 
 /* weft_result_str() names a result ("WEFT_OK: success", ...); an unknown
  * value gives "unknown result". Never NULL. */
 WEFT_C_API const char* weft_result_str(weft_result r) WEFT_NOEXCEPT;
+
+/* weft_last_error() explains the calling thread's last error: the call, the
+ * argument and the fix, e.g. "weft_tcp_listen: `backlog` -1 is negative;
+ * pass the queue length you want, or 0 for the system's (SOMAXCONN)". It
+ * is written by every call that returns WEFT_INVALID_ARGUMENT (one text per
+ * cause), by WEFT_NOT_IN_TASK, by the WEFT_WRONG_THREAD of a call that would
+ * wait for itself, by WEFT_NOT_FOUND, and by every error that came from a
+ * C++ exception (its what()); every other result leaves it as it was: read
+ * it right after the call that failed, on the same thread (a task: before
+ * its next call that can wait). Never NULL; valid until the thread's next
+ * call of this API. */
+WEFT_C_API const char* weft_last_error(void) WEFT_NOEXCEPT;
 
 /* WEFT_NO_DEADLINE is the deadline that never comes. */
 #define WEFT_NO_DEADLINE ((int64_t)-1)
@@ -241,6 +257,23 @@ WEFT_C_API weft_result weft_runtime_create(const weft_runtime_options* options, 
  * valid (join them or detach them). Errors: WEFT_INVALID_ARGUMENT,
  * WEFT_INVALID_HANDLE, WEFT_WRONG_THREAD (called from inside a task). */
 WEFT_C_API weft_result weft_runtime_destroy(weft_runtime rt) WEFT_NOEXCEPT;
+
+/* weft_runtime_shutdown() stops rt gracefully (C++ runtime::shutdown()), to
+ * drain a server: from then on a spawn from outside rt's own tasks returns
+ * WEFT_STOPPING; the tasks that are left run, and may spawn children, until
+ * all have ended or deadline_ns has passed; then every task still live is
+ * canceled (its blocking calls return WEFT_CANCELED; its body should
+ * return) and waited for, and the workers are joined. With 0 workers this
+ * thread runs the tasks meanwhile. *left (may be NULL) gets how many tasks
+ * were still live at the deadline (0: all ended on their own). rt is
+ * stopped afterwards; weft_runtime_destroy() still frees it. On a stopped
+ * runtime: WEFT_OK, *left 0. Nothing here ends a task that waits for more
+ * work (an accept loop, an idle connection): close its listener or stream
+ * first, e.g. when weft_signal_set_wait() returns SIGTERM. Errors:
+ * WEFT_INVALID_ARGUMENT (a deadline below -1), WEFT_INVALID_HANDLE,
+ * WEFT_WRONG_THREAD (called from inside a task: it would wait for itself;
+ * or another thread drives a 0-worker rt). */
+WEFT_C_API weft_result weft_runtime_shutdown(weft_runtime rt, int64_t deadline_ns, size_t* left) WEFT_NOEXCEPT;
 
 /* weft_runtime_spawn() creates a task running fn(arg) in rt (options NULL:
  * the defaults). out NULL detaches it at once; otherwise *out is its
@@ -451,7 +484,8 @@ typedef struct weft_stream {
 } weft_stream;
 
 /* weft_last_errno() stores the errno of the last IO call (a function of
- * this section other than itself) made on the calling thread if it
+ * this section other than itself, or weft_resolve()) made on the calling
+ * thread if it
  * returned WEFT_IO_ERROR, and 0 if it returned anything else. A task reads
  * it before its next call that can wait (a task may move to another thread
  * there); it is kept per thread, never in C's errno. Errors:
@@ -565,6 +599,58 @@ WEFT_C_API weft_result weft_stream_destroy(weft_stream s) WEFT_NOEXCEPT;
  * and do not use it after weft_stream_close() (its number may be reused).
  * Errors: WEFT_INVALID_ARGUMENT, WEFT_INVALID_HANDLE, WEFT_CLOSED. */
 WEFT_C_API weft_result weft_stream_fd(weft_stream s, int* out) WEFT_NOEXCEPT;
+
+/* --------------------------------------------------- signals, names */
+
+/* weft_signal_set names a set of signals to wait for (weft L6,
+ * io::signal_set): a task waits for SIGTERM or SIGINT like for a socket. */
+typedef struct weft_signal_set {
+    uint64_t id;
+} weft_signal_set;
+
+/* weft_signal_set_create() starts catching the `count` signals in
+ * `signals` (weft's handler replaces their disposition; weft's signal
+ * thread starts if the process has none). A signal delivered to the
+ * process is reported once to each set holding it. Errors:
+ * WEFT_INVALID_ARGUMENT (signals or out NULL, count 0, a number outside
+ * 1 .. NSIG - 1, a signal that cannot or must not be caught: SIGKILL,
+ * SIGSTOP, SIGSEGV, SIGBUS, SIGILL, SIGFPE, glibc's 32 and 33; nothing
+ * installed), WEFT_SYSTEM_ERROR (the signal thread could not start),
+ * WEFT_OUT_OF_MEMORY. */
+WEFT_C_API weft_result weft_signal_set_create(const int* signals, size_t count, weft_signal_set* out) WEFT_NOEXCEPT;
+
+/* weft_signal_set_wait() waits until deadline_ns for a signal of the set
+ * and stores its number (at once if one is pending). From tasks (the task
+ * suspends) and plain threads. Errors: WEFT_INVALID_ARGUMENT (signo NULL, a
+ * deadline below -1), WEFT_INVALID_HANDLE, WEFT_TIMED_OUT, WEFT_CANCELED. */
+WEFT_C_API weft_result weft_signal_set_wait(weft_signal_set s, int64_t deadline_ns, int* signo) WEFT_NOEXCEPT;
+
+/* weft_signal_set_destroy() stops catching the set's signals that no other
+ * set holds (their saved disposition is restored) and frees it; the handle
+ * is stale afterwards. A wait in progress keeps the set until it returns.
+ * Errors: WEFT_INVALID_ARGUMENT, WEFT_INVALID_HANDLE. */
+WEFT_C_API weft_result weft_signal_set_destroy(weft_signal_set s) WEFT_NOEXCEPT;
+
+/* weft_address is one address weft_resolve() found, in the numeric form
+ * weft_tcp_connect() and weft_tcp_listen() take. */
+typedef struct weft_address {
+    char ip[46];   /* "127.0.0.1", "::1": NUL-terminated (INET6_ADDRSTRLEN) */
+    uint16_t port; /* the service's port; 0 when service was NULL */
+} weft_address;
+
+/* weft_resolve() looks up `host` (a name, or a numeric address) and
+ * `service` (NULL, a port number "6379" or a service name "http") with
+ * getaddrinfo() (io::resolve()): inside a task on the runtime's blocking
+ * pool (the task suspends, its worker runs others), on a plain thread
+ * directly. It stores up to `capacity` of the stream addresses found in
+ * out, in getaddrinfo's order, and their number in *count. Errors:
+ * WEFT_INVALID_ARGUMENT (host NULL or empty, out NULL with capacity > 0,
+ * count NULL), WEFT_NOT_FOUND (getaddrinfo failed: weft_last_error() says
+ * why, e.g. the name is unknown), WEFT_IO_ERROR (getaddrinfo's EAI_SYSTEM:
+ * weft_last_errno()), WEFT_OUT_OF_MEMORY. A cancellation takes effect when
+ * the lookup has returned (WEFT_CANCELED). */
+WEFT_C_API weft_result weft_resolve(const char* host, const char* service, weft_address* out, size_t capacity,
+                                    size_t* count) WEFT_NOEXCEPT;
 
 #ifdef __cplusplus
 } /* extern "C" */

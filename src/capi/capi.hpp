@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <string_view>
 #include <utility>
 
 #include "weft/fiber.hpp"
@@ -16,7 +18,7 @@ namespace weft::capi {
 
 // kind tells the objects in the handle table apart, so that a handle of one
 // kind passed where another is expected is WEFT_INVALID_HANDLE.
-enum class kind : std::uint8_t { coroutine = 1, runtime, task, channel, mutex, cond, stream, listener };
+enum class kind : std::uint8_t { coroutine = 1, runtime, task, channel, mutex, cond, stream, listener, signals };
 
 // object is the base of everything a handle names. refs counts the table's
 // reference (dropped by remove()) and one per call in progress (acquire()),
@@ -86,8 +88,70 @@ weft_result forget(std::uint64_t h) noexcept {
 }
 
 // current_exception_result() maps the exception being handled (never a
-// forced unwind) to a result. Call it inside a catch (...) only.
+// forced unwind) to a result, and records its what() for weft_last_error()
+// (CAPI-E1). Call it inside a catch (...) only.
 weft_result current_exception_result() noexcept;
+
+// The text of weft_last_error(): why the calling thread's last failing call
+// failed, named by the call, the argument and the fix.
+//
+//   CAPI-E1  The text is kept per thread and written only by the thread that
+//            returns the result it explains, after the call's last
+//            suspension point: invalid(), not_in_task() and the
+//            WEFT_WRONG_THREAD refusals before the call has waited at all
+//            (every argument is checked before the first wait), the
+//            WEFT_NOT_FOUND of weft_resolve() once its lookup has returned,
+//            and current_exception_result() in the catch at the C boundary,
+//            on the thread the task returns on. Like weft_last_errno()
+//            (CAPI-IO2) it is reached through a slot the optimiser cannot
+//            cache across a wait, so a task that moved to another worker
+//            writes and reads that worker's text, never the one it left.
+//            Other results do not write it: the text explains the thread's
+//            last failure that has one, read right after it.
+//
+// set_error_text() stores "call: why" + more (call may be null); it never
+// throws (a failed allocation leaves the text empty).
+void set_error_text(const char* call, std::string_view why, std::string_view more = {}) noexcept;
+
+// invalid() is `return WEFT_INVALID_ARGUMENT` with its cause recorded:
+// `call` is the C function's name, why + more name the argument, what was
+// wrong with it and what to pass instead.
+inline weft_result invalid(const char* call, std::string_view why, std::string_view more = {}) noexcept {
+    set_error_text(call, why, more);
+    return WEFT_INVALID_ARGUMENT;
+}
+
+// invalid_with() is invalid() with a text that make() builds (it may
+// allocate: a number in it), for the calls that check their arguments
+// outside guarded(): a failed allocation records a shorter fixed text, and
+// nothing throws out of the noexcept C entry point.
+template <class Make>
+weft_result invalid_with(const char* call, Make&& make) noexcept {
+    try {
+        return invalid(call, make());
+    } catch (...) {
+        return invalid(call, "an argument is out of range (no memory to say which)");
+    }
+}
+
+// not_in_task() is `return WEFT_NOT_IN_TASK` with its cause recorded: `call`
+// needs a task; `instead` says what a plain thread does.
+inline weft_result not_in_task(const char* call, std::string_view instead) noexcept {
+    std::string why;
+    try {
+        why = "must be called from inside a weft task (a body run by weft_runtime_block_on() or "
+              "weft_runtime_spawn()); ";
+        why.append(instead);
+    } catch (...) {
+    }
+    set_error_text(call, why);
+    return WEFT_NOT_IN_TASK;
+}
+
+// bad_deadline is the text of a deadline argument below -1, after its name.
+inline constexpr std::string_view bad_deadline =
+    " is negative and not WEFT_NO_DEADLINE; pass an absolute CLOCK_MONOTONIC time in ns (weft_now() + a duration) or "
+    "WEFT_NO_DEADLINE (-1)";
 
 // stop_cancellation() is called in a catch (...) that caught a forced unwind
 // (forced_unwind_in_flight()): it marks the unwind as caught by its proper
@@ -151,11 +215,12 @@ weft_result removing(std::uint64_t h, F&& f) {
     return o ? f(*o.get()) : why;
 }
 
-// fetch<T>() is a getter: *out = f(the T named by h). WEFT_INVALID_ARGUMENT
-// for a null out (before the handle is looked at), or with()'s result.
+// fetch<T>() is a getter, `call`: *out = f(the T named by h).
+// WEFT_INVALID_ARGUMENT for a null out (before the handle is looked at), or
+// with()'s result.
 template <class T, class Out, class F>
-weft_result fetch(std::uint64_t h, Out* out, F&& f) {
-    if (!out) return WEFT_INVALID_ARGUMENT;
+weft_result fetch(const char* call, std::uint64_t h, Out* out, F&& f) {
+    if (!out) return invalid(call, "`out` is NULL; pass the address of a variable to store the result in");
     return with<T>(h, [&](T& o) {
         *out = f(o);
         return WEFT_OK;

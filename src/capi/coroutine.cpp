@@ -86,7 +86,10 @@ weft_coroutine_desc weft_coroutine_desc_init(void (*func)(weft_coroutine co), si
 }
 
 weft_result weft_coroutine_create(const weft_coroutine_desc* desc, weft_coroutine* out) noexcept {
-    if (!desc || !desc->func || !out) return WEFT_INVALID_ARGUMENT;
+    constexpr const char* call = "weft_coroutine_create";
+    if (!desc) return invalid(call, "`desc` is NULL; pass a descriptor from weft_coroutine_desc_init()");
+    if (!desc->func) return invalid(call, "`desc->func` is NULL; set the coroutine's body");
+    if (!out) return invalid(call, "`out` is NULL; pass the address of a weft_coroutine to store it in");
     return guarded([&] {
         std::unique_ptr<coro> c(new coro);
         c->func = desc->func;
@@ -159,7 +162,7 @@ weft_result weft_coroutine_yield(weft_coroutine co) noexcept {
 }
 
 weft_result weft_coroutine_status(weft_coroutine co, weft_coroutine_state* out) noexcept {
-    return fetch<coro>(co.id, out, [](coro& c) {
+    return fetch<coro>("weft_coroutine_status", co.id, out, [](coro& c) {
         const fiber_ref f = c.fib.ref();
         switch (f.state()) {
         case fiber_state::created:
@@ -172,11 +175,11 @@ weft_result weft_coroutine_status(weft_coroutine co, weft_coroutine_state* out) 
 }
 
 weft_result weft_coroutine_user_data(weft_coroutine co, void** out) noexcept {
-    return fetch<coro>(co.id, out, [](coro& c) { return c.user_data; });
+    return fetch<coro>("weft_coroutine_user_data", co.id, out, [](coro& c) { return c.user_data; });
 }
 
 weft_result weft_coroutine_running(weft_coroutine* out) noexcept {
-    if (!out) return WEFT_INVALID_ARGUMENT;
+    if (!out) return invalid("weft_coroutine_running", "`out` is NULL; pass the address of a weft_coroutine");
     const fiber_ref f = this_fiber::current();
     if (!f) return WEFT_NOT_IN_COROUTINE;
     const std::span<std::byte> data = f.private_data();
@@ -192,7 +195,7 @@ weft_result weft_coroutine_running(weft_coroutine* out) noexcept {
 }
 
 weft_result weft_coroutine_push(weft_coroutine co, const void* src, size_t len) noexcept {
-    if (!src && len) return WEFT_INVALID_ARGUMENT;
+    if (!src && len) return invalid("weft_coroutine_push", "`src` is NULL but `len` is not 0; pass the bytes to push");
     return with<coro>(co.id, [&](coro& c) {
         std::lock_guard g(c.storage_mu);
         if (len > c.capacity - c.used) return WEFT_NOT_ENOUGH_SPACE;
@@ -217,19 +220,20 @@ weft_result weft_coroutine_pop(weft_coroutine co, void* dest, size_t len) noexce
 }
 
 weft_result weft_coroutine_peek(weft_coroutine co, void* dest, size_t len) noexcept {
-    if (!dest && len) return WEFT_INVALID_ARGUMENT;
+    if (!dest && len)
+        return invalid("weft_coroutine_peek", "`dest` is NULL but `len` is not 0; pass a buffer of len bytes");
     return take_bytes(co, dest, len, false);
 }
 
 weft_result weft_coroutine_bytes_stored(weft_coroutine co, size_t* out) noexcept {
-    return fetch<coro>(co.id, out, [](coro& c) {
+    return fetch<coro>("weft_coroutine_bytes_stored", co.id, out, [](coro& c) {
         std::lock_guard g(c.storage_mu);
         return c.used;
     });
 }
 
 weft_result weft_coroutine_storage_size(weft_coroutine co, size_t* out) noexcept {
-    return fetch<coro>(co.id, out, [](coro& c) { return c.capacity; });
+    return fetch<coro>("weft_coroutine_storage_size", co.id, out, [](coro& c) { return c.capacity; });
 }
 
 }  // extern "C"

@@ -5,6 +5,7 @@
 #include <type_traits>
 #include <new>
 #include <stdexcept>
+#include <string>
 #include <system_error>
 #include <vector>
 
@@ -46,6 +47,9 @@ table& the_table() {
 // for a stale or foreign handle).
 slot* find(table& t, std::uint64_t h, kind k, weft_result* why) noexcept {
     if (h == 0) {
+        set_error_text(nullptr,
+                       "a handle argument is zero: no create, spawn, connect or accept call stored it (or it was "
+                       "zero-initialized); pass the handle such a call stored");
         *why = WEFT_INVALID_ARGUMENT;
         return nullptr;
     }
@@ -59,7 +63,45 @@ slot* find(table& t, std::uint64_t h, kind k, weft_result* why) noexcept {
     return s;
 }
 
+// The calling thread's weft_last_error() text (CAPI-E1), reached through
+// error_text_slot(), which the optimiser cannot see through (as
+// last_errno_slot() in io.cpp).
+thread_local std::string error_text_of_thread;
+
+[[gnu::noinline]] std::string* error_text_slot() noexcept {
+    std::string* p = &error_text_of_thread;
+    asm volatile("" : "+r"(p));
+    return p;
+}
+
+// The exception's what() as weft_last_error()'s text, for the exceptions
+// that carry one.
+void record_exception_text() noexcept {
+    try {
+        throw;
+    } catch (const std::exception& e) {
+        set_error_text(nullptr, e.what());
+    } catch (...) {
+        set_error_text(nullptr, "an exception that is not a std::exception escaped");
+    }
+}
+
 }  // namespace
+
+void set_error_text(const char* call, std::string_view why, std::string_view more) noexcept {
+    std::string* t = error_text_slot();
+    try {
+        t->clear();
+        if (call) {
+            t->append(call);
+            t->append(": ");
+        }
+        t->append(why);
+        t->append(more);
+    } catch (...) {
+        *t = std::string();  // no allocation: empty
+    }
+}
 
 std::uint64_t insert(object* o) {
     table& t = the_table();
@@ -108,6 +150,7 @@ void release(object* o) noexcept {
 }
 
 weft_result current_exception_result() noexcept {
+    record_exception_text();  // CAPI-E1
     try {
         throw;
     } catch (const std::bad_alloc&) {
@@ -181,7 +224,8 @@ const char* weft_result_str(weft_result r) noexcept {
     std::memcpy(&v, &r, sizeof v);
     switch (v) {
     case WEFT_OK: return "WEFT_OK: success";
-    case WEFT_INVALID_ARGUMENT: return "WEFT_INVALID_ARGUMENT: a NULL pointer, zero handle or value out of range";
+    case WEFT_INVALID_ARGUMENT:
+        return "WEFT_INVALID_ARGUMENT: a NULL pointer, zero handle or value out of range (weft_last_error says which)";
     case WEFT_INVALID_HANDLE: return "WEFT_INVALID_HANDLE: the handle's object was destroyed, or is of another kind";
     case WEFT_WRONG_STATE: return "WEFT_WRONG_STATE: the object's state does not allow the call";
     case WEFT_WRONG_THREAD: return "WEFT_WRONG_THREAD: in use on another thread, or the call would wait for itself";
@@ -200,12 +244,18 @@ const char* weft_result_str(weft_result r) noexcept {
     case WEFT_UNKNOWN_ERROR: return "WEFT_UNKNOWN_ERROR: an unexpected C++ exception";
     case WEFT_IO_ERROR: return "WEFT_IO_ERROR: the system reported an IO error (weft_last_errno)";
     case WEFT_EOF: return "WEFT_EOF: the stream ended";
+    case WEFT_NOT_FOUND: return "WEFT_NOT_FOUND: the name could not be resolved (weft_last_error)";
     }
     return "unknown result";
 }
 
+const char* weft_last_error(void) noexcept {
+    const std::string* t = error_text_slot();
+    return t->empty() ? "no error recorded on this thread" : t->c_str();
+}
+
 weft_result weft_now(int64_t* out_ns) noexcept {
-    if (!out_ns) return WEFT_INVALID_ARGUMENT;
+    if (!out_ns) return invalid("weft_now", "`out_ns` is NULL; pass the address of an int64_t");
     *out_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                   std::chrono::steady_clock::now().time_since_epoch())
                   .count();

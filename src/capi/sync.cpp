@@ -3,6 +3,7 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <string>
 #include <system_error>
 
 #include "capi.hpp"
@@ -101,7 +102,10 @@ extern "C" {
 // ---- channels ----------------------------------------------------------------
 
 weft_result weft_channel_create(size_t elem_size, size_t capacity, weft_channel* out) noexcept {
-    if (!elem_size || !out) return WEFT_INVALID_ARGUMENT;
+    if (!elem_size)
+        return invalid("weft_channel_create",
+                       "`elem_size` is 0; pass the size of one value (sizeof(void*) for pointers)");
+    if (!out) return invalid("weft_channel_create", "`out` is NULL; pass the address of a weft_channel to store it in");
     return make<chan>(&out->id, elem_size, capacity);
 }
 
@@ -115,7 +119,8 @@ weft_result weft_channel_destroy(weft_channel h) noexcept {
 
 weft_result weft_channel_send(weft_channel h, const void* elem, int64_t deadline_ns) noexcept {
     const c_deadline d(deadline_ns);
-    if (!elem || !d.valid) return WEFT_INVALID_ARGUMENT;
+    if (!elem) return invalid("weft_channel_send", "`elem` is NULL; pass the address of the value to send");
+    if (!d.valid) return invalid("weft_channel_send", "`deadline_ns`", bad_deadline);
     return with<chan>(h.id, [&](chan& c) {
         return guarded([&] {
             blob b(elem, c.elem_size);
@@ -130,7 +135,8 @@ weft_result weft_channel_send(weft_channel h, const void* elem, int64_t deadline
 
 weft_result weft_channel_recv(weft_channel h, void* out, int64_t deadline_ns) noexcept {
     const c_deadline d(deadline_ns);
-    if (!out || !d.valid) return WEFT_INVALID_ARGUMENT;
+    if (!out) return invalid("weft_channel_recv", "`out` is NULL; pass the address of an elem_size-byte buffer");
+    if (!d.valid) return invalid("weft_channel_recv", "`deadline_ns`", bad_deadline);
     return with<chan>(h.id, [&](chan& c) {
         return guarded([&] {
             if (d.none) {
@@ -147,14 +153,14 @@ weft_result weft_channel_recv(weft_channel h, void* out, int64_t deadline_ns) no
 }
 
 weft_result weft_channel_try_send(weft_channel h, const void* elem) noexcept {
-    if (!elem) return WEFT_INVALID_ARGUMENT;
+    if (!elem) return invalid("weft_channel_try_send", "`elem` is NULL; pass the address of the value to send");
     return with<chan>(h.id, [&](chan& c) {
         return guarded([&] { return status_result(c.ch.try_send(blob(elem, c.elem_size))); });
     });
 }
 
 weft_result weft_channel_try_recv(weft_channel h, void* out) noexcept {
-    if (!out) return WEFT_INVALID_ARGUMENT;
+    if (!out) return invalid("weft_channel_try_recv", "`out` is NULL; pass the address of an elem_size-byte buffer");
     return with<chan>(h.id, [&](chan& c) {
         return guarded([&] {
             recv_result<blob> r = c.ch.try_recv();
@@ -172,12 +178,15 @@ weft_result weft_channel_close(weft_channel h) noexcept {
 }
 
 weft_result weft_channel_size(weft_channel h, size_t* out) noexcept {
-    return fetch<chan>(h.id, out, [](chan& c) { return c.ch.size(); });
+    return fetch<chan>("weft_channel_size", h.id, out, [](chan& c) { return c.ch.size(); });
 }
 
 // ---- mutex -------------------------------------------------------------------
 
-weft_result weft_mutex_create(weft_mutex* out) noexcept { return out ? make<mtx>(&out->id) : WEFT_INVALID_ARGUMENT; }
+weft_result weft_mutex_create(weft_mutex* out) noexcept {
+    return out ? make<mtx>(&out->id)
+               : invalid("weft_mutex_create", "`out` is NULL; pass the address of a weft_mutex to store it in");
+}
 
 weft_result weft_mutex_destroy(weft_mutex h) noexcept {
     return with<mtx>(h.id, [&](mtx& m) {
@@ -201,7 +210,7 @@ weft_result weft_mutex_lock(weft_mutex h) noexcept {
 
 weft_result weft_mutex_lock_until(weft_mutex h, int64_t deadline_ns) noexcept {
     const c_deadline d(deadline_ns);
-    if (!d.valid) return WEFT_INVALID_ARGUMENT;
+    if (!d.valid) return invalid("weft_mutex_lock_until", "`deadline_ns`", bad_deadline);
     if (d.none) return weft_mutex_lock(h);
     return with<mtx>(h.id, [&](mtx& m) {
         return guarded([&] { return m.m.try_lock_until(d.at) ? WEFT_OK : WEFT_TIMED_OUT; });
@@ -223,7 +232,10 @@ weft_result weft_mutex_unlock(weft_mutex h) noexcept {
 
 // ---- condition variable ------------------------------------------------------
 
-weft_result weft_cond_create(weft_cond* out) noexcept { return out ? make<cnd>(&out->id) : WEFT_INVALID_ARGUMENT; }
+weft_result weft_cond_create(weft_cond* out) noexcept {
+    return out ? make<cnd>(&out->id)
+               : invalid("weft_cond_create", "`out` is NULL; pass the address of a weft_cond to store it in");
+}
 
 weft_result weft_cond_destroy(weft_cond h) noexcept {
     // Waiters keep the variable alive; waking them lets them leave.
@@ -235,7 +247,7 @@ weft_result weft_cond_destroy(weft_cond h) noexcept {
 
 static weft_result cond_wait(weft_cond ch, weft_mutex mh, int64_t deadline_ns) noexcept {
     const c_deadline d(deadline_ns);
-    if (!d.valid) return WEFT_INVALID_ARGUMENT;
+    if (!d.valid) return invalid("weft_cond_wait_until", "`deadline_ns`", bad_deadline);
     return with<cnd>(ch.id, [&](cnd& c) {
         return with<mtx>(mh.id, [&](mtx& m) {
             return guarded([&] {

@@ -3,6 +3,7 @@
 // them into results.
 #include <cstdio>
 #include <memory>
+#include <string>
 #include <string_view>
 
 #include "capi.hpp"
@@ -58,21 +59,30 @@ void report_unhandled(const task_info& t, std::exception_ptr) noexcept {
                  static_cast<unsigned long long>(t.id));
 }
 
-bool make_spawn_options(const weft_spawn_options* in, spawn_options& o) noexcept {
+// make_spawn_options() reads a weft_spawn_options for `call`; false (the
+// cause recorded, CAPI-E1) for `fn` NULL or a bad option.
+bool make_spawn_options(const char* call, void (*fn)(void*), const weft_spawn_options* in, spawn_options& o) noexcept {
+    if (!fn) {
+        (void)invalid(call, "`fn` is NULL; pass the task's body, a function void fn(void* arg)");
+        return false;
+    }
     if (!in) return true;
     if (in->name) o.name = in->name;
     o.stack_size = in->stack_size;
     o.pinned = in->pinned != 0;
     const c_deadline d(in->deadline_ns);
-    if (!d.valid) return false;
+    if (!d.valid) {
+        (void)invalid(call, "`options->deadline_ns`", bad_deadline);
+        return false;
+    }
     if (!d.none) o.deadline = d.at;
     return true;
 }
 
-weft_result spawn_into(runtime* r, void (*fn)(void*), void* arg, const weft_spawn_options* options,
+weft_result spawn_into(const char* call, runtime* r, void (*fn)(void*), void* arg, const weft_spawn_options* options,
                        weft_task* out) noexcept {
     spawn_options o;
-    if (!fn || !make_spawn_options(options, o)) return WEFT_INVALID_ARGUMENT;
+    if (!make_spawn_options(call, fn, options, o)) return WEFT_INVALID_ARGUMENT;
     return guarded([&] {
         auto body = [fn, arg] { return run_c_task(fn, arg); };
         if (!out) {
@@ -133,7 +143,7 @@ weft_spawn_options weft_spawn_options_init(void) noexcept {
 }
 
 weft_result weft_runtime_create(const weft_runtime_options* options, weft_runtime* out) noexcept {
-    if (!out) return WEFT_INVALID_ARGUMENT;
+    if (!out) return invalid("weft_runtime_create", "`out` is NULL; pass the address of a weft_runtime to store it in");
     runtime_options o;
     if (options) {
         o.workers = options->workers;
@@ -145,7 +155,12 @@ weft_result weft_runtime_create(const weft_runtime_options* options, weft_runtim
 
 weft_result weft_runtime_destroy(weft_runtime h) noexcept {
     return with<rt>(h.id, [&](rt& r) {
-        if (this_task::inside()) return WEFT_WRONG_THREAD;
+        if (this_task::inside()) {
+            set_error_text("weft_runtime_destroy",
+                           "called from inside a task, where it would wait for its own task to end; call it from "
+                           "the thread that made the runtime, after weft_runtime_block_on() returns");
+            return WEFT_WRONG_THREAD;
+        }
         const weft_result res = guarded([&] {
             r.r.stop();
             return WEFT_OK;
@@ -154,22 +169,49 @@ weft_result weft_runtime_destroy(weft_runtime h) noexcept {
     });
 }
 
+weft_result weft_runtime_shutdown(weft_runtime h, int64_t deadline_ns, size_t* left) noexcept {
+    constexpr const char* call = "weft_runtime_shutdown";
+    const c_deadline d(deadline_ns);
+    if (!d.valid) return invalid(call, "`deadline_ns`", bad_deadline);
+    return with<rt>(h.id, [&](rt& r) {
+        if (this_task::inside()) {
+            set_error_text(call,
+                           "called from inside a task, where it would wait for its own task to end; call it from "
+                           "the thread that made the runtime (after weft_runtime_block_on() returns, or from "
+                           "main), and from a task end the work instead (close the listener, weft_task_cancel())");
+            return WEFT_WRONG_THREAD;
+        }
+        return guarded([&] {
+            const std::size_t n = r.r.shutdown(d.none ? std::chrono::steady_clock::time_point::max() : d.at);
+            if (left) *left = n;
+            return WEFT_OK;
+        });
+    });
+}
+
 weft_result weft_runtime_spawn(weft_runtime h, void (*fn)(void* arg), void* arg, const weft_spawn_options* options,
                                weft_task* out) noexcept {
-    return with<rt>(h.id, [&](rt& r) { return spawn_into(&r.r, fn, arg, options, out); });
+    return with<rt>(h.id, [&](rt& r) { return spawn_into("weft_runtime_spawn", &r.r, fn, arg, options, out); });
 }
 
 weft_result weft_spawn(void (*fn)(void* arg), void* arg, const weft_spawn_options* options, weft_task* out) noexcept {
-    if (!this_task::inside()) return fn ? WEFT_NOT_IN_TASK : WEFT_INVALID_ARGUMENT;
-    return spawn_into(nullptr, fn, arg, options, out);
+    spawn_options o;
+    if (!make_spawn_options("weft_spawn", fn, options, o)) return WEFT_INVALID_ARGUMENT;
+    if (!this_task::inside()) return not_in_task("weft_spawn", "from a plain thread, use weft_runtime_spawn(rt, ...)");
+    return spawn_into("weft_spawn", nullptr, fn, arg, options, out);
 }
 
 weft_result weft_runtime_block_on(weft_runtime h, void (*fn)(void* arg), void* arg,
                                   const weft_spawn_options* options) noexcept {
     return with<rt>(h.id, [&](rt& r) {
         spawn_options o;
-        if (!fn || !make_spawn_options(options, o)) return WEFT_INVALID_ARGUMENT;
-        if (this_task::inside()) return WEFT_WRONG_THREAD;
+        if (!make_spawn_options("weft_runtime_block_on", fn, options, o)) return WEFT_INVALID_ARGUMENT;
+        if (this_task::inside()) {
+            set_error_text("weft_runtime_block_on",
+                           "called from inside a task, where it would block its own worker; from a task, use "
+                           "weft_spawn() and weft_task_join()");
+            return WEFT_WRONG_THREAD;
+        }
         return guarded([&] { return r.r.block_on([fn, arg] { return run_c_task(fn, arg); }, o); });
     });
 }
@@ -186,7 +228,7 @@ weft_result weft_runtime_run_once(weft_runtime h, size_t* ran) noexcept {
 
 weft_result weft_task_join(weft_task h, int64_t deadline_ns) noexcept {
     const c_deadline d(deadline_ns);
-    if (!d.valid) return WEFT_INVALID_ARGUMENT;
+    if (!d.valid) return invalid("weft_task_join", "`deadline_ns`", bad_deadline);
     return with<task>(h.id, [&](task& t) {
         if (t.joining.exchange(true, std::memory_order_acquire)) return WEFT_WRONG_STATE;
         if (detail::current_task() == t.rec) {
@@ -207,7 +249,8 @@ weft_result weft_task_join(weft_task h, int64_t deadline_ns) noexcept {
 }
 
 weft_result weft_task_is_done(weft_task h, int* out) noexcept {
-    return fetch<task>(h.id, out, [](task& t) { return t.rec->finished.load(std::memory_order_acquire) ? 1 : 0; });
+    return fetch<task>("weft_task_is_done", h.id, out,
+                       [](task& t) { return t.rec->finished.load(std::memory_order_acquire) ? 1 : 0; });
 }
 
 weft_result weft_task_detach(weft_task h) noexcept {
@@ -227,12 +270,12 @@ weft_result weft_task_cancel(weft_task h) noexcept {
 }
 
 weft_result weft_task_id(weft_task h, uint64_t* out) noexcept {
-    return fetch<task>(h.id, out, [](task& t) { return t.rec->id; });
+    return fetch<task>("weft_task_id", h.id, out, [](task& t) { return t.rec->id; });
 }
 
 weft_result weft_current_task_id(uint64_t* out) noexcept {
-    if (!out) return WEFT_INVALID_ARGUMENT;
-    if (!this_task::inside()) return WEFT_NOT_IN_TASK;
+    if (!out) return invalid("weft_current_task_id", "`out` is NULL; pass the address of a uint64_t");
+    if (!this_task::inside()) return not_in_task("weft_current_task_id", "outside a task there is no current task");
     return guarded([&] {
         *out = this_task::id();
         return WEFT_OK;
@@ -240,7 +283,7 @@ weft_result weft_current_task_id(uint64_t* out) noexcept {
 }
 
 weft_result weft_yield(void) noexcept {
-    if (!this_task::inside()) return WEFT_NOT_IN_TASK;
+    if (!this_task::inside()) return not_in_task("weft_yield", "a plain thread may call sched_yield() instead");
     return guarded([] {
         this_task::yield();
         return WEFT_OK;
@@ -248,7 +291,11 @@ weft_result weft_yield(void) noexcept {
 }
 
 weft_result weft_sleep_until(int64_t deadline_ns) noexcept {
-    if (deadline_ns < 0) return WEFT_INVALID_ARGUMENT;
+    if (deadline_ns < 0)
+        return invalid_with("weft_sleep_until", [&] {
+            return "`deadline_ns` " + std::to_string(deadline_ns) +
+                   " is negative; pass an absolute CLOCK_MONOTONIC time in ns (weft_now() + a duration)";
+        });
     const c_deadline d(deadline_ns);
     return guarded([&] {
         this_task::sleep_until(d.at);
@@ -257,7 +304,10 @@ weft_result weft_sleep_until(int64_t deadline_ns) noexcept {
 }
 
 weft_result weft_sleep(int64_t ns) noexcept {
-    if (ns < 0) return WEFT_INVALID_ARGUMENT;
+    if (ns < 0)
+        return invalid_with("weft_sleep", [&] {
+            return "`ns` " + std::to_string(ns) + " is negative; pass a duration of 0 or more";
+        });
     return guarded([&] {
         this_task::sleep_for(std::chrono::nanoseconds(ns));
         return WEFT_OK;

@@ -68,7 +68,7 @@ void prepare(detail::ring_op& r, detail::op_state::kind k, int fd, void* buf, st
 // timed_out, also on the blocking pool, where nothing can interrupt a call).
 std::error_code cannot_start(int fd, clock::time_point deadline) noexcept {
     if (fd < 0) return std::make_error_code(std::errc::bad_file_descriptor);
-    if (expired(deadline)) return std::make_error_code(std::errc::timed_out);
+    if (expired(deadline)) return detail::deadline_passed();
     return {};
 }
 
@@ -95,7 +95,7 @@ std::size_t read_into(int fd, std::span<std::byte> buf, std::uint64_t offset, st
             const int res = detail::run_op(*b, *r, deadline);
             if (res >= 0) return static_cast<std::size_t>(res);
             if (res == -EINTR) continue;
-            ec = {-res, std::system_category()};
+            ec = detail::op_error(res, deadline);  // IO-E1
             return 0;
         }
     }
@@ -133,7 +133,7 @@ std::size_t write_from(int fd, std::span<const std::byte> buf, std::uint64_t off
                 continue;
             }
             if (res == -EINTR) continue;
-            ec = res < 0 ? std::error_code(-res, std::system_category()) : std::make_error_code(std::errc::io_error);
+            ec = res < 0 ? detail::op_error(res, deadline) : std::make_error_code(std::errc::io_error);
             break;
         }
         return done;

@@ -35,7 +35,7 @@ std::error_code thread_wait(int fd, interest what, clock::time_point deadline) {
         int ms = -1;
         if (deadline != no_deadline) {
             const auto left = deadline - clock::now();
-            if (left <= clock::duration::zero()) return std::make_error_code(std::errc::timed_out);
+            if (left <= clock::duration::zero()) return detail::deadline_passed();
             const auto m = std::chrono::ceil<std::chrono::milliseconds>(left).count();
             ms = m > INT32_MAX ? INT32_MAX : static_cast<int>(m);
         }
@@ -236,7 +236,7 @@ std::error_code handle::registration_in(weft::detail::runtime_core* core, detail
     if (r->owner->core() != core) {
         // The registration's reactor belongs to another runtime, whose
         // workers may not be polling.
-        return std::make_error_code(std::errc::invalid_argument);
+        return detail::foreign_runtime();  // IO-E1
     }
     return {};
 }
@@ -327,9 +327,8 @@ bool handle::ring_io(bool send, std::span<std::byte> buf, std::error_code& ec, c
             return true;
         }
         switch (res) {
-        case -ETIMEDOUT: ec = std::make_error_code(std::errc::timed_out); break;
         case -ECANCELED: ec = std::make_error_code(std::errc::operation_canceled); break;
-        default: ec = {-res, std::system_category()}; break;
+        default: ec = detail::op_error(res, deadline); break;  // IO-E1
         }
         return true;
     };

@@ -448,7 +448,7 @@ std::error_code wait(registration* r, std::uint32_t seq, int dir, clock::time_po
     case weft::waiter::outcome::notified:
         if (w.code) return {w.code, std::system_category()};
         return {};
-    case weft::waiter::outcome::timed_out: return std::make_error_code(std::errc::timed_out);
+    case weft::waiter::outcome::timed_out: return deadline_passed();  // IO-E1
     default: weft::throw_canceled();
     }
 }

@@ -69,6 +69,33 @@ inline bool expired(clock::time_point deadline) noexcept {
     return deadline != no_deadline && clock::now() >= deadline;
 }
 
+// The codes of category "weft.io" (io_category(), socket.cpp), besides
+// io::eof(): errors weft itself decides, whose message says what happened
+// and what to do where the system's text would only say "Connection timed
+// out" or "Invalid argument".
+//
+//   IO-E1  deadline_passed() and foreign_runtime() keep the errno value
+//          (ETIMEDOUT, EINVAL) and compare equal to std::errc::timed_out and
+//          std::errc::invalid_argument (the category's
+//          default_error_condition()), so every `ec == std::errc::...`
+//          test, and every caller that hands ec.value() on as an errno
+//          (the hook's bridge, the C API's weft_last_errno()), sees what it
+//          saw before. Only deadline expiry is deadline_passed(): an
+//          ETIMEDOUT of the kernel's own (a TCP connect or keep-alive that
+//          gave up before the call's deadline) stays in the system category.
+const std::error_category& io_category() noexcept;
+// deadline_passed() is the error of a wait that reached its deadline.
+inline std::error_code deadline_passed() noexcept { return {ETIMEDOUT, io_category()}; }
+// foreign_runtime() is the error of a socket used by a task of a runtime
+// other than the one whose reactor watches it.
+inline std::error_code foreign_runtime() noexcept { return {EINVAL, io_category()}; }
+// op_error() is a ring op's negative result as an error: -ETIMEDOUT once
+// the deadline has passed is deadline_passed() (IO-E1).
+inline std::error_code op_error(int res, clock::time_point deadline) noexcept {
+    if (res == -ETIMEDOUT && expired(deadline)) return deadline_passed();
+    return {-res, std::system_category()};
+}
+
 // or_throw(what, f) is the throwing form of an operation made from its
 // error_code form: it calls f(ec) and throws std::system_error(ec, what)
 // if that set ec, else returns what f returned.

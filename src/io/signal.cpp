@@ -368,7 +368,7 @@ int signal_set::wait(std::error_code& ec, clock::time_point deadline) {
         std::lock_guard g(st.mu);
         if (const int sig = st.take()) return sig;  // IO-S2: checked before linking
         if (detail::expired(deadline)) {
-            ec = std::make_error_code(std::errc::timed_out);
+            ec = detail::deadline_passed();
             return 0;
         }
         w.arm();
@@ -381,7 +381,7 @@ int signal_set::wait(std::error_code& ec, clock::time_point deadline) {
         st.q.remove(&held->n);
     }
     if (out == weft::waiter::outcome::canceled) weft::throw_canceled();
-    ec = std::make_error_code(std::errc::timed_out);
+    ec = detail::deadline_passed();
     return 0;
 }
 

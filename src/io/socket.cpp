@@ -37,10 +37,27 @@ using detail::errno_code;
 using detail::expired;
 std::error_code errno_code(int e) noexcept { return {e, std::system_category()}; }
 
-class io_category final : public std::error_category {
+class io_category_impl final : public std::error_category {
 public:
     const char* name() const noexcept override { return "weft.io"; }
-    std::string message(int v) const override { return v == 1 ? "end of file" : "unknown weft.io error"; }
+    std::string message(int v) const override {
+        switch (v) {
+        case 1: return "end of file";
+        case ETIMEDOUT:
+            return "the deadline passed before the call could finish (ETIMEDOUT); pass a later deadline, or handle "
+                   "std::errc::timed_out";
+        case EINVAL:
+            return "this socket belongs to another runtime (a task of that runtime waited on it first); use it from "
+                   "a task of the runtime that made it (EINVAL)";
+        default: return "unknown weft.io error";
+        }
+    }
+    // IO-E1: the codes weft decides compare equal to the errno they stand for.
+    std::error_condition default_error_condition(int v) const noexcept override {
+        if (v == ETIMEDOUT) return std::errc::timed_out;
+        if (v == EINVAL) return std::errc::invalid_argument;
+        return {v, *this};
+    }
 };
 
 class resolve_category final : public std::error_category {
@@ -119,10 +136,14 @@ void backoff(std::chrono::milliseconds d) {
 
 }  // namespace
 
-std::error_code eof() noexcept {
-    static const io_category c;
-    return {1, c};
+namespace detail {
+const std::error_category& io_category() noexcept {
+    static const io_category_impl c;
+    return c;
 }
+}  // namespace detail
+
+std::error_code eof() noexcept { return {1, detail::io_category()}; }
 
 // ---- endpoint ----
 
@@ -319,7 +340,7 @@ stream stream::connect(const endpoint& to, std::error_code& ec, clock::time_poin
     // Checked first so that a deadline already passed times out the same
     // way whether or not the kernel would have connected at once.
     if (expired(deadline)) {
-        ec = std::make_error_code(std::errc::timed_out);
+        ec = detail::deadline_passed();
         return {};
     }
     handle h = open_socket(to.family(), SOCK_STREAM, ec);
@@ -335,7 +356,7 @@ stream stream::connect(const endpoint& to, std::error_code& ec, clock::time_poin
             const int e = errno;
             if (e == EAGAIN && to.family() == AF_UNIX) {
                 if (expired(deadline)) {
-                    ec = std::make_error_code(std::errc::timed_out);
+                    ec = detail::deadline_passed();
                     return {};
                 }
                 backoff(pause);

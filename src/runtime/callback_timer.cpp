@@ -165,7 +165,9 @@ void runtime_core::run_callback(timer_shard& s, timer_block* b, std::uint64_t sn
         } catch (...) {
             task_info info;
             info.name = "weft::timer";
-            report_unhandled(info, std::current_exception(), "a weft::timer callback");
+            report_unhandled(info, std::current_exception(), "a weft::timer callback",
+                             "catch the exception inside the callback, or set runtime_options::unhandled to "
+                             "receive such exceptions");
         }
         running_here = outer;
         std::int64_t due = INT64_MAX;

@@ -270,9 +270,9 @@ unsigned parallelism_from(unsigned cpus, const char* cpu_max) noexcept {
     return limit < static_cast<long long>(cpus) ? static_cast<unsigned>(limit) : cpus;
 }
 
-runtime_core* current_core(const char* call) {
+runtime_core* current_core(const char* call, const char* instead) {
     task_record* t = current_task();
-    if (!t) not_in_task(call);
+    if (!t) not_in_task(call, instead);
     return core_of(t);
 }
 

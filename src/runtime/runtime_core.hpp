@@ -227,9 +227,10 @@ public:
     bool callback_pending(const timer_block* b) noexcept;
     void unhandled(task_record* t, std::exception_ptr e) noexcept override;
     // report_unhandled() hands e to runtime_options::unhandled, or without a
-    // handler prints "weft: <who> failed: <what>" and ends the process
-    // (spawn.cpp): a detached task's failure, a weft::timer callback's.
-    void report_unhandled(const task_info& info, std::exception_ptr e, const char* who) noexcept;
+    // handler prints "weft: <who> failed: <what>" and "weft: <fix>; ..." and
+    // ends the process with std::terminate() (spawn.cpp): a detached task's
+    // failure, a weft::timer callback's.
+    void report_unhandled(const task_info& info, std::exception_ptr e, const char* who, const char* fix) noexcept;
     void released() noexcept override {
         if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
     }

@@ -142,23 +142,37 @@ void runtime_core::unhandled(task_record* t, std::exception_ptr e) noexcept {
         who = "detached " + describe_named("task", info.name, t) + " (id " + std::to_string(info.id) + ")";
     } catch (...) {
     }
-    report_unhandled(info, e, who.empty() ? "a detached task" : who.c_str());
+    report_unhandled(info, e, who.empty() ? "a detached task" : who.c_str(),
+                     "nobody joins a detached task, so its exception has nowhere to go: join() the task (its "
+                     "exception is rethrown there) instead of detaching it, catch the exception in the task's body, "
+                     "or set runtime_options::unhandled to receive such exceptions");
 }
 
-void runtime_core::report_unhandled(const task_info& info, std::exception_ptr e, const char* who) noexcept {
+void runtime_core::report_unhandled(const task_info& info, std::exception_ptr e, const char* who,
+                                    const char* fix) noexcept {
     if (opts.unhandled) {
         opts.unhandled(info, e);
         return;
     }
-    std::string what = "unknown exception";
+    // The default: say who failed, with what, and what to do, then end the
+    // process (runtime_options::unhandled). std::terminate() is called
+    // inside the handler, with the exception active, so that the terminate
+    // handler (libstdc++'s names the type and what()) and a debugger's
+    // backtrace see it, rather than "terminate called without an active
+    // exception".
     try {
         std::rethrow_exception(e);
     } catch (const std::exception& x) {
-        what = x.what();
+        std::fprintf(stderr, "weft: %s failed: %s\nweft: %s; the default ends the program here.\n", who, x.what(),
+                     fix);
+        std::terminate();
     } catch (...) {
+        std::fprintf(stderr,
+                     "weft: %s failed with an exception that is not a std::exception\nweft: %s; the default ends the "
+                     "program here.\n",
+                     who, fix);
+        std::terminate();
     }
-    std::fprintf(stderr, "weft: %s failed: %s\n", who, what.c_str());
-    std::terminate();
 }
 
 }  // namespace weft::detail

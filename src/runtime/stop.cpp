@@ -11,8 +11,14 @@ namespace weft::detail {
 
 // ---- stopping ------------------------------------------------------------------------
 
+// The text of stop()'s and shutdown()'s inside_task error: what a task does instead.
+constexpr const char* stop_instead =
+    "call it from the thread that owns the runtime (after block_on() returns, or from main); from a task, end "
+    "the work instead (close the listener, cancel() or join() the tasks, close a channel the owner waits on) "
+    "and let the owner's shutdown() drain the rest";
+
 void runtime_core::stop() {
-    if (task_record* t = current_task(); t && t->sched == this) task_misuse(t, task_errc::inside_task);
+    if (task_record* t = current_task(); t && t->sched == this) inside_task(t, "weft::runtime::stop()", stop_instead);
     // The runtime's stop token, before any task is canceled: a task waiting
     // on it ends its wait (and may see the stop) rather than only unwind.
     // Not under stop_mu: the token's callbacks may be the program's.
@@ -70,7 +76,8 @@ void runtime_core::stop() {
 
 std::size_t runtime_core::drain_then_stop(std::chrono::steady_clock::time_point deadline) {
     using clock = std::chrono::steady_clock;
-    if (task_record* t = current_task(); t && t->sched == this) task_misuse(t, task_errc::inside_task);
+    if (task_record* t = current_task(); t && t->sched == this)
+        inside_task(t, "weft::runtime::shutdown()", stop_instead);
     {
         std::lock_guard sg(stop_mu);
         if (stopped) return 0;

@@ -432,14 +432,18 @@ void runtime_core::thread_main(worker* w) {
 }
 
 void runtime_core::drive(task_record* root) {
-    if (task_record* t = current_task()) task_misuse(t, task_errc::inside_task);
+    if (task_record* t = current_task())
+        inside_task(t, "weft::runtime::block_on()",
+                    "from a task, use weft::spawn() and join() the handle (it suspends only this task)");
     if (nthreads != 0) return;
     driver_guard g(this);
     loop(ws[0].get(), root, false);
 }
 
 std::size_t runtime_core::run_once() {
-    if (task_record* t = current_task()) task_misuse(t, task_errc::inside_task);
+    if (task_record* t = current_task())
+        inside_task(t, "weft::runtime::run_once() / run_for()",
+                    "a task lets the others run with weft::this_task::yield()");
     if (nthreads != 0) return 0;
     driver_guard g(this);
     worker* w = ws[0].get();

@@ -132,8 +132,16 @@ void task_misuse(const task_record* t, task_errc code) {
     throw task_error(code, "weft: " + what);
 }
 
-void not_in_task(const char* call) {
-    throw task_error(task_errc::not_in_task, std::string("weft: ") + call + " must be called from inside a weft task");
+void not_in_task(const char* call, const char* instead) {
+    std::string what = std::string("weft: ") + call + " must be called from inside a weft task";
+    if (instead) what += std::string("; ") + instead;
+    throw task_error(task_errc::not_in_task, what);
+}
+
+void inside_task(const task_record* t, const char* call, const char* instead) {
+    throw task_error(task_errc::inside_task, std::string("weft: ") + call + " called from inside " + describe(t) +
+                                                 ": it would block that task's worker and wait for itself; " +
+                                                 instead);
 }
 
 std::int64_t coarse_now_ns() noexcept {

@@ -7,6 +7,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <weft/weft.h>
 
@@ -35,6 +36,24 @@
     } while (0)
 
 #define CHECK_OK(expr) CHECK_RESULT(expr, WEFT_OK)
+
+/* CHECK_EXPLAINED(expr, want, ...): expr returns the weft_result want and
+ * weft_last_error() then holds each of the strings that follow (the call,
+ * the argument, the fix). */
+#define CHECK_EXPLAINED(expr, want, ...)                                                         \
+    do {                                                                                         \
+        CHECK_RESULT(expr, want);                                                                \
+        const char* text_ = weft_last_error();                                                   \
+        const char* parts_[] = {__VA_ARGS__};                                                    \
+        for (size_t i_ = 0; i_ < sizeof parts_ / sizeof parts_[0]; ++i_) {                       \
+            if (!strstr(text_, parts_[i_])) {                                                    \
+                fprintf(stderr, "%s:%d: %s\n  weft_last_error() is \"%s\"\n  expected it to hold \"%s\"\n", \
+                        __FILE__, __LINE__, #expr, text_, parts_[i_]);                           \
+                fflush(stderr);                                                                  \
+                _Exit(1);                                                                        \
+            }                                                                                    \
+        }                                                                                        \
+    } while (0)
 
 #define RUN(fn)                          \
     do {                                 \

@@ -11,7 +11,9 @@
 #include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -779,9 +781,208 @@ static void a_stream_outlives_the_runtime_it_waited_in(void) {
     CHECK_OK(weft_stream_destroy(b));
 }
 
+/* Each cause of WEFT_INVALID_ARGUMENT has its own weft_last_error() text,
+ * naming the call, the argument and the fix. */
+static void each_invalid_argument_is_explained(void) {
+    weft_listener l;
+    weft_stream s;
+    char buf[4];
+    size_t got;
+    CHECK_EXPLAINED(weft_tcp_connect("localhost", 80, WEFT_NO_DEADLINE, &s), WEFT_INVALID_ARGUMENT,
+                    "weft_tcp_connect", "`address` 'localhost'", "not a numeric IP address", "weft_resolve()");
+    CHECK_EXPLAINED(weft_tcp_listen("localhost", 0, 0, &l), WEFT_INVALID_ARGUMENT, "weft_tcp_listen",
+                    "'localhost'", "weft_resolve()");
+    CHECK_EXPLAINED(weft_tcp_listen("127.0.0.1:80", 0, 0, &l), WEFT_INVALID_ARGUMENT, "weft_tcp_listen",
+                    "holds a port", "`port` argument");
+    CHECK_EXPLAINED(weft_tcp_connect("[::1]", 1, WEFT_NO_DEADLINE, &s), WEFT_INVALID_ARGUMENT, "weft_tcp_connect",
+                    "brackets");
+    CHECK_EXPLAINED(weft_tcp_listen("256.0.0.1", 0, 0, &l), WEFT_INVALID_ARGUMENT, "weft_tcp_listen",
+                    "'256.0.0.1' is not a numeric IPv4");
+    CHECK_EXPLAINED(weft_tcp_listen(NULL, 0, 0, &l), WEFT_INVALID_ARGUMENT, "weft_tcp_listen", "`address` is NULL");
+    CHECK_EXPLAINED(weft_tcp_listen("127.0.0.1", 0, 0, NULL), WEFT_INVALID_ARGUMENT, "weft_tcp_listen",
+                    "`out` is NULL");
+    CHECK_EXPLAINED(weft_tcp_listen("127.0.0.1", 0, -1, &l), WEFT_INVALID_ARGUMENT, "weft_tcp_listen",
+                    "`backlog` -1 is negative", "0 for the system's");
+    CHECK_EXPLAINED(weft_unix_listen("@x", -5, &l), WEFT_INVALID_ARGUMENT, "weft_unix_listen", "`backlog` -5");
+    CHECK_EXPLAINED(weft_unix_listen("", 0, &l), WEFT_INVALID_ARGUMENT, "weft_unix_listen", "`path` is empty");
+    CHECK_EXPLAINED(weft_tcp_connect("127.0.0.1", 0, WEFT_NO_DEADLINE, &s), WEFT_INVALID_ARGUMENT,
+                    "weft_tcp_connect", "`port` is 0");
+    CHECK_EXPLAINED(weft_tcp_connect("127.0.0.1", 1, -2, &s), WEFT_INVALID_ARGUMENT, "weft_tcp_connect",
+                    "`deadline_ns` is negative", "WEFT_NO_DEADLINE");
+    weft_stream zero = {0};
+    CHECK_EXPLAINED(weft_stream_read(zero, NULL, 4, WEFT_NO_DEADLINE, &got), WEFT_INVALID_ARGUMENT,
+                    "weft_stream_read", "`buf` is NULL but `len` is 4");
+    CHECK_EXPLAINED(weft_stream_read(zero, buf, (size_t)-1, WEFT_NO_DEADLINE, &got), WEFT_INVALID_ARGUMENT,
+                    "weft_stream_read", "above PTRDIFF_MAX");
+    CHECK_EXPLAINED(weft_stream_read(zero, buf, 4, WEFT_NO_DEADLINE, NULL), WEFT_INVALID_ARGUMENT,
+                    "weft_stream_read", "`got` is NULL");
+    CHECK_EXPLAINED(weft_stream_read(zero, buf, 4, WEFT_NO_DEADLINE, &got), WEFT_INVALID_ARGUMENT,
+                    "a handle argument is zero");
+    CHECK_EXPLAINED(weft_stream_write_all(zero, NULL, 4, WEFT_NO_DEADLINE, &got), WEFT_INVALID_ARGUMENT,
+                    "weft_stream_write_all", "`buf` is NULL");
+    weft_channel ch;
+    CHECK_EXPLAINED(weft_channel_create(0, 1, &ch), WEFT_INVALID_ARGUMENT, "weft_channel_create",
+                    "`elem_size` is 0");
+    CHECK_EXPLAINED(weft_sleep(-1), WEFT_INVALID_ARGUMENT, "weft_sleep", "`ns` -1 is negative");
+    CHECK_EXPLAINED(weft_spawn(NULL, NULL, NULL, NULL), WEFT_INVALID_ARGUMENT, "weft_spawn", "`fn` is NULL");
+    CHECK_EXPLAINED(weft_yield(), WEFT_NOT_IN_TASK, "weft_yield", "inside a weft task");
+}
+
+/* ---- signals, names ------------------------------------------------------ */
+
+/* sig_wait is a task that waits for SIGUSR1 or SIGUSR2 in a signal set. */
+typedef struct sig_wait {
+    weft_signal_set set;
+    atomic_int waiting;
+    atomic_int got;
+} sig_wait;
+
+static void waits_for_a_signal(void* arg) {
+    sig_wait* w = arg;
+    int signo = 0;
+    CHECK_RESULT(weft_signal_set_wait(w->set, now_ns() + 20 * MS, &signo), WEFT_TIMED_OUT);
+    atomic_store(&w->waiting, 1);
+    CHECK_OK(weft_signal_set_wait(w->set, now_ns() + LONG, &signo));
+    atomic_store(&w->got, signo);
+}
+
+static void sends_sigusr2_when_the_waiter_waits(void* arg) {
+    sig_wait* w = arg;
+    while (!atomic_load(&w->waiting)) CHECK_OK(weft_sleep(MS));
+    CHECK_OK(weft_sleep(10 * MS));
+    CHECK(kill(getpid(), SIGUSR2) == 0);
+}
+
+/* A task waits for a signal as a C server waits for SIGTERM to drain. */
+static void a_task_waits_for_a_signal_with(unsigned workers) {
+    sig_wait w;
+    const int signals[] = {SIGUSR1, SIGUSR2};
+    CHECK_OK(weft_signal_set_create(signals, 2, &w.set));
+    atomic_init(&w.waiting, 0);
+    atomic_init(&w.got, 0);
+    weft_runtime rt = make_runtime(workers);
+    weft_task waiter, sender;
+    CHECK_OK(weft_runtime_spawn(rt, waits_for_a_signal, &w, NULL, &waiter));
+    CHECK_OK(weft_runtime_spawn(rt, sends_sigusr2_when_the_waiter_waits, &w, NULL, &sender));
+    if (workers == 0) {
+        int done = 0;
+        while (!done) {
+            CHECK_OK(weft_runtime_run_once(rt, NULL));
+            CHECK_OK(weft_task_is_done(waiter, &done));
+        }
+    }
+    CHECK_OK(weft_task_join(waiter, now_ns() + LONG));
+    CHECK_OK(weft_task_join(sender, now_ns() + LONG));
+    CHECK(atomic_load(&w.got) == SIGUSR2);
+    CHECK_OK(weft_runtime_destroy(rt));
+    /* A plain thread waits too; a signal already pending returns at once. */
+    CHECK(kill(getpid(), SIGUSR1) == 0);
+    int signo = 0;
+    CHECK_OK(weft_signal_set_wait(w.set, now_ns() + LONG, &signo));
+    CHECK(signo == SIGUSR1);
+    CHECK_OK(weft_signal_set_destroy(w.set));
+    CHECK_RESULT(weft_signal_set_wait(w.set, WEFT_NO_DEADLINE, &signo), WEFT_INVALID_HANDLE);
+}
+
+static void a_task_waits_for_a_signal_0_workers(void) { a_task_waits_for_a_signal_with(0); }
+static void a_task_waits_for_a_signal_2_workers(void) { a_task_waits_for_a_signal_with(2); }
+
+static void signal_calls_check_their_arguments(void) {
+    weft_signal_set set;
+    const int term[] = {SIGTERM};
+    const int kill_too[] = {SIGTERM, SIGKILL};
+    const int segv[] = {SIGSEGV};
+    const int none[] = {0};
+    CHECK_EXPLAINED(weft_signal_set_create(NULL, 1, &set), WEFT_INVALID_ARGUMENT, "weft_signal_set_create",
+                    "`signals` is NULL");
+    CHECK_EXPLAINED(weft_signal_set_create(term, 0, &set), WEFT_INVALID_ARGUMENT, "weft_signal_set_create",
+                    "`count` is 0");
+    CHECK_EXPLAINED(weft_signal_set_create(term, 1, NULL), WEFT_INVALID_ARGUMENT, "`out` is NULL");
+    CHECK_EXPLAINED(weft_signal_set_create(kill_too, 2, &set), WEFT_INVALID_ARGUMENT, "`signals[1]` 9",
+                    "cannot be caught", "SIGTERM");
+    CHECK_EXPLAINED(weft_signal_set_create(segv, 1, &set), WEFT_INVALID_ARGUMENT, "must not be caught");
+    CHECK_EXPLAINED(weft_signal_set_create(none, 1, &set), WEFT_INVALID_ARGUMENT, "`signals[0]` 0",
+                    "not a signal number");
+    CHECK_OK(weft_signal_set_create(term, 1, &set));
+    int signo;
+    CHECK_EXPLAINED(weft_signal_set_wait(set, WEFT_NO_DEADLINE, NULL), WEFT_INVALID_ARGUMENT, "weft_signal_set_wait",
+                    "`signo` is NULL");
+    CHECK_EXPLAINED(weft_signal_set_wait(set, -2, &signo), WEFT_INVALID_ARGUMENT, "`deadline_ns` is negative");
+    CHECK_RESULT(weft_signal_set_wait(set, now_ns(), &signo), WEFT_TIMED_OUT);
+    CHECK_OK(weft_signal_set_destroy(set));
+    CHECK_RESULT(weft_signal_set_destroy(set), WEFT_INVALID_HANDLE);
+    weft_signal_set zero = {0};
+    CHECK_RESULT(weft_signal_set_destroy(zero), WEFT_INVALID_ARGUMENT);
+}
+
+/* resolve_and_connect is a task: resolve "localhost", connect to the
+ * listener through the first address found. */
+typedef struct resolve_case {
+    uint16_t port;
+    int connected;
+} resolve_case;
+
+static void resolve_and_connect(void* arg) {
+    resolve_case* c = arg;
+    char service[8];
+    snprintf(service, sizeof service, "%u", (unsigned)c->port);
+    weft_address found[8];
+    size_t n = 0;
+    CHECK_OK(weft_resolve("localhost", service, found, 8, &n));
+    CHECK(n >= 1);
+    for (size_t i = 0; i < n && !c->connected; ++i) {
+        CHECK(found[i].port == c->port);
+        CHECK(strcmp(found[i].ip, "127.0.0.1") == 0 || strcmp(found[i].ip, "::1") == 0);
+        weft_stream s;
+        if (weft_tcp_connect(found[i].ip, found[i].port, now_ns() + LONG, &s) == WEFT_OK) {
+            c->connected = 1;
+            CHECK_OK(weft_stream_destroy(s));
+        }
+    }
+    /* capacity 0 counts nothing; a numeric host resolves to itself. */
+    CHECK_OK(weft_resolve("localhost", NULL, NULL, 0, &n));
+    CHECK(n == 0);
+    CHECK_OK(weft_resolve("127.0.0.1", NULL, found, 8, &n));
+    CHECK(n == 1 && strcmp(found[0].ip, "127.0.0.1") == 0 && found[0].port == 0);
+}
+
+static void resolve_finds_localhost_in_a_task_and_on_a_thread(void) {
+    weft_listener l;
+    CHECK_OK(weft_tcp_listen("127.0.0.1", 0, 0, &l));
+    resolve_case c = {0, 0};
+    CHECK_OK(weft_listener_port(l, &c.port));
+    run_in_task(2, resolve_and_connect, &c);
+    CHECK(c.connected);
+    c.connected = 0;
+    resolve_and_connect(&c); /* a plain thread */
+    CHECK(c.connected);
+    CHECK_OK(weft_listener_destroy(l));
+}
+
+static void resolve_checks_its_arguments(void) {
+    weft_address a[2];
+    size_t n = 77;
+    CHECK_EXPLAINED(weft_resolve(NULL, NULL, a, 2, &n), WEFT_INVALID_ARGUMENT, "weft_resolve", "`host` is NULL");
+    CHECK_EXPLAINED(weft_resolve("", NULL, a, 2, &n), WEFT_INVALID_ARGUMENT, "`host` is empty");
+    CHECK_EXPLAINED(weft_resolve("localhost", NULL, NULL, 2, &n), WEFT_INVALID_ARGUMENT, "`out` is NULL");
+    CHECK_EXPLAINED(weft_resolve("localhost", NULL, a, 2, NULL), WEFT_INVALID_ARGUMENT, "`count` is NULL");
+    CHECK(n == 77);
+    /* An unknown service fails without asking a name server. */
+    CHECK_EXPLAINED(weft_resolve("localhost", "no-such-service-weft", a, 2, &n), WEFT_NOT_FOUND, "weft_resolve",
+                    "'no-such-service-weft'");
+    CHECK(n == 77);
+    CHECK(strstr(weft_result_str(WEFT_NOT_FOUND), "WEFT_NOT_FOUND") != NULL);
+}
+
 int main(void) {
     RUN(result_str_names_the_io_codes);
     RUN(every_call_checks_its_arguments);
+    RUN(each_invalid_argument_is_explained);
+    RUN(a_task_waits_for_a_signal_0_workers);
+    RUN(a_task_waits_for_a_signal_2_workers);
+    RUN(signal_calls_check_their_arguments);
+    RUN(resolve_finds_localhost_in_a_task_and_on_a_thread);
+    RUN(resolve_checks_its_arguments);
     RUN(echo_over_loopback_tcp_0_workers);
     RUN(echo_over_loopback_tcp_2_workers);
     RUN(echo_over_ipv6_loopback_0_workers);

@@ -389,6 +389,95 @@ static void many_tasks_run_on_2_workers(void) {
     CHECK_OK(weft_runtime_destroy(rt));
 }
 
+/* ---- graceful shutdown --------------------------------------------------- */
+
+/* drain_state is what the shutdown tests' tasks share. */
+typedef struct drain_state {
+    weft_channel never; /* nobody sends: a receive waits until canceled */
+    atomic_int finished;    /* the short task returned */
+    atomic_int stuck_saw;   /* the result the stuck task's receive returned, + 1 */
+    atomic_int late_spawn;  /* the result of a spawn from a task, during the drain, + 1 */
+} drain_state;
+
+static void short_task(void* arg) {
+    drain_state* d = arg;
+    CHECK_OK(weft_sleep(20 * MS));
+    /* A task of the runtime may still spawn children while it drains. */
+    atomic_store(&d->late_spawn, (int)weft_spawn(set_flag, &d->finished, NULL, NULL) + 1);
+}
+
+static void stuck_task(void* arg) {
+    drain_state* d = arg;
+    int v;
+    atomic_store(&d->stuck_saw, (int)weft_channel_recv(d->never, &v, WEFT_NO_DEADLINE) + 1);
+}
+
+static void shutdown_inside(void* arg) {
+    weft_runtime rt = *(weft_runtime*)arg;
+    size_t left = 99;
+    CHECK_EXPLAINED(weft_runtime_shutdown(rt, WEFT_NO_DEADLINE, &left), WEFT_WRONG_THREAD, "weft_runtime_shutdown",
+                    "inside a task", "weft_task_cancel()");
+    CHECK(left == 99);
+}
+
+/* weft_runtime_shutdown() lets the tasks that end by themselves finish,
+ * cancels the one still waiting at the deadline, counts it, and refuses
+ * spawns from outside afterwards. */
+static void shutdown_drains_then_cancels_with(unsigned workers) {
+    weft_runtime rt = make_runtime(workers);
+    drain_state d;
+    CHECK_OK(weft_channel_create(sizeof(int), 0, &d.never));
+    atomic_init(&d.finished, 0);
+    atomic_init(&d.stuck_saw, 0);
+    atomic_init(&d.late_spawn, 0);
+    CHECK_OK(weft_runtime_block_on(rt, shutdown_inside, &rt, NULL));
+    CHECK_OK(weft_runtime_spawn(rt, short_task, &d, NULL, NULL));
+    CHECK_OK(weft_runtime_spawn(rt, stuck_task, &d, NULL, NULL));
+    const int64_t start = now_ns();
+    size_t left = 99;
+    CHECK_OK(weft_runtime_shutdown(rt, start + 300 * MS, &left));
+    CHECK(now_ns() - start >= 300 * MS); /* the stuck task held it to the deadline */
+    CHECK(left == 1);
+    CHECK(atomic_load(&d.late_spawn) == WEFT_OK + 1);
+    CHECK(atomic_load(&d.finished) == 1);
+    CHECK(atomic_load(&d.stuck_saw) == WEFT_CANCELED + 1);
+    CHECK_RESULT(weft_runtime_spawn(rt, set_flag, &d.finished, NULL, NULL), WEFT_STOPPING);
+    CHECK_OK(weft_runtime_shutdown(rt, WEFT_NO_DEADLINE, &left)); /* stopped already */
+    CHECK(left == 0);
+    CHECK_OK(weft_runtime_destroy(rt));
+    CHECK_OK(weft_channel_destroy(d.never));
+}
+
+static void shutdown_drains_then_cancels_0_workers(void) { shutdown_drains_then_cancels_with(0); }
+static void shutdown_drains_then_cancels_2_workers(void) { shutdown_drains_then_cancels_with(2); }
+
+/* With nothing stuck, shutdown returns as soon as the tasks have ended,
+ * long before its deadline, and a NULL `left` is allowed. */
+static void shutdown_returns_when_all_tasks_have_ended(void) {
+    weft_runtime rt = make_runtime(2);
+    drain_state d;
+    atomic_init(&d.finished, 0);
+    atomic_init(&d.late_spawn, 0);
+    CHECK_OK(weft_runtime_spawn(rt, short_task, &d, NULL, NULL));
+    const int64_t start = now_ns();
+    CHECK_OK(weft_runtime_shutdown(rt, start + 10 * 1000 * MS, NULL));
+    CHECK(now_ns() - start < 5 * 1000 * MS);
+    CHECK(atomic_load(&d.finished) == 1);
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
+static void shutdown_checks_its_arguments(void) {
+    weft_runtime rt = make_runtime(0);
+    size_t left;
+    CHECK_EXPLAINED(weft_runtime_shutdown(rt, -2, &left), WEFT_INVALID_ARGUMENT, "weft_runtime_shutdown",
+                    "`deadline_ns` is negative", "WEFT_NO_DEADLINE");
+    weft_runtime zero = {0};
+    CHECK_EXPLAINED(weft_runtime_shutdown(zero, WEFT_NO_DEADLINE, &left), WEFT_INVALID_ARGUMENT,
+                    "handle argument is zero");
+    CHECK_OK(weft_runtime_destroy(rt));
+    CHECK_RESULT(weft_runtime_shutdown(rt, WEFT_NO_DEADLINE, &left), WEFT_INVALID_HANDLE);
+}
+
 int main(void) {
     RUN(options_init_fills_defaults);
     RUN(create_and_destroy_check_their_arguments);
@@ -408,6 +497,10 @@ int main(void) {
     RUN(calls_that_would_wait_for_themselves_are_refused_inside_tasks);
     RUN(a_cpp_exception_escaping_a_task_is_callback_failed);
     RUN(many_tasks_run_on_2_workers);
+    RUN(shutdown_drains_then_cancels_0_workers);
+    RUN(shutdown_drains_then_cancels_2_workers);
+    RUN(shutdown_returns_when_all_tasks_have_ended);
+    RUN(shutdown_checks_its_arguments);
     printf("runtime_test: %d tests passed\n", c_tests_passed);
     return 0;
 }

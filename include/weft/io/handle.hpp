@@ -14,7 +14,12 @@
 // Errors are std::error_code in std::system_category() (errno values):
 //   std::errc::timed_out            the deadline passed first;
 //   std::errc::operation_canceled   another task closed the handle meanwhile;
-//   std::errc::bad_file_descriptor  the handle is closed (or was never open).
+//   std::errc::bad_file_descriptor  the handle is closed (or was never open);
+//   std::errc::invalid_argument     a task of another runtime waited on it.
+// The first and the last are weft's own verdicts: their codes are in
+// category "weft.io", with the errno value and a message that says what to
+// do, and compare equal to their std::errc all the same (IO-E1,
+// src/io/reactor.hpp).
 // A task's cancellation is not an error code: the waiting task unwinds
 // (weft::forced_unwind), as at any other suspension point.
 #pragma once

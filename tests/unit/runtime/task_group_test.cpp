@@ -463,6 +463,14 @@ TEST_P(task_group_test, from_a_plain_thread) {
         EXPECT_EQ(alive.load(), 0);
         // spawn(f) needs a task to know the runtime.
         EXPECT_EQ(errc_of([&] { g.spawn([] {}); }), weft::task_errc::not_in_task);
+        try {
+            g.spawn([] {});
+        } catch (const weft::task_error& e) {  // the call named is the group's, and the fix is given
+            EXPECT_NE(std::string(e.what()).find("weft::task_group::spawn() must be called from inside a weft task"),
+                      std::string::npos)
+                << e.what();
+            EXPECT_NE(std::string(e.what()).find("spawn(rt, f)"), std::string::npos) << e.what();
+        }
         g.spawn(rt, [] { throw std::logic_error("thread"); });
         EXPECT_THROW(g.wait(), std::logic_error);
     }
