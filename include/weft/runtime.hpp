@@ -21,6 +21,7 @@
 // when_all() and when_any(); the implementation (namespace detail) last.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <csignal>
 #include <cstddef>
@@ -183,11 +184,31 @@ struct runtime_options {
     // set (docs/debugging.md). Costs one predictable branch per event site
     // when off.
     std::string trace_path = {};
-    // trace_events bounds the events kept per worker (about 32 bytes each);
-    // later ones are counted as dropped (in the file's "otherData").
+    // trace_events bounds the events kept per worker (40 bytes each): a
+    // ring of the last trace_events, older ones overwritten and counted as
+    // dropped (in the file's "otherData").
     std::size_t trace_events = std::size_t{1} << 20;
     // watchdog reports tasks that hog their worker (see watchdog_options).
     watchdog_options watchdog = {};
+
+    // ---- live tracing (docs/debugging.md, "Live tracing and metrics") ----
+    // trace_live: record the task trace (the rings of trace_events) for
+    // runtime::write_trace() to take from the running runtime, also without
+    // trace_path (then nothing is written at stop). Costs what trace_path
+    // costs while recording. Implied by trace_signal.
+    bool trace_live = false;
+    // trace_signal: a signal number (SIGUSR2, say) on which the running
+    // process writes this runtime's live trace to trace_signal_path, as
+    // `kill -USR2 <pid>` asks. The runtime installs a handler (process-wide,
+    // kept after the runtime goes; the signal then does nothing) that only
+    // wakes a small thread, which writes the file. 0: no signal. Not the
+    // watchdog's sample_signal.
+    int trace_signal = 0;
+    // trace_signal_path: where trace_signal writes; empty:
+    // "weft-trace-<pid>.json" in the working directory. Each signal
+    // replaces the file (written beside it, then renamed).
+    std::string trace_signal_path = {};
+    // ---- end of live tracing ----
 };
 
 // spawn_options configure one task.
@@ -368,12 +389,37 @@ public:
     // runs, also from inside its tasks.
     [[nodiscard]] runtime_stats stats() const;
 
+    // ---- live tracing and metrics (docs/debugging.md, "Live tracing and metrics") ----
+    // write_trace() writes the trace of the running runtime to `path`, in
+    // the format of the trace written at stop (trace_path): each worker's
+    // last trace_events events, and the span of each task running now, up
+    // to now. The runtime must record a trace (trace_path, trace_live or
+    // trace_signal; else it returns false). Safe from any thread while the
+    // runtime runs; the workers go on meanwhile (a slot they rewrite as it
+    // is read is left out and counted as dropped). It writes the file on the
+    // calling thread: from a task, that worker waits for it. Returns false,
+    // with a message on stderr, if the file cannot be written.
+    bool write_trace(const std::string& path) const;
+    // metrics_text() is stats() in the Prometheus text exposition format
+    // (version 0.0.4): weft::metrics_text(stats()).
+    [[nodiscard]] std::string metrics_text() const;
+    // ---- end of live tracing and metrics ----
+
     // core() is the runtime's implementation, for the layers above.
     [[nodiscard]] detail::runtime_core* core() const noexcept { return core_; }
 
 private:
     detail::runtime_core* core_;
 };
+
+// runtime_delay_buckets is the number of buckets of the scheduling-delay
+// histogram (worker_stats::sched_delay); sched_delay_bound_ns(i) is bucket
+// i's upper bound, 2^(20+i) ns (about 1 ms, 2 ms, ... 4.3 s), and the last
+// bucket's is unbounded (UINT64_MAX).
+inline constexpr unsigned runtime_delay_buckets = 14;
+[[nodiscard]] constexpr std::uint64_t sched_delay_bound_ns(unsigned i) noexcept {
+    return i + 1 >= runtime_delay_buckets ? UINT64_MAX : std::uint64_t{1} << (20 + i);
+}
 
 // worker_stats are one worker's counters since the runtime started, read
 // while it runs (each is exact for its worker; the set is not a snapshot
@@ -404,6 +450,14 @@ struct worker_stats {
     std::size_t deque = 0;       // tasks in its deque now (an estimate)
     std::size_t inbox = 0;       // pinned tasks of its made ready by other threads, not yet taken
     bool running = false;        // running a task now
+    // Scheduling delay (docs/debugging.md, "Live tracing and metrics"): for
+    // each start of a task here, the time since it was made ready (spawned,
+    // woken, or yielded), on the coarse clock of task_info's stamps (a few
+    // milliseconds' resolution: a delay within one tick reads 0).
+    // sched_delay[i] counts those up to sched_delay_bound_ns(i) and above
+    // the bucket before; sched_delay_sum_ns adds them all.
+    std::array<std::uint64_t, runtime_delay_buckets> sched_delay{};
+    std::uint64_t sched_delay_sum_ns = 0;
 };
 
 // runtime_stats are a runtime's counters (runtime::stats()).
@@ -443,10 +497,19 @@ struct runtime_stats {
             t.deque += w.deque;
             t.inbox += w.inbox;
             t.running = t.running || w.running;
+            for (unsigned i = 0; i < runtime_delay_buckets; ++i) t.sched_delay[i] += w.sched_delay[i];
+            t.sched_delay_sum_ns += w.sched_delay_sum_ns;
         }
         return t;
     }
 };
+
+// metrics_text() renders s in the Prometheus text exposition format
+// (version 0.0.4; docs/debugging.md): HELP and TYPE lines, counters named
+// *_total, one sample per worker (label worker="i"), and the scheduling
+// delay as the histogram weft_schedule_delay_seconds. Serve it with the
+// content type "text/plain; version=0.0.4".
+[[nodiscard]] WEFT_API std::string metrics_text(const runtime_stats& s);
 
 // spawn() spawns into the runtime of the calling task. Throws: task_error
 // (not_in_task), and as runtime::spawn().

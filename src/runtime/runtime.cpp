@@ -7,6 +7,9 @@
 
 #include <dlfcn.h>
 #include <sched.h>
+#include <unistd.h>
+
+#include <csignal>
 
 #include <algorithm>
 #include <atomic>
@@ -144,7 +147,9 @@ runtime_core::runtime_core(const runtime_options& o)
     trace_path = o.trace_path;
     if (trace_path.empty())
         if (const char* env = std::getenv("WEFT_TRACE"); env && *env) trace_path = env;
-    if (!trace_path.empty()) {
+    if (o.trace_signal < 0 || o.trace_signal >= NSIG || o.trace_signal == SIGKILL || o.trace_signal == SIGSTOP)
+        bad_option("trace_signal is not a signal number that can be caught");
+    if (!trace_path.empty() || o.trace_live || o.trace_signal != 0) {
         if (o.trace_events == 0) bad_option("trace_events must be at least 1");
         trace_origin = steady_now_ns();
         for (unsigned i = 0; i <= nworkers; ++i) traces.push_back(std::make_unique<trace_buffer>(o.trace_events));
@@ -157,6 +162,8 @@ runtime_core::runtime_core(const runtime_options& o)
         if (wd.threshold.count() <= 0) bad_option("watchdog.threshold must be positive");
         if (wd.burst == 0) bad_option("watchdog.burst must be at least 1");
         if (wd.sample_signal < 0 || wd.sample_signal >= NSIG) bad_option("watchdog.sample_signal is not a signal number");
+        if (o.trace_signal != 0 && wd.sample_signal == o.trace_signal)
+            bad_option("trace_signal must differ from watchdog.sample_signal");
         std::vector<worker_view*> views;
         for (auto& w : ws) views.push_back(&w->view);
         dog = std::make_unique<watchdog>(wd, std::move(views));
@@ -174,9 +181,54 @@ runtime_core::runtime_core(const runtime_options& o)
         for (auto& th : threads) th.join();
         throw;
     }
+    if (o.trace_signal != 0) {
+        // OBSERVE-O5: last, so that a runtime that failed to start is never
+        // registered; stop() leaves the registry.
+        trace_sig_path = o.trace_signal_path.empty() ? "weft-trace-" + std::to_string(::getpid()) + ".json"
+                                                     : o.trace_signal_path;
+        try {
+            trace_signal_register(o.trace_signal, this, [](void* c) {
+                auto* core = static_cast<runtime_core*>(c);
+                (void)core->write_live_trace(core->trace_sig_path);
+            });
+        } catch (...) {
+            shutdown.store(true);
+            for (auto& w : ws) {
+                w->futex.store(1);
+                futex_wake(&w->futex, 1);
+            }
+            for (auto& th : threads) th.join();
+            throw;
+        }
+        trace_sig = o.trace_signal;
+    }
+}
+
+bool runtime_core::write_live_trace(const std::string& path) const {
+    if (traces.empty()) {
+        std::fprintf(stderr, "weft: write_trace(%s): this runtime records no trace (runtime_options::trace_live)\n",
+                     path.c_str());
+        return false;
+    }
+    // The live tasks' names from the registry: a long-lived task's name may
+    // have left the names' ring.
+    std::vector<std::pair<std::uint64_t, std::string>> names;
+    try {
+        for (unsigned i = 0; i <= nworkers; ++i) {
+            std::lock_guard g(shards[i].mu);
+            for (task_record* t = shards[i].tasks.front(); t; t = t->reg_next)
+                if (!t->name.empty()) names.emplace_back(t->id, std::string(t->name));
+        }
+    } catch (...) {
+        names.clear();
+    }
+    std::vector<const trace_buffer*> bufs;
+    for (const auto& b : traces) bufs.push_back(b.get());
+    return write_trace(path, nworkers, bufs, trace_origin, true, std::move(names));
 }
 
 runtime_core::~runtime_core() {
+    if (trace_sig) trace_signal_unregister(this);
     for (auto& w : ws)
         while (void* r = w->shrink.rooms) {
             w->shrink.rooms = *static_cast<void**>(r);
@@ -416,6 +468,10 @@ std::size_t runtime::live_tasks() const noexcept {
 std::vector<task_info> runtime::tasks() const { return core_->tasks(); }
 
 runtime_stats runtime::stats() const { return core_->stats(); }
+
+bool runtime::write_trace(const std::string& path) const { return core_->write_live_trace(path); }
+
+std::string runtime::metrics_text() const { return weft::metrics_text(core_->stats()); }
 
 unsigned available_parallelism() noexcept {
     unsigned cpus = 0;

@@ -444,8 +444,15 @@ public:
     // Observation (observe.hpp): spawns from other threads, the trace (one
     // buffer per worker and the shared one, last), the watchdog.
     std::atomic<std::uint64_t> spawned_outside{0};
-    std::string trace_path;
+    std::string trace_path;  // written at stop (empty: not)
     std::vector<std::unique_ptr<trace_buffer>> traces;
+    // The trace signal (runtime_options::trace_signal, OBSERVE-O5): 0 or the
+    // signal this runtime is registered for, and the file it writes.
+    int trace_sig = 0;
+    std::string trace_sig_path;
+    // write_live_trace() writes the rings of the running runtime to path
+    // (runtime::write_trace()); false if there is no trace or no file.
+    bool write_live_trace(const std::string& path) const;
     trace_buffer* outside_trace = nullptr;
     std::int64_t trace_origin = 0;
     std::unique_ptr<watchdog> dog;
@@ -507,12 +514,15 @@ inline std::int64_t runtime_core::earliest_timer(std::memory_order mo) const noe
 }
 
 // begin_run() is the bookkeeping of a switch into t on w: the running task,
-// its worker, state and stamp, and (OBSERVE-O2) the one store of the statistics.
+// its worker, state and stamp, and (OBSERVE-O2) the one store of the statistics
+// and the scheduling delay's test (recorded only when a clock tick passed).
 inline void runtime_core::begin_run(worker* w, task_record* t) noexcept {
     w->set_current(t);
     set_current_task(t);
     t->worker.store(static_cast<int>(w->index), std::memory_order_relaxed);
+    const std::int64_t ready_since = t->state_since.load(std::memory_order_relaxed);
     w->now = coarse_now_ns();
+    if (w->now > ready_since) [[unlikely]] w->view.delay.record(w->now - ready_since);  // OBSERVE-O2
     t->state.store(task_state::running, std::memory_order_release);
     t->state_since.store(w->now, std::memory_order_relaxed);
     w->view.switches.bump();

@@ -96,6 +96,8 @@ runtime_stats runtime_core::stats() const {
         s.worker = w->index;
         s.spawned = v.spawned.get();
         s.finished = v.finished.get();
+        // The delays before `switches` (delay_histogram::read()).
+        v.delay.read(s.sched_delay, s.sched_delay_sum_ns, v.switches);
         s.switches = v.switches.get();
         s.steals = v.steals.get();
         s.stolen = v.stolen.get();

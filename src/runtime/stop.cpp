@@ -53,8 +53,12 @@ void runtime_core::stop() {
     for (auto& th : bl_pool) th.join();
     bl_pool.clear();
     drain_idle();
-    if (!traces.empty()) {
-        std::vector<trace_buffer*> bufs;
+    if (trace_sig) {
+        trace_signal_unregister(this);  // OBSERVE-O5: no live trace of a stopped runtime
+        trace_sig = 0;
+    }
+    if (!trace_path.empty()) {
+        std::vector<const trace_buffer*> bufs;
         for (auto& b : traces) bufs.push_back(b.get());
         (void)write_trace(trace_path, nworkers, bufs, trace_origin);
     }
