@@ -24,7 +24,11 @@
 //      oversized frame gets "-ERR Protocol error: ..." and the connection is
 //      closed. A command, once begun, has 30 s to arrive, a reply 30 s to
 //      be written; an idle connection is closed after --idle-timeout
-//      seconds (0, the default, as Redis's `timeout 0`: never);
+//      seconds (0, the default, as Redis's `timeout 0`: never); past
+//      --maxclients connections (10000 by default, as Redis's `maxclients`)
+//      a new client is sent "-ERR max number of clients reached" and closed
+//      (io::limited_listener, which also keeps a spare fd to say so when the
+//      process is out of fds, and backs off instead of spinning);
 //   5. graceful shutdown on SIGINT or SIGTERM (as in 16_http_server):
 //      stop accepting, answer what is buffered, close every connection,
 //      exit 0.
@@ -42,7 +46,7 @@
 //                    redis-benchmark -p 6380 -t ping,set,get,incr -c 50 -n 100000 -P 16 -q
 //                  prints "listening on PORT" once (PORT 0: the kernel's
 //                  choice). More options: --io epoll|io_uring|automatic,
-//                  --max-bulk BYTES, --idle-timeout SECONDS.
+//                  --max-bulk BYTES, --idle-timeout SECONDS, --maxclients N.
 
 #include <weft/io/buffered.hpp>
 #include <weft/io/select.hpp>
@@ -86,6 +90,7 @@ struct options {
     weft::io_backend io = weft::io_backend::automatic;
     long long max_bulk = 64LL << 20;
     long long idle_timeout = 0;  // seconds; 0: none
+    long long max_clients = 10000;
 };
 
 bool parse_int(std::string_view s, long long& v) {  // all of s, decimal, no '+'
@@ -177,9 +182,12 @@ private:
 
 struct server {
     explicit server(const options& o)
-        : opt(o), listener(io::tcp_listener::bind(io::endpoint::loopback_v4(o.port))) {}
+        : opt(o),
+          listener(io::limited_listener::bind(io::endpoint::loopback_v4(o.port),
+                                              {.max_connections = static_cast<std::size_t>(o.max_clients),
+                                               .reject_message = "-ERR max number of clients reached\r\n"})) {}
     options opt;
-    io::tcp_listener listener;
+    io::limited_listener listener;
     keyspace keys;
     weft::event stopping;
     weft::channel<int> closing{0};  // never sent to; closed at shutdown
@@ -407,13 +415,13 @@ void accept_loop(server& sv) {
     weft::supervisor conns;
     for (;;) {
         std::error_code ec;
-        io::tcp_stream s = sv.listener.accept(ec);
-        if (ec == std::errc::too_many_files_open || ec == std::errc::too_many_files_open_in_system) {
-            weft::this_task::sleep_for(10ms);
-            continue;
-        }
+        // Over --maxclients, or out of fds, the listener turns the client
+        // away itself; out of fds without its spare it pauses (IO-L4).
+        io::limited_stream s = sv.listener.accept(ec);
         if (ec) break;  // closed: we are stopping
-        conns.spawn([&sv, s = std::move(s)]() mutable { serve_connection(sv, std::move(s)); }, {.name = "conn"});
+        // The connection's place is given back when `s` (the lambda's) goes.
+        conns.spawn([&sv, s = std::move(s)]() mutable { serve_connection(sv, std::move(s.as_stream())); },
+                    {.name = "conn"});
     }
     conns.wait();
 }
@@ -468,6 +476,7 @@ bool parse(int argc, char** argv, options& o) {
             else if (a == "--workers" && v <= 1024) o.workers = static_cast<unsigned>(v);
             else if (a == "--max-bulk" && v > 0) o.max_bulk = v;
             else if (a == "--idle-timeout" && v <= 1'000'000'000) o.idle_timeout = v;
+            else if (a == "--maxclients" && v > 0) o.max_clients = v;
             else return false;
         } else {
             return false;
@@ -483,7 +492,7 @@ int main(int argc, char** argv) {
     if (!parse(argc, argv, opt)) {
         std::fprintf(stderr,
                      "usage: %s [--serve [--port P] [--workers W] [--io epoll|io_uring|automatic]\n"
-                     "          [--max-bulk BYTES] [--idle-timeout SECONDS]]\n",
+                     "          [--max-bulk BYTES] [--idle-timeout SECONDS] [--maxclients N]]\n",
                      argv[0]);
         return 2;
     }

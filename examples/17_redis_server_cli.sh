@@ -25,6 +25,7 @@ fail() {
 start() {
     local log=$1
     shift
+    : >"$log"  # made here: the server's own redirection may come after the first look
     "$bin" --serve --port 0 "$@" >"$log" 2>&1 &
     pid=$!
     port=
@@ -162,4 +163,19 @@ SECONDS=0
 timeout 5 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"; cat <&3' _ "$port" || fail "--idle-timeout 1 did not close within 5 s"
 [[ $SECONDS -ge 1 ]] || fail "--idle-timeout 1 closed the connection at once"
 stop
-echo "ok: exact replies, expiry (lazy and swept), pipelining, protocol errors, concurrency, benchmark, SIGTERM"
+
+# --maxclients 1: with one client connected, the next is told so and closed,
+# as redis-server does, and the first is still served.
+start "$dir/log3" --workers 1 --maxclients 1 "$@"
+exec 4<>"/dev/tcp/127.0.0.1/$port"
+printf 'PING\r\n' >&4
+read -r -t 10 first <&4 || fail "--maxclients 1: the first client got no reply"
+[[ $first == $'+PONG\r' ]] || fail "--maxclients 1: the first client got [$first]"
+got=$(timeout 10 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"; cat <&3' _ "$port") || fail "--maxclients 1: the second client was not closed within 10 s"
+[[ $got == $'-ERR max number of clients reached\r' ]] || fail "--maxclients 1: the second client got [$got]"
+printf 'PING\r\n' >&4
+read -r -t 10 first <&4 || fail "--maxclients 1: the first client was not served after the second was turned away"
+[[ $first == $'+PONG\r' ]] || fail "--maxclients 1: the first client then got [$first]"
+exec 4>&-
+stop
+echo "ok: exact replies, expiry (lazy and swept), pipelining, protocol errors, concurrency, benchmark, SIGTERM, maxclients"
