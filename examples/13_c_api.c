@@ -270,7 +270,7 @@ int main(void) {
     check(atomic_load(&sv.served) == 1 && byte == 'x' && left == 0, "the server drained");
     weft_runtime_destroy(rt);
     weft_listener_destroy(sv.l);
-    weft_signal_set_destroy(sigs);
+    check(weft_signal_set_destroy(sigs) == WEFT_OK, "the signal set is destroyed");
 
     printf("%s\n", failures ? "FAILED" : "ok");
     return failures ? 1 : 0;

@@ -48,6 +48,22 @@ void* operator new[](std::size_t n) {
     if (void* p = std::malloc(n ? n : 1)) return p;
     throw std::bad_alloc();
 }
+// The nothrow forms too: std::stable_sort's temporary buffer comes from
+// operator new(n, nothrow) and goes back through plain operator delete, so
+// without them ASan saw its own new freed by this file's free()
+// (alloc-dealloc-mismatch, in the trace writer's stable_sort).
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+    ++g_new_calls;
+    if (injected_failure()) return nullptr;
+    return std::malloc(n ? n : 1);
+}
+void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
+    ++g_new_calls;
+    if (injected_failure()) return nullptr;
+    return std::malloc(n ? n : 1);
+}
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
