@@ -293,6 +293,44 @@ private:
     detail::task_record* t_;
 };
 
+// move_on_until() runs f() in a deadline scope: every cancellable wait of
+// the current task inside it (a channel operation, a lock, a join, a sleep,
+// an io wait: each wait that ends canceled when the task is canceled) ends
+// at `at` if it has not ended before, as if the task were canceled, and the
+// unwind that follows stops here instead of ending the task. Returns true if
+// the deadline cut f short, false if f returned. Scopes nest: a wait ends at
+// the earliest open deadline, and only the scope whose deadline that was
+// stops the unwind. A real cancellation (cancel(), the task's own deadline,
+// a runtime stop) passes through. Waits under a shield are not limited.
+// After the scope, waits are limited by nothing it set. f's result is
+// dropped. Throws: task_error (not_in_task; needs_stack from a C++20 task's
+// coroutine); whatever f throws; forced_unwind when the task is canceled.
+template <class F>
+bool move_on_until(std::chrono::steady_clock::time_point at, F&& f) {
+    detail::deadline_scope s;
+    detail::open_scope(s, at);
+    struct closer {
+        detail::deadline_scope& s;
+        ~closer() { detail::close_scope(s); }
+    } c{s};
+    try {
+        static_cast<void>(std::forward<F>(f)());
+        return false;
+    } catch (...) {
+        if (!detail::scope_catch(s)) throw;
+    }
+    detail::scope_caught_end();  // FIBER-U2: the handler has ended, and with it the unwind
+    return true;
+}
+
+// move_on_after() is move_on_until(now + d, f).
+template <class Rep, class Period, class F>
+bool move_on_after(std::chrono::duration<Rep, Period> d, F&& f) {
+    return move_on_until(std::chrono::steady_clock::now() +
+                             std::chrono::duration_cast<std::chrono::steady_clock::duration>(d),
+                         std::forward<F>(f));
+}
+
 }  // namespace this_task
 
 // task_local<T> is storage per task: each task sees its own T, created

@@ -247,7 +247,115 @@ wait_status park(task_record* t) {
 // So the common server read, whose deadline is armed at every wait and
 // rarely fires, costs one wheel lock per wait, and a sleep (which times
 // out) one lock for the add and its share of the firing's.
+// Deadline scopes (this_task::move_on_until(), weft/task.hpp): a scope is
+// a deadline_scope on the task's stack, linked into its locals (innermost
+// first) while it is open; only the task itself reads or writes them.
+//
+//   SCOPE-D1  a cancellable wait (one request_cancel() may end) of a task with
+//             an open scope ends no later than the innermost scope's `limit`
+//             (the earliest open deadline): park_until() arms the wait's own
+//             timer at that limit when it is earlier than the wait's own
+//             deadline, and a wait begun at or after the limit is ended by
+//             the task itself (try_end(), canceled) without parking. A
+//             shielded wait is armed not cancellable and is not limited;
+//   SCOPE-D2  only the task marks a scope fired, and only after its own
+//             try_end() won the word or the timer it armed at that scope's
+//             limit ended the wait (timed_out, which park_until() reports as
+//             canceled); a wake or a cancellation that won the word first
+//             is reported as what it is, so a value handed to the wait is
+//             never dropped (the waker won, the wait is notified) and a
+//             real cancellation is never mistaken for the scope's;
+//   SCOPE-D3  the forced unwind that follows stops at the scope that fired
+//             (the owner of the limit), and only when no cancellation is
+//             pending and the fiber is not being unwound by its destroyer:
+//             otherwise every scope rethrows and the task ends as before.
+//             The scope stops it as the C API boundary does (FIBER-U2:
+//             marks it caught, clears the flags after the handler ended);
+//   SCOPE-D4  a scope is unlinked when it ends (normally or by any unwind),
+//             so waits after it are limited only by the scopes still open.
+namespace {
+
+const char scope_key = 0;
+
+deadline_scope* innermost_scope(task_record* t) noexcept {
+    for (local_slot* s = t->locals; s; s = s->next)
+        if (s->key == &scope_key) return static_cast<deadline_scope*>(s->value);
+    return nullptr;
+}
+
+wait_status park_scoped(task_record* t, std::uint64_t word, deadline_scope* s) {
+    // SCOPE-D1: the scope's limit is earlier than the wait's own deadline.
+    if (s->owner->fired || std::chrono::steady_clock::now() >= s->limit) {
+        if (try_end(t, word, wait_status::canceled)) {  // TASK-W1: as claim_self(), no arrival
+            s->owner->fired = true;                      // SCOPE-D2
+            return wait_status::canceled;
+        }
+        return park(t);  // a waker or a cancellation ended it first: collect its arrival
+    }
+    timer_node& n = t->wait_timer;
+    t->sched->add_timer(&n, s->limit, word);
+    const wait_status why = park(t);
+    if (why == wait_status::timed_out) {  // the firing took the node out (TIMER-L1)
+        s->owner->fired = true;           // SCOPE-D2
+        return wait_status::canceled;
+    }
+    if (why == wait_status::canceled) t->sched->remove_timer(&n);  // TIMER-L1
+    return why;
+}
+
+}  // namespace
+
+void open_scope(deadline_scope& s, std::chrono::steady_clock::time_point at) {
+    task_record* t = current_task();
+    if (!t) not_in_task("weft::this_task::move_on_until()");
+    need_stack(t);
+    if (t->scopes == 0xff) throw std::length_error("weft: more than 255 nested deadline scopes");
+    deadline_scope* outer = t->scopes ? innermost_scope(t) : nullptr;
+    s.t = t;
+    s.at = at;
+    if (outer && outer->limit <= at) {
+        s.limit = outer->limit;
+        s.owner = outer->owner;
+    } else {
+        s.limit = at;
+        s.owner = &s;
+    }
+    s.slot = local_slot{t->locals, &scope_key, &s, nullptr};
+    t->locals = &s.slot;
+    ++t->scopes;
+}
+
+void close_scope(deadline_scope& s) noexcept {
+    task_record* t = s.t;  // SCOPE-D4
+    for (local_slot** p = &t->locals; *p; p = &(*p)->next)
+        if (*p == &s.slot) {
+            *p = s.slot.next;
+            break;
+        }
+    --t->scopes;
+}
+
+bool scope_catch(deadline_scope& s) noexcept {
+    // SCOPE-D3
+    if (!s.fired || !forced_unwind_in_flight()) return false;
+    fiber_record* f = this_thread_state()->current;
+    if (f->unwinding || s.t->cancel_reason.load(std::memory_order_acquire) != 0) return false;
+    f->unwind_caught = true;  // FIBER-U2: ending this handler ends the forced unwind
+    return true;
+}
+
+void scope_caught_end() noexcept {
+    // The handler has ended and deleted the unwind's object (FIBER-U1).
+    fiber_record* f = this_thread_state()->current;
+    f->unwind_raised = false;
+    f->unwind_caught = false;
+}
+
 wait_status park_until(task_record* t, std::uint64_t word, const std::chrono::steady_clock::time_point* deadline) {
+    if (t->scopes && (word & wait_cancellable_bit)) [[unlikely]] {
+        deadline_scope* s = innermost_scope(t);
+        if (!deadline || s->limit < *deadline) return park_scoped(t, word, s);
+    }
     if (!deadline) return park(t);
     timer_node& n = t->wait_timer;
     t->sched->add_timer(&n, *deadline, word);

@@ -374,6 +374,10 @@ struct task_record {
 
     // --- cancellation ---
     std::atomic<std::uint8_t> cancel_reason{0};  // 0, or a wait_status (canceled / timed_out)
+    // Open deadline scopes (this_task::move_on_until(), SCOPE-D1 - SCOPE-D4 in
+    // src/task/task.cpp): read and written by the task only. In the padding
+    // before shield_depth: the record is no bigger.
+    std::uint8_t scopes = 0;
     std::atomic<std::uint32_t> shield_depth{0};  // written by the task only
     std::atomic<std::uint32_t> refs{2};
 
@@ -478,8 +482,31 @@ WEFT_API wait_status park(task_record* t);
 // park_until() is park() with a deadline for the armed wait `word` (null:
 // none): t's wait timer ends the wait with timed_out when it passes. The one
 // place a wait's timer is put in and taken out (join, sleep, the waiter).
+// Inside a deadline scope a cancellable wait also ends at the scope's
+// deadline, as canceled (SCOPE-D1, SCOPE-D2).
 WEFT_API wait_status park_until(task_record* t, std::uint64_t word,
                                 const std::chrono::steady_clock::time_point* deadline);
+
+// deadline_scope is one open this_task::move_on_until() (weft/task.hpp), on
+// the task's stack. It is linked into the task's locals under a key of its
+// own (innermost first) while open; t->scopes counts the open ones.
+struct deadline_scope {
+    local_slot slot{};
+    std::chrono::steady_clock::time_point at{};     // its own deadline
+    std::chrono::steady_clock::time_point limit{};  // the earliest of its own and its open outer scopes'
+    deadline_scope* owner = nullptr;  // the scope whose own deadline `limit` is
+    task_record* t = nullptr;
+    bool fired = false;  // its deadline ended a wait of this task (SCOPE-D2)
+};
+// open_scope() links s (throws task_error: not_in_task, needs_stack);
+// close_scope() unlinks it. scope_catch() is called in a catch (...): true
+// when the exception being handled is the forced unwind of s's own expiry
+// (SCOPE-D3), which it then marks as caught (FIBER-U2); the caller calls
+// scope_caught_end() once the handler has ended.
+WEFT_API void open_scope(deadline_scope& s, std::chrono::steady_clock::time_point at);
+WEFT_API void close_scope(deadline_scope& s) noexcept;
+[[nodiscard]] WEFT_API bool scope_catch(deadline_scope& s) noexcept;
+WEFT_API void scope_caught_end() noexcept;
 // check_cancel() throws forced_unwind if t has a pending cancellation and is
 // not shielded (a suspension point without a wait: yield, task start).
 WEFT_API void check_cancel(task_record* t);
