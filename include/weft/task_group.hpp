@@ -513,6 +513,22 @@ public:
 
     [[nodiscard]] group_state& state() const noexcept { return *s_; }
 
+    // What task_group and supervisor both offer as they are (each documents
+    // them for its own kind).
+    template <class F>
+        requires std::is_invocable_v<std::decay_t<F>&>
+    void spawn(F&& f, const spawn_options& options = {}) {
+        add(nullptr, std::forward<F>(f), options);
+    }
+    template <class F>
+        requires std::is_invocable_v<std::decay_t<F>&>
+    void spawn(runtime& rt, F&& f, const spawn_options& options = {}) {
+        add(&rt, std::forward<F>(f), options);
+    }
+    void cancel() noexcept { s_->cancel(); }
+    [[nodiscard]] bool canceled() const noexcept { return s_->canceled.load(std::memory_order_seq_cst); }
+    [[nodiscard]] std::stop_token get_stop_token() const noexcept { return s_->stop.get_token(); }
+
 private:
     static const char* isolate_name(const group_state& s) noexcept {
         return s.isolate ? "weft::supervisor::spawn()" : "weft::task_group::spawn()";
@@ -550,11 +566,11 @@ private:
 // must outlive those calls; a child on a copy-stack owner may not reach a
 // group in its owner's frame (docs/runtime.md, "What a copy-stack task may
 // point at").
-class task_group {
+class task_group : private detail::group_core {
 public:
     // task_group() makes an empty group. Throws: std::bad_alloc;
     // task_error (needs_stack) inside a C++20 coroutine task.
-    task_group() : core_(std::make_shared<detail::group_state>()) {}
+    task_group() : group_core(std::make_shared<detail::group_state>()) {}
     // ~task_group() does nothing if every child has ended and been waited
     // for. Otherwise it cancels the group and waits, shielded, until every
     // child has ended (GROUP-I6); failures found then are dropped (call
@@ -578,16 +594,7 @@ public:
     // (not_in_task for the first form outside a task; runtime_stopping);
     // std::bad_alloc; what moving or copying f throws. When it throws, no
     // child was added.
-    template <class F>
-        requires std::is_invocable_v<std::decay_t<F>&>
-    void spawn(F&& f, const spawn_options& options = {}) {
-        core_.add(nullptr, std::forward<F>(f), options);
-    }
-    template <class F>
-        requires std::is_invocable_v<std::decay_t<F>&>
-    void spawn(runtime& rt, F&& f, const spawn_options& options = {}) {
-        core_.add(&rt, std::forward<F>(f), options);
-    }
+    using detail::group_core::spawn;
 
     // wait() returns once every child has ended (also the children they
     // spawned into the group meanwhile) and has been reaped; then it rethrows
@@ -605,31 +612,26 @@ public:
     // wait_exception() is wait() that returns the first failure (null if
     // none) instead of throwing it. Throws: forced_unwind; task_error
     // (join_self, needs_stack).
-    [[nodiscard]] std::exception_ptr wait_exception() { return core_.wait_exception(); }
+    using detail::group_core::wait_exception;
 
     // cancel() cancels every child (each ends canceled at its next
     // suspension point, or before its first instruction) and every child
     // spawned later. It does not wait, and it is not a failure: wait() then
     // returns normally unless a child failed. Idempotent; for good.
-    void cancel() noexcept { core_.state().cancel(); }
+    using detail::group_core::cancel;
     // canceled() says whether the group has been canceled (by cancel(), a
     // failure, or the cancellation of a task waiting in wait()).
-    [[nodiscard]] bool canceled() const noexcept {
-        return core_.state().canceled.load(std::memory_order_seq_cst);
-    }
+    using detail::group_core::canceled;
     // failed() says whether a child has failed (wait() would rethrow).
     [[nodiscard]] bool failed() const noexcept {
-        std::lock_guard g(core_.state().lock);
-        return core_.state().failure != nullptr;
+        std::lock_guard g(state().lock);
+        return state().failure != nullptr;
     }
     // get_stop_token() is a std::stop_token whose stop is requested when the
     // group is canceled: by a failure, cancel(), or its owner's cancellation
     // (GROUP-I8). The owner can select on it next to its own waits
     // (weft::on_stop) to learn of a failure while it waits on something else.
-    [[nodiscard]] std::stop_token get_stop_token() const noexcept { return core_.state().stop.get_token(); }
-
-private:
-    detail::group_core core_;
+    using detail::group_core::get_stop_token;
 };
 
 // supervisor is a scope of long-lived tasks whose failures stay their own:
@@ -651,11 +653,11 @@ private:
 // the same wait() (it never throws a child's failure) and the same
 // destructor (cancel, then wait for every child). Shutting a server down:
 // stop accepting, then cancel() and wait(), or wait() alone to drain.
-class supervisor {
+class supervisor : private detail::group_core {
 public:
-    supervisor() : core_(std::make_shared<detail::group_state>(std::function<void(const task_failure&)>{})) {}
+    supervisor() : group_core(std::make_shared<detail::group_state>(std::function<void(const task_failure&)>{})) {}
     explicit supervisor(std::function<void(const task_failure&)> on_failure)
-        : core_(std::make_shared<detail::group_state>(std::move(on_failure))) {}
+        : group_core(std::make_shared<detail::group_state>(std::move(on_failure))) {}
     ~supervisor() = default;
     supervisor(const supervisor&) = delete;
     supervisor& operator=(const supervisor&) = delete;
@@ -664,37 +666,23 @@ public:
     // task_group::spawn). After cancel() the child is spawned and canceled
     // at once, as in a task_group. Throws: task_error (not_in_task,
     // runtime_stopping); std::bad_alloc; what moving or copying f throws.
-    template <class F>
-        requires std::is_invocable_v<std::decay_t<F>&>
-    void spawn(F&& f, const spawn_options& options = {}) {
-        core_.add(nullptr, std::forward<F>(f), options);
-    }
-    template <class F>
-        requires std::is_invocable_v<std::decay_t<F>&>
-    void spawn(runtime& rt, F&& f, const spawn_options& options = {}) {
-        core_.add(&rt, std::forward<F>(f), options);
-    }
+    using detail::group_core::spawn;
     // wait() returns once every child has ended and every failure has been
     // reported. It throws no child's failure. Canceled while it waits, it
     // cancels the children and waits for them first (GROUP-I6). Throws:
     // forced_unwind; task_error (join_self, needs_stack).
-    void wait() { (void)core_.wait_exception(); }
+    void wait() { (void)wait_exception(); }
     // cancel() cancels every child and every child spawned later; it does
     // not wait. Idempotent; for good.
-    void cancel() noexcept { core_.state().cancel(); }
-    [[nodiscard]] bool canceled() const noexcept {
-        return core_.state().canceled.load(std::memory_order_seq_cst);
-    }
+    using detail::group_core::cancel;
+    using detail::group_core::canceled;
     // failures() is the number of children whose failure has been reported.
     [[nodiscard]] std::uint64_t failures() const noexcept {
-        return core_.state().failures.load(std::memory_order_relaxed);
+        return state().failures.load(std::memory_order_relaxed);
     }
     // get_stop_token() is requested by cancel() or the owner's cancellation
     // in wait(), never by a child's failure.
-    [[nodiscard]] std::stop_token get_stop_token() const noexcept { return core_.state().stop.get_token(); }
-
-private:
-    detail::group_core core_;
+    using detail::group_core::get_stop_token;
 };
 
 }  // namespace weft

@@ -170,15 +170,19 @@ runtime_core::runtime_core(const runtime_options& o)
     }
     const auto start = std::chrono::steady_clock::now();
     for (unsigned i = 0; i <= nworkers; ++i) timer_shards.push_back(std::make_unique<timer_shard>(start));
-    try {
-        for (unsigned i = 0; i < nthreads; ++i) threads.emplace_back([this, i] { thread_main(ws[i].get()); });
-    } catch (...) {
+    // abandon() ends the threads started so far, for a constructor that throws.
+    auto abandon = [this] {
         shutdown.store(true);
         for (auto& w : ws) {
             w->futex.store(1);
             futex_wake(&w->futex, 1);
         }
         for (auto& th : threads) th.join();
+    };
+    try {
+        for (unsigned i = 0; i < nthreads; ++i) threads.emplace_back([this, i] { thread_main(ws[i].get()); });
+    } catch (...) {
+        abandon();
         throw;
     }
     if (o.trace_signal != 0) {
@@ -192,12 +196,7 @@ runtime_core::runtime_core(const runtime_options& o)
                 (void)core->write_live_trace(core->trace_sig_path);
             });
         } catch (...) {
-            shutdown.store(true);
-            for (auto& w : ws) {
-                w->futex.store(1);
-                futex_wake(&w->futex, 1);
-            }
-            for (auto& th : threads) th.join();
+            abandon();
             throw;
         }
         trace_sig = o.trace_signal;

@@ -27,6 +27,7 @@
 
 #include "observe.hpp"
 #include "runtime_fixture.hpp"
+#include "trace_files.hpp"
 #include "weft/sync.hpp"
 
 namespace weft::test {
@@ -36,22 +37,6 @@ using namespace std::chrono_literals;
 
 class live_trace_test : public runtime_fixture {};
 
-std::string temp_path(const std::string& stem) {
-    return (std::filesystem::temp_directory_path() / (stem + "-" + std::to_string(::getpid()) + ".json")).string();
-}
-
-std::string slurp(const std::string& path) {
-    std::ifstream in(path);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
-
-std::size_t count_of(const std::string& hay, const std::string& needle) {
-    std::size_t n = 0;
-    for (std::size_t p = hay.find(needle); p != std::string::npos; p = hay.find(needle, p + 1)) ++n;
-    return n;
-}
 
 // The structure every trace file has (the stop-time one's, tests in
 // observe_test.cpp): the header, the workers' metadata, the trailer.

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "runtime_fixture.hpp"
+#include "trace_files.hpp"
 #include "weft/io/handle.hpp"
 #include "weft/sync.hpp"
 
@@ -172,22 +173,6 @@ TEST_P(observe_test, stats_can_be_read_while_tasks_run) {
 
 // ---- the trace ----------------------------------------------------------------
 
-std::string temp_path(const std::string& stem) {
-    return (std::filesystem::temp_directory_path() / (stem + "-" + std::to_string(::getpid()) + ".json")).string();
-}
-
-std::string slurp(const std::string& path) {
-    std::ifstream in(path);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
-
-std::size_t count_of(const std::string& hay, const std::string& needle) {
-    std::size_t n = 0;
-    for (std::size_t p = hay.find(needle); p != std::string::npos; p = hay.find(needle, p + 1)) ++n;
-    return n;
-}
 
 TEST_P(observe_test, the_trace_is_written_when_the_runtime_stops) {
     const std::string path = temp_path("weft-trace-" + std::to_string(workers()));

@@ -238,6 +238,20 @@ bool eventually(P&& pred, std::chrono::milliseconds limit = std::chrono::seconds
     return true;
 }
 
+// yield_until() is eventually() for a task: it yields the calling task until
+// pred holds (true) or `limit` has passed (false). A task that waits for
+// another task cannot sleep its thread, which may be the only one (workers
+// 0 or 1).
+template <class P>
+bool yield_until(P&& pred, std::chrono::milliseconds limit = std::chrono::seconds(10)) {
+    const auto end = std::chrono::steady_clock::now() + limit;
+    while (!pred()) {
+        if (std::chrono::steady_clock::now() > end) return false;
+        weft::this_task::yield();
+    }
+    return true;
+}
+
 // counted counts its constructions and destructions (for "destructors ran").
 struct counted {
     static inline std::atomic<long> made{0};

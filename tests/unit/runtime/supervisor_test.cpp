@@ -34,18 +34,6 @@ using namespace weft::test;
 
 class supervisor_test : public weft::test::runtime_fixture {};
 
-// yield_until() yields the calling task until pred holds (true) or 10 s
-// have passed (false): eventually() would hold the only worker's thread.
-template <class P>
-bool yield_until(P&& pred) {
-    const auto limit = std::chrono::steady_clock::now() + 10s;
-    while (!pred()) {
-        if (std::chrono::steady_clock::now() > limit) return false;
-        weft::this_task::yield();
-    }
-    return true;
-}
-
 // failure_log keeps what a supervisor's handler was given.
 struct failure_log {
     std::mutex mu;

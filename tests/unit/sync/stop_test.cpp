@@ -32,17 +32,7 @@ using weft::test::parked;
 
 class stop_test : public weft::test::sync_fixture {};
 
-// yield_until() lets the other tasks run until pred holds (bounded): a task
-// that waits for another one to park cannot sleep its thread (workers = 0).
-template <class P>
-bool yield_until(P&& pred) {
-    const auto end = clk::now() + 10s;
-    while (!pred()) {
-        if (clk::now() > end) return false;
-        weft::this_task::yield();
-    }
-    return true;
-}
+using weft::test::yield_until;
 
 TEST_P(stop_test, a_stop_from_another_thread_ends_a_select_on_a_channel_and_the_token) {
     driven_runtime rt(options());
